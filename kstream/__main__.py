@@ -1,0 +1,5 @@
+"""`python -m kstream` is the `kstream` command."""
+
+from kstream.cli import main
+
+main()

@@ -1,0 +1,136 @@
+"""Topic administration: create, delete, describe and purge topics.
+
+Thin wrappers over confluent-kafka's AdminClient that wait for the futures and
+turn Kafka's errors into kstream's, so callers never see a bare KafkaException.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from kstream.errors import ConfigurationError, KafkaUnavailableError
+
+__all__ = [
+    "Admin",
+]
+
+#: Metadata round trips on a healthy cluster take milliseconds; this only bounds a dead one.
+ADMIN_TIMEOUT_S = 30.0
+
+
+class Admin:
+    """Topic administration on one cluster."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+    def check_reachable(self, timeout: float = 10.0) -> None:
+        """Raise `KafkaUnavailableError` unless the cluster answers within `timeout`."""
+        try:
+            md = self._client.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"Kafka at {self.bootstrap} did not answer within {timeout:.0f}s ({exc.args[0]})"
+            ) from None
+        if not md.brokers:
+            raise KafkaUnavailableError(f"Kafka at {self.bootstrap} reports no brokers")
+
+    def partitions(self, topic: str) -> int | None:
+        """Number of partitions of `topic`, or None if it does not exist."""
+        md = self._client.list_topics(topic=topic, timeout=ADMIN_TIMEOUT_S)
+        meta = md.topics.get(topic)
+        if meta is None or meta.error is not None:
+            return None
+        return len(meta.partitions)
+
+    def topics(self) -> set[str]:
+        return set(self._client.list_topics(timeout=ADMIN_TIMEOUT_S).topics)
+
+    def create_topics(
+        self,
+        topics: Mapping[str, int],
+        config: Mapping[str, str] | None = None,
+        *,
+        exist_ok: bool = True,
+    ) -> None:
+        """Create each topic with its partition count; existing topics are left alone.
+
+        An existing topic with a different partition count is a `ConfigurationError`
+        when `exist_ok` is set, since channel layouts depend on exact counts.
+        """
+        if not topics:
+            return
+        new = [
+            NewTopic(name, num_partitions=n, replication_factor=-1, config=dict(config or {}))
+            for name, n in topics.items()
+        ]
+        futures = self._client.create_topics(new, operation_timeout=ADMIN_TIMEOUT_S)
+        for name, fut in futures.items():
+            try:
+                fut.result()
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.code() != KafkaError.TOPIC_ALREADY_EXISTS or not exist_ok:
+                    raise KafkaUnavailableError(
+                        f"cannot create topic {name}: {err.str()}"
+                    ) from None
+                have = self.partitions(name)
+                if have is not None and have != topics[name]:
+                    raise ConfigurationError(
+                        f"topic {name} exists with {have} partitions, expected {topics[name]}"
+                    ) from None
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        """Delete topics; missing ones are ignored."""
+        names = list(names)
+        if not names:
+            return
+        for name, fut in self._client.delete_topics(
+            names, operation_timeout=ADMIN_TIMEOUT_S
+        ).items():
+            try:
+                fut.result()
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise KafkaUnavailableError(
+                        f"cannot delete topic {name}: {err.str()}"
+                    ) from None
+
+    def delete_records_before(self, offsets: Iterable[TopicPartition]) -> None:
+        """Purge each partition's records before the given offset (log start moves up)."""
+        tps = [tp for tp in offsets if tp.offset > 0]
+        if not tps:
+            return
+        for tp, fut in self._client.delete_records(tps, operation_timeout=ADMIN_TIMEOUT_S).items():
+            try:
+                fut.result()
+            except KafkaException as exc:
+                raise KafkaUnavailableError(
+                    f"cannot purge {tp.topic}[{tp.partition}] before {tp.offset}: {exc.args[0]}"
+                ) from None
+
+    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+        """(low, high) offsets of every partition of `topic`."""
+        from confluent_kafka import Consumer
+
+        n = self.partitions(topic)
+        if n is None:
+            raise ConfigurationError(f"topic {topic} does not exist on {self.bootstrap}")
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": "kstream-admin", "log_level": 0}
+        )
+        try:
+            return {
+                p: consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S, cached=False
+                )
+                for p in range(n)
+            }
+        finally:
+            consumer.close()

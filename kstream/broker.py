@@ -1,0 +1,439 @@
+"""A real single-node Apache Kafka broker (KRaft) on 127.0.0.1, without Docker.
+
+The broker is built from the official jars on Maven Central: `deploy/kafka/pom.xml`
+is resolved with `mvn` into a cache directory, storage is formatted on first start,
+and `kafka.Kafka` runs detached with its own log file.
+
+``KSTREAM_MVN_ARGS`` adds arguments to every mvn call (a settings file, a mirror).
+
+Layout (``KSTREAM_CACHE_DIR``, default: the user's cache dir, e.g. ``~/.cache/kstream``)::
+
+    <cache>/kafka-<version>/libs/*.jar       the classpath, shared by all brokers
+    <cache>/broker-<port>/server.properties   this broker's config
+    <cache>/broker-<port>/data/               KRaft metadata and topic logs
+    <cache>/broker-<port>/logs/server.log     everything the JVM prints
+    <cache>/broker-<port>/broker.pid          pid of the running JVM
+
+Contract: `start` is idempotent (a running broker is left alone), `stop` leaves no
+java process behind, and a pid file whose process is gone or is not this broker
+is treated as stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+import platformdirs
+
+from kstream.errors import (
+    BrokerError,
+    ConfigurationError,
+    DependencyResolutionError,
+    PortInUseError,
+    ToolMissingError,
+)
+
+__all__ = [
+    "DEFAULT_PORT",
+    "BrokerInfo",
+    "LocalBroker",
+    "cache_dir",
+    "deploy_dir",
+]
+
+#: Default listener port: far from Kafka's 9092 so a user's own Kafka never collides.
+DEFAULT_PORT = 39092
+#: The Kafka release the pom resolves (kept equal to `kafka.version` in deploy/kafka/pom.xml).
+KAFKA_VERSION = "4.1.1"
+#: Time for a cold JVM to format storage, elect itself controller and open its listener.
+READY_TIMEOUT_S = 90.0
+#: Time a broker gets to shut down cleanly on SIGTERM before it is killed.
+STOP_TIMEOUT_S = 30.0
+#: `mvn` downloads ~70 MB of jars on a cold cache; slow mirrors need minutes.
+RESOLVE_TIMEOUT_S = 900.0
+
+Log = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    """Default progress sink: say nothing."""
+
+
+def cache_dir() -> Path:
+    """Directory for resolved jars and local broker data (``KSTREAM_CACHE_DIR`` overrides)."""
+    override = os.environ.get("KSTREAM_CACHE_DIR")
+    return Path(override) if override else Path(platformdirs.user_cache_dir("kstream"))
+
+
+def deploy_dir() -> Path:
+    """The `deploy/` folder: shipped in the wheel as `kstream/_deploy`, or the checkout's own."""
+    packaged = Path(str(resources.files("kstream"))) / "_deploy"
+    if (packaged / "kafka" / "pom.xml").is_file():
+        return packaged
+    checkout = Path(__file__).resolve().parent.parent / "deploy"
+    if (checkout / "kafka" / "pom.xml").is_file():
+        return checkout
+    raise BrokerError(
+        "kstream's deploy files are missing from this installation; reinstall kstream"
+    )
+
+
+def _require_tool(name: str, purpose: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise ToolMissingError(f"`{name}` is not on PATH; kstream needs it {purpose}")
+    return path
+
+
+def _port_is_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def resolve_jars(version: str = KAFKA_VERSION, log: Log = _quiet) -> Path:
+    """Resolve the broker's classpath with mvn into the cache; return the libs directory.
+
+    Resolution happens once per Kafka version: a `.complete` marker is written only
+    after mvn succeeded, so an interrupted download is retried on the next start.
+    """
+    libs = cache_dir() / f"kafka-{version}" / "libs"
+    marker = libs / ".complete"
+    if marker.is_file():
+        return libs
+    mvn = _require_tool("mvn", "to fetch the Kafka jars from Maven Central")
+    pom = deploy_dir() / "kafka" / "pom.xml"
+    libs.mkdir(parents=True, exist_ok=True)
+    log(f"resolving Apache Kafka {version} jars with mvn into {libs} (once)")
+    cmd = [
+        mvn,
+        "-B",
+        "-q",
+        # Extra mvn arguments, e.g. `-s settings.xml` naming a corporate mirror.
+        *shlex.split(os.environ.get("KSTREAM_MVN_ARGS", "")),
+        "-f",
+        str(pom),
+        f"-Dkafka.version={version}",
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={libs}",
+    ]
+    try:
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise DependencyResolutionError(
+            f"mvn did not resolve the Kafka jars within {RESOLVE_TIMEOUT_S:.0f}s; "
+            "is Maven Central reachable?"
+        ) from exc
+    if done.returncode != 0:
+        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln]
+        detail = lines[0].strip() if lines else f"exit code {done.returncode}"
+        raise DependencyResolutionError(
+            f"mvn could not resolve Apache Kafka {version} from Maven Central: {detail}"
+        )
+    if not any(libs.glob("kafka_2.13-*.jar")):
+        raise DependencyResolutionError(f"mvn succeeded but left no kafka jar in {libs}")
+    marker.write_text(version)
+    return libs
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """What `status` reports about one local broker."""
+
+    port: int
+    pid: int | None
+    directory: Path
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class LocalBroker:
+    """One local broker, identified by its listener port.
+
+    The controller listens on ``port + 1``. All methods are safe to call from
+    several processes in turn; they are not meant to run concurrently.
+    """
+
+    def __init__(self, port: int = DEFAULT_PORT, version: str = KAFKA_VERSION) -> None:
+        if not 1024 <= port <= 65534:
+            raise ConfigurationError(f"broker port must be in 1024..65534, got {port}")
+        self.port = port
+        self.controller_port = port + 1
+        self.version = version
+        self.directory = cache_dir() / f"broker-{port}"
+
+    @classmethod
+    def from_env(cls) -> LocalBroker:
+        """The broker on ``KSTREAM_BROKER_PORT`` (default `DEFAULT_PORT`)."""
+        raw = os.environ.get("KSTREAM_BROKER_PORT", str(DEFAULT_PORT))
+        try:
+            port = int(raw)
+        except ValueError:
+            raise ConfigurationError(f"KSTREAM_BROKER_PORT must be a number, got {raw!r}") from None
+        return cls(port)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "logs" / "server.log"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.directory / "broker.pid"
+
+    @property
+    def _config_file(self) -> Path:
+        return self.directory / "server.properties"
+
+    # -- inspection ---------------------------------------------------------
+
+    def pid(self) -> int | None:
+        """Pid of this broker's JVM if it is alive; clears a stale pid file."""
+        try:
+            pid = int(self._pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        if self._is_our_jvm(pid):
+            return pid
+        # The process is gone, or the pid was reused by something else.
+        self._pid_file.unlink(missing_ok=True)
+        return None
+
+    def _is_our_jvm(self, pid: int) -> bool:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            return False
+        # A zombie (state Z) has exited; only its parent has not reaped it yet.
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            return False
+        return str(self._config_file).encode() in cmdline
+
+    def status(self) -> BrokerInfo:
+        return BrokerInfo(port=self.port, pid=self.pid(), directory=self.directory)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def start(self, log: Log = _quiet) -> BrokerInfo:
+        """Start the broker unless it runs already; return once it accepts requests.
+
+        Raises `ToolMissingError`, `PortInUseError`, `DependencyResolutionError` or
+        `BrokerError` (with the tail of the broker's log) instead of hanging.
+        """
+        if (pid := self.pid()) is not None:
+            log(f"broker already running (pid {pid})")
+            self._await_ready(pid, log)
+            return self.status()
+        java = _require_tool("java", "to run the Kafka broker (Java 17 or newer)")
+        for p in (self.port, self.controller_port):
+            if _port_is_open(p):
+                raise PortInUseError(
+                    f"port {p} on 127.0.0.1 is in use by another process; "
+                    "choose another with --port or KSTREAM_BROKER_PORT"
+                )
+        libs = resolve_jars(self.version, log)
+        self._write_config()
+        classpath = f"{libs}/*"
+        if not (self.directory / "data" / "meta.properties").is_file():
+            self._format_storage(java, classpath, log)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            java,
+            "-Xms256m",
+            "-Xmx1g",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={deploy_dir() / 'kafka' / 'log4j2.properties'}",
+            "-cp",
+            classpath,
+            "kafka.Kafka",
+            str(self._config_file),
+        ]
+        log(f"starting Kafka {self.version} on {self.bootstrap} (log: {self.log_file})")
+        with self.log_file.open("ab") as out:
+            # A session of its own: Ctrl-C in the starting terminal must not kill the broker.
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        self._pid_file.write_text(f"{proc.pid}\n")
+        self._await_ready(proc.pid, log, proc)
+        return self.status()
+
+    def stop(self, log: Log = _quiet) -> bool:
+        """Stop the broker (SIGTERM, then SIGKILL after `STOP_TIMEOUT_S`).
+
+        Returns False when no broker was running. Waits until the JVM is gone.
+        """
+        pid = self.pid()
+        if pid is None:
+            return False
+        log(f"stopping broker (pid {pid})")
+        self._signal(pid, signal.SIGTERM)
+        if not self._wait_gone(pid, STOP_TIMEOUT_S):
+            log("broker did not stop in time; killing it")
+            self._signal(pid, signal.SIGKILL)
+            self._wait_gone(pid, 10.0)
+        self._pid_file.unlink(missing_ok=True)
+        return True
+
+    def kill(self) -> bool:
+        """SIGKILL the broker, as a crash would. For fault-injection tests."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        self._signal(pid, signal.SIGKILL)
+        self._wait_gone(pid, 10.0)
+        self._pid_file.unlink(missing_ok=True)
+        return True
+
+    def wipe(self) -> None:
+        """Delete this broker's data (it must be stopped)."""
+        if self.pid() is not None:
+            raise BrokerError(f"broker on port {self.port} is running; stop it before wiping")
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # -- helpers ------------------------------------------------------------
+
+    def _write_config(self) -> None:
+        template = Template((deploy_dir() / "kafka" / "server.properties").read_text())
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._config_file.write_text(
+            template.substitute(
+                port=self.port,
+                controller_port=self.controller_port,
+                log_dirs=self.directory / "data",
+            )
+        )
+
+    def _format_storage(self, java: str, classpath: str, log: Log) -> None:
+        log("formatting KRaft storage (first start)")
+        base = [java, "-cp", classpath]
+        tool = "org.apache.kafka.tools.StorageTool"
+        quiet = f"-Dlog4j2.configurationFile={deploy_dir() / 'kafka' / 'log4j2.properties'}"
+        # Kafka 4.x moved StorageTool from `kafka.tools` to `org.apache.kafka.tools`.
+        probe = subprocess.run(
+            [*base, quiet, tool, "random-uuid"], capture_output=True, text=True, check=False
+        )
+        if probe.returncode != 0:
+            tool = "kafka.tools.StorageTool"
+            probe = subprocess.run(
+                [*base, quiet, tool, "random-uuid"], capture_output=True, text=True, check=False
+            )
+        match = re.search(r"^([A-Za-z0-9_-]{22})\s*$", probe.stdout, re.MULTILINE)
+        if probe.returncode != 0 or match is None:
+            raise BrokerError(f"Kafka's StorageTool failed: {_last_line(probe.stderr)}")
+        fmt = subprocess.run(
+            [
+                *base,
+                quiet,
+                tool,
+                "format",
+                "--standalone",
+                "-t",
+                match.group(1),
+                "-c",
+                str(self._config_file),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if fmt.returncode != 0:
+            raise BrokerError(f"formatting Kafka storage failed: {_last_line(fmt.stderr)}")
+
+    def _await_ready(self, pid: int, log: Log, proc: subprocess.Popen[bytes] | None = None) -> None:
+        """Wait until the broker answers a metadata request, or fail with its log."""
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                self._pid_file.unlink(missing_ok=True)
+                raise BrokerError(
+                    f"the broker exited with code {proc.returncode} while starting: "
+                    f"{self._log_tail()} (full log: {self.log_file})"
+                )
+            if proc is None and not self._is_our_jvm(pid):
+                raise BrokerError(f"the broker (pid {pid}) died; see {self.log_file}")
+            if _port_is_open(self.port):
+                try:
+                    md = admin.list_topics(timeout=2.0)
+                except Exception:
+                    md = None
+                if md is not None and md.brokers:
+                    return
+            time.sleep(0.2)  # poll interval while the JVM boots
+        raise BrokerError(
+            f"the broker did not become ready within {READY_TIMEOUT_S:.0f}s; see {self.log_file}"
+        )
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return "no log written"
+        errors = [ln for ln in lines if " ERROR " in ln or "Exception" in ln]
+        return (errors or lines or ["empty log"])[-1].strip()
+
+    @staticmethod
+    def _signal(pid: int, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    def _wait_gone(self, pid: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            # Reap it if we are its parent (this process started it).
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            if not self._is_our_jvm(pid):
+                return True
+            time.sleep(0.1)
+        return False
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def ensure_local_broker(log: Log = _quiet) -> str:
+    """Start (if needed) the broker on ``KSTREAM_BROKER_PORT`` and return its bootstrap."""
+    return LocalBroker.from_env().start(log).bootstrap
+
+
+if __name__ == "__main__":  # pragma: no cover - use `kstream broker` instead
+    sys.exit("use `kstream broker start|stop|status`")

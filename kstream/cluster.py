@@ -1,0 +1,31 @@
+"""Which Kafka cluster to use: the three ways, in order.
+
+1. ``KSTREAM_BOOTSTRAP`` (or an explicit bootstrap) is set: use that cluster.
+2. A Docker engine answers: start testcontainers' ``KafkaContainer`` (tests only).
+3. Otherwise: the local broker of `kstream.broker`, started on demand.
+
+Commands (`kstream run`, `kstream demo`) use 1 or 3; the test suite uses all three.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from kstream.broker import ensure_local_broker
+
+__all__ = ["bootstrap_servers"]
+
+
+def _quiet(_: str) -> None:
+    """Default progress sink: say nothing."""
+
+
+def bootstrap_servers(explicit: str | None = None, log: Callable[[str], None] = _quiet) -> str:
+    """The bootstrap address to use: `explicit`, else ``KSTREAM_BOOTSTRAP``, else local."""
+    if explicit:
+        return explicit
+    env = os.environ.get("KSTREAM_BOOTSTRAP")
+    if env:
+        return env
+    return ensure_local_broker(log)

@@ -1,0 +1,100 @@
+"""The one exception hierarchy of kstream.
+
+Organised by what the caller can do about an error::
+
+    KStreamError                      every error kstream raises on purpose
+    ├── ConfigurationError            the input is wrong: fix it and run again (also a ValueError)
+    │   ├── SpecError                 `module:attribute` does not name a job
+    │   └── TimeoutConfigError        transaction/checkpoint timeouts do not fit together
+    ├── EnvironmentSetupError         the machine lacks something: install it, free it
+    │   ├── ToolMissingError          java or mvn is not on PATH
+    │   ├── PortInUseError            the broker's port is taken by another process
+    │   └── DependencyResolutionError mvn could not resolve jars from Maven Central
+    ├── KafkaUnavailableError         the cluster cannot be reached: retry later
+    ├── BrokerError                   the local broker failed to start or stop: read its log
+    ├── RecordError                   one record could not be decoded or processed
+    ├── CheckpointError               a checkpoint could not be taken or restored
+    ├── JobFailedError                the job stopped because of an error it was told not to skip
+    └── ProtocolError                 a state machine got an event its state forbids: a bug
+
+The command line turns every `KStreamError` into one line on stderr and a
+non-zero exit; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokerError",
+    "CheckpointError",
+    "ConfigurationError",
+    "DependencyResolutionError",
+    "EnvironmentSetupError",
+    "JobFailedError",
+    "KStreamError",
+    "KafkaUnavailableError",
+    "PortInUseError",
+    "ProtocolError",
+    "RecordError",
+    "SpecError",
+    "TimeoutConfigError",
+    "ToolMissingError",
+]
+
+
+class KStreamError(Exception):
+    """Root of every error kstream raises deliberately."""
+
+
+class ConfigurationError(KStreamError, ValueError):
+    """An option, argument or job definition is invalid."""
+
+
+class SpecError(ConfigurationError):
+    """A job spec (`module:attribute` or `path.py:attribute`) names no job."""
+
+
+class TimeoutConfigError(ConfigurationError):
+    """Transaction and checkpoint timeouts are inconsistent (output could be lost)."""
+
+
+class EnvironmentSetupError(KStreamError):
+    """The machine lacks a tool, a free port or a dependency kstream needs."""
+
+
+class ToolMissingError(EnvironmentSetupError):
+    """A required executable (java, mvn) is not on PATH."""
+
+
+class PortInUseError(EnvironmentSetupError):
+    """A port kstream wants to listen on is held by another process."""
+
+
+class DependencyResolutionError(EnvironmentSetupError):
+    """Maven could not resolve the jars kstream needs."""
+
+
+class KafkaUnavailableError(KStreamError):
+    """The Kafka cluster did not answer in time."""
+
+
+class BrokerError(KStreamError):
+    """The local broker could not be started, reached or stopped."""
+
+
+class RecordError(KStreamError):
+    """A record could not be decoded, or a user function raised on it."""
+
+
+class CheckpointError(KStreamError):
+    """A checkpoint could not be written, read or restored."""
+
+
+class JobFailedError(KStreamError):
+    """The job stopped on an error its configuration says not to skip."""
+
+
+class ProtocolError(KStreamError, RuntimeError):
+    """A coordination state machine received an event its state does not allow.
+
+    This is always a bug in kstream (or a corrupted control topic), never a user error.
+    """

@@ -1,0 +1,180 @@
+"""Testing tools shipped with kstream: unique topics, producing, reading back.
+
+Used by kstream's own test suite and meant for users who verify their jobs
+against a real cluster. Nothing here fakes Kafka.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from kstream.admin import Admin
+from kstream.errors import KafkaUnavailableError
+
+__all__ = [
+    "ReadRecord",
+    "produce",
+    "read_all",
+    "unique_name",
+]
+
+#: Upper bound for reading a topic to its end: generous for CI's slow disks.
+READ_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRecord:
+    """One record as read back from Kafka."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+def _headers(raw: object) -> tuple[tuple[str, bytes], ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple((str(k), v if isinstance(v, bytes) else str(v or "").encode()) for k, v in raw)
+
+
+def unique_name(prefix: str) -> str:
+    """A topic or group name no other test run uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None]],
+    *,
+    partition: int | None = None,
+    transactional_id: str | None = None,
+    abort: bool = False,
+) -> int:
+    """Write (key, value) records and wait until every one is acknowledged.
+
+    With `transactional_id`, all records go in one transaction, committed or,
+    with `abort=True`, aborted. Returns the number of records written.
+    """
+    conf: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "log_level": 0,
+    }
+    if transactional_id is not None:
+        conf["transactional.id"] = transactional_id
+    producer = Producer(conf)
+    failures: list[str] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    if transactional_id is not None:
+        producer.init_transactions(READ_TIMEOUT_S)
+        producer.begin_transaction()
+    count = 0
+    for key, value in records:
+        while True:
+            try:
+                if partition is None:
+                    producer.produce(topic, value, key, on_delivery=on_delivery)
+                else:
+                    producer.produce(topic, value, key, partition, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)  # local queue full: let deliveries drain
+        count += 1
+    # Flush first, also before an abort: aborted records must really be in the
+    # log (and hidden by read_committed), not purged from the local queue.
+    remaining = producer.flush(READ_TIMEOUT_S)
+    if remaining or failures:
+        raise KafkaUnavailableError(
+            f"{remaining} records unacknowledged, {len(failures)} failed: {failures[:1]}"
+        )
+    if transactional_id is not None:
+        if abort:
+            producer.abort_transaction(READ_TIMEOUT_S)
+        else:
+            producer.commit_transaction(READ_TIMEOUT_S)
+    return count
+
+
+def read_all(
+    bootstrap: str,
+    topic: str,
+    *,
+    isolation: str = "read_committed",
+    partitions: Sequence[int] | None = None,
+    timeout: float = READ_TIMEOUT_S,
+) -> list[ReadRecord]:
+    """Read `topic` from the beginning to its current end; records in partition order.
+
+    The end is the high watermark (read_uncommitted) or the last stable offset
+    (read_committed) at the time of the call: reading stops when every partition's
+    position reaches it, so the result is a snapshot, never a guess based on idleness.
+    """
+    admin = Admin(bootstrap)
+    n = admin.partitions(topic)
+    if n is None:
+        raise KafkaUnavailableError(f"topic {topic} does not exist")
+    wanted = list(partitions) if partitions is not None else list(range(n))
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique_name("kstream-read"),
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": False,
+            "log_level": 0,
+        }
+    )
+    try:
+        ends = {}
+        for p in wanted:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=timeout, cached=False
+            )
+            ends[p] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in wanted])
+        out: list[ReadRecord] = []
+        deadline = time.monotonic() + timeout
+        pending = {p for p in wanted if ends[p] > 0}
+        while pending:
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(
+                    f"reading {topic} did not reach the end within {timeout:.0f}s "
+                    f"(partitions {sorted(pending)} behind)"
+                )
+            for msg in consumer.consume(1000, 0.5):
+                err = msg.error()
+                if err is not None:
+                    raise KafkaException(err)
+                out.append(
+                    ReadRecord(
+                        topic,
+                        msg.partition() or 0,
+                        msg.offset() or 0,
+                        msg.key(),
+                        msg.value(),
+                        _headers(msg.headers()),
+                    )
+                )
+            # Position, not last offset: transaction markers and aborted records
+            # occupy offsets that a read_committed consumer never returns.
+            for tp in consumer.position([TopicPartition(topic, p) for p in list(pending)]):
+                if tp.offset >= ends[tp.partition]:
+                    pending.discard(tp.partition)
+        out.sort(key=lambda r: (r.partition, r.offset))
+        return out
+    finally:
+        consumer.close()
