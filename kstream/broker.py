@@ -53,6 +53,7 @@ __all__ = [
     "LocalBroker",
     "cache_dir",
     "deploy_dir",
+    "resolve_maven_classpath",
 ]
 
 #: Default listener port: far from Kafka's 9092 so a user's own Kafka never collides.
@@ -106,51 +107,69 @@ def _port_is_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def resolve_jars(version: str = KAFKA_VERSION, log: Log = _quiet) -> Path:
-    """Resolve the broker's classpath with mvn into the cache; return the libs directory.
-
-    Resolution happens once per Kafka version: a `.complete` marker is written only
-    after mvn succeeded, so an interrupted download is retried on the next start.
-    """
+    """Resolve the broker's classpath with mvn into the cache; return the libs directory."""
     libs = cache_dir() / f"kafka-{version}" / "libs"
-    marker = libs / ".complete"
-    if marker.is_file():
-        return libs
-    mvn = _require_tool("mvn", "to fetch the Kafka jars from Maven Central")
-    pom = deploy_dir() / "kafka" / "pom.xml"
-    libs.mkdir(parents=True, exist_ok=True)
-    log(f"resolving Apache Kafka {version} jars with mvn into {libs} (once)")
-    cmd = [
-        mvn,
-        "-B",
-        "-q",
-        # Extra mvn arguments, e.g. `-s settings.xml` naming a corporate mirror.
-        *shlex.split(os.environ.get("KSTREAM_MVN_ARGS", "")),
-        "-f",
-        str(pom),
-        f"-Dkafka.version={version}",
-        "dependency:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={libs}",
-    ]
-    try:
-        done = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise DependencyResolutionError(
-            f"mvn did not resolve the Kafka jars within {RESOLVE_TIMEOUT_S:.0f}s; "
-            "is Maven Central reachable?"
-        ) from exc
-    if done.returncode != 0:
-        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln]
-        detail = lines[0].strip() if lines else f"exit code {done.returncode}"
-        raise DependencyResolutionError(
-            f"mvn could not resolve Apache Kafka {version} from Maven Central: {detail}"
-        )
+    resolve_maven_classpath(
+        deploy_dir() / "kafka" / "pom.xml",
+        libs,
+        properties={"kafka.version": version},
+        what=f"Apache Kafka {version}",
+        log=log,
+    )
     if not any(libs.glob("kafka_2.13-*.jar")):
         raise DependencyResolutionError(f"mvn succeeded but left no kafka jar in {libs}")
-    marker.write_text(version)
     return libs
+
+
+def resolve_maven_classpath(
+    pom: Path,
+    libs: Path,
+    *,
+    properties: dict[str, str] | None = None,
+    what: str,
+    log: Log = _quiet,
+) -> list[Path]:
+    """Copy the runtime dependencies of `pom` into `libs` with mvn, once; return the jars.
+
+    A `.complete` marker is written only after mvn succeeded, so an interrupted
+    download is retried next time. Raises `ToolMissingError` without mvn and
+    `DependencyResolutionError` (one line) when Maven Central cannot serve the jars.
+    """
+    marker = libs / ".complete"
+    if not marker.is_file():
+        mvn = _require_tool("mvn", f"to fetch the {what} jars from Maven Central")
+        libs.mkdir(parents=True, exist_ok=True)
+        log(f"resolving {what} jars with mvn into {libs} (once)")
+        cmd = [
+            mvn,
+            "-B",
+            "-q",
+            # Extra mvn arguments, e.g. `-s settings.xml` naming a corporate mirror.
+            *shlex.split(os.environ.get("KSTREAM_MVN_ARGS", "")),
+            "-f",
+            str(pom),
+            *(f"-D{k}={v}" for k, v in (properties or {}).items()),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={libs}",
+        ]
+        try:
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise DependencyResolutionError(
+                f"mvn did not resolve the {what} jars within {RESOLVE_TIMEOUT_S:.0f}s; "
+                "is Maven Central reachable?"
+            ) from exc
+        if done.returncode != 0:
+            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln]
+            detail = lines[0].strip() if lines else f"exit code {done.returncode}"
+            raise DependencyResolutionError(
+                f"mvn could not resolve {what} from Maven Central: {detail}"
+            )
+        marker.write_text(what)
+    return sorted(libs.glob("*.jar"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,12 @@ def demo_smoke(
         raise JobFailedError("the transactional round trip did not read back what it committed")
 
 
+# Commands defined in their own modules register here, one line each.
+from kstream.audit.cli import audit_command  # noqa: E402
+
+app.command("audit")(audit_command)
+
+
 def main() -> None:
     """Entry point of the `kstream` console script."""
     try:
