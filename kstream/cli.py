@@ -85,9 +85,6 @@ def demo_smoke(
 
 
 # Commands defined in their own modules register here, one line each.
-from kstream.audit.cli import audit_command  # noqa: E402
-
-app.command("audit")(audit_command)
 
 
 def main() -> None:
