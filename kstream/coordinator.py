@@ -1,0 +1,336 @@
+"""The checkpoint coordinator and the recovery decision, as a pure state machine.
+
+The coordinator triggers checkpoints at an interval, collects one acknowledgement
+per subtask, declares a checkpoint complete when all have acked, aborts it when
+it times out or a subtask declines it, and rolls the whole job back to the latest
+completed checkpoint when a worker is lost. `Coordinator.handle` takes one event
+and returns commands; the caller does the I/O (the control topic, deleting
+retained checkpoints) and supplies the clock through the events.
+
+Invariants (checked by the tests):
+
+* checkpoint ids are unique and increasing, across recoveries and restarts;
+* a checkpoint completes only with an ack from every subtask, all from the
+  current generation;
+* after `Recover(g, n)` nothing of generation < g is acted upon, and `n` is
+  the newest completed checkpoint;
+* at most `max_in_flight` checkpoints are pending at once; a timed-out one is
+  aborted and does not delay the next trigger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kstream.errors import ConfigurationError
+
+__all__ = [
+    "Abort",
+    "AckReceived",
+    "Command",
+    "Complete",
+    "Coordinator",
+    "CoordinatorConfig",
+    "DeclineReceived",
+    "Discard",
+    "Event",
+    "Heartbeat",
+    "History",
+    "Recover",
+    "Tick",
+    "Trigger",
+    "WorkerLost",
+]
+
+# -- events ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed; `now` is a monotonic-ish clock in seconds."""
+
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class AckReceived:
+    """Subtask `task` snapshotted `checkpoint` in `generation`; `size` bytes of state."""
+
+    checkpoint: int
+    generation: int
+    task: str
+    now: float
+    size: int = 0
+    alignment_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DeclineReceived:
+    """Subtask `task` could not take `checkpoint` (e.g. its alignment was overtaken)."""
+
+    checkpoint: int
+    generation: int
+    task: str
+    reason: str
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Worker `worker` is alive and running `generation`."""
+
+    worker: str
+    generation: int
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLost:
+    """The supervisor saw worker `worker` exit (or stop answering)."""
+
+    worker: str
+    reason: str
+    now: float
+
+
+Event = Tick | AckReceived | DeclineReceived | Heartbeat | WorkerLost
+
+# -- commands ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """Start checkpoint `checkpoint`: sources record offsets and emit barriers."""
+
+    checkpoint: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """Every subtask acked `checkpoint`: it is the new restore point. Durable once written."""
+
+    checkpoint: int
+    generation: int
+    duration_s: float
+    size: int
+    alignment_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """Give up `checkpoint`; subtasks stop aligning it and sinks abort its epoch."""
+
+    checkpoint: int
+    generation: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recover:
+    """Roll every subtask back to `checkpoint` (None: start over) in `generation`."""
+
+    generation: int
+    checkpoint: int | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Discard:
+    """Delete the stored data of completed checkpoints no longer retained."""
+
+    checkpoints: tuple[int, ...]
+
+
+Command = Trigger | Complete | Abort | Recover | Discard
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """Timing and retention. All durations in seconds."""
+
+    interval: float = 1.0
+    timeout: float = 60.0
+    max_in_flight: int = 1
+    retained: int = 3
+    #: A worker silent for this long is lost. Several heartbeat periods, so one
+    #: slow poll (a long GC-like pause in user code) is not a failure.
+    liveness_timeout: float = 15.0
+
+    def __post_init__(self) -> None:
+        if self.interval <= 0:
+            raise ConfigurationError(f"checkpoint interval must be > 0, got {self.interval}")
+        if self.timeout <= 0:
+            raise ConfigurationError(f"checkpoint timeout must be > 0, got {self.timeout}")
+        if self.max_in_flight < 1:
+            raise ConfigurationError(
+                f"max in-flight checkpoints must be >= 1: {self.max_in_flight}"
+            )
+        if self.retained < 1:
+            raise ConfigurationError(f"retained checkpoints must be >= 1, got {self.retained}")
+        if self.liveness_timeout <= 0:
+            raise ConfigurationError("liveness timeout must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """What the control topic says about the past: enough to resume coordinating.
+
+    `completed` lists retained completed checkpoints, oldest first.
+    """
+
+    generation: int = 0
+    max_checkpoint: int = 0
+    completed: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class _Pending:
+    triggered_at: float
+    acked: dict[str, AckReceived] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Coordinator:
+    """Coordinates the checkpoints of one job over a fixed set of subtasks.
+
+    Start it with `start(now)`, which returns the `Recover` that opens a new
+    generation (every (re)start of a coordinator is a rollback to the latest
+    completed checkpoint: it cannot know what the workers did while it was away).
+    """
+
+    tasks: frozenset[str]
+    config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    history: History = field(default_factory=History)
+    generation: int = field(init=False)
+    next_checkpoint: int = field(init=False)
+    completed: list[int] = field(init=False)
+    pending: dict[int, _Pending] = field(default_factory=dict, init=False)
+    last_trigger: float | None = field(default=None, init=False)
+    heartbeats: dict[str, float] = field(default_factory=dict, init=False)
+    started: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if not self.tasks:
+            raise ConfigurationError("a job needs at least one subtask")
+        self.generation = self.history.generation
+        self.next_checkpoint = self.history.max_checkpoint + 1
+        self.completed = list(self.history.completed)
+
+    @property
+    def latest_completed(self) -> int | None:
+        return self.completed[-1] if self.completed else None
+
+    def start(self, now: float) -> list[Command]:
+        """Open a new generation restoring the latest completed checkpoint."""
+        self.started = True
+        return self._recover(now, "job started")
+
+    def handle(self, event: Event) -> list[Command]:
+        """Feed one event; return the commands to carry out, in order."""
+        if not self.started:
+            return []
+        if isinstance(event, Tick):
+            return self._on_tick(event.now)
+        if isinstance(event, AckReceived):
+            return self._on_ack(event)
+        if isinstance(event, DeclineReceived):
+            return self._on_decline(event)
+        if isinstance(event, Heartbeat):
+            if event.generation == self.generation:
+                self.heartbeats[event.worker] = event.now
+            return []
+        return self._recover(event.now, f"worker {event.worker} lost: {event.reason}")
+
+    def _recover(self, now: float, reason: str) -> list[Command]:
+        self.generation += 1
+        self.pending.clear()
+        # A full interval before the first trigger: workers need time to restore.
+        self.last_trigger = now
+        # Everyone gets a fresh liveness allowance in the new generation.
+        self.heartbeats = dict.fromkeys(self.heartbeats, now)
+        return [Recover(self.generation, self.latest_completed, reason)]
+
+    def _on_tick(self, now: float) -> list[Command]:
+        commands: list[Command] = []
+        for n, p in sorted(self.pending.items()):
+            if now - p.triggered_at > self.config.timeout:
+                del self.pending[n]
+                commands.append(
+                    Abort(n, self.generation, f"not complete within {self.config.timeout:g}s")
+                )
+        silent = sorted(
+            w for w, seen in self.heartbeats.items() if now - seen > self.config.liveness_timeout
+        )
+        if silent:
+            return commands + self._recover(
+                now, f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s"
+            )
+        due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
+        if due and len(self.pending) < self.config.max_in_flight:
+            n = self.next_checkpoint
+            self.next_checkpoint += 1
+            self.pending[n] = _Pending(triggered_at=now)
+            self.last_trigger = now
+            commands.append(Trigger(n, self.generation))
+        return commands
+
+    def _on_ack(self, ack: AckReceived) -> list[Command]:
+        pending = self.pending.get(ack.checkpoint)
+        if ack.generation != self.generation or pending is None or ack.task not in self.tasks:
+            return []
+        pending.acked[ack.task] = ack
+        if len(pending.acked) < len(self.tasks):
+            return []
+        n = ack.checkpoint
+        del self.pending[n]
+        commands: list[Command] = [
+            Complete(
+                n,
+                self.generation,
+                duration_s=max(a.now for a in pending.acked.values()) - pending.triggered_at,
+                size=sum(a.size for a in pending.acked.values()),
+                alignment_ms=max(a.alignment_ms for a in pending.acked.values()),
+            )
+        ]
+        # An older pending checkpoint is subsumed: n is a newer consistent cut.
+        for old in sorted(m for m in self.pending if m < n):
+            del self.pending[old]
+            commands.append(Abort(old, self.generation, f"subsumed by checkpoint {n}"))
+        self.completed.append(n)
+        if len(self.completed) > self.config.retained:
+            dropped = tuple(self.completed[: -self.config.retained])
+            del self.completed[: -self.config.retained]
+            commands.append(Discard(dropped))
+        return commands
+
+    def _on_decline(self, decline: DeclineReceived) -> list[Command]:
+        if decline.generation != self.generation or decline.checkpoint not in self.pending:
+            return []
+        del self.pending[decline.checkpoint]
+        return [
+            Abort(
+                decline.checkpoint,
+                self.generation,
+                f"declined by {decline.task}: {decline.reason}",
+            )
+        ]
+
+
+def replay(records: Iterable[Mapping[str, object]], retained: int) -> History:
+    """Rebuild `History` from control-topic messages (dicts with a ``type`` key), in order."""
+    generation = 0
+    max_checkpoint = 0
+    completed: list[int] = []
+    for msg in records:
+        kind = msg.get("type")
+        n = msg.get("checkpoint")
+        g = msg.get("generation")
+        if isinstance(g, int):
+            generation = max(generation, g)
+        if isinstance(n, int):
+            max_checkpoint = max(max_checkpoint, n)
+            if kind == "complete":
+                completed.append(n)
+    return History(generation, max_checkpoint, tuple(completed[-retained:]))
