@@ -1,4 +1,4 @@
-"""Barrier alignment: the Chandy–Lamport marker rule for one subtask, as a pure state machine.
+"""Barrier alignment: the Chandy-Lamport marker rule for one subtask, as a pure state machine.
 
 A subtask reads several input channels (Kafka partitions, each one FIFO stream
 from one upstream subtask). Checkpoint barriers flow in them with the records.
@@ -7,7 +7,7 @@ record that precedes barrier n on *every* channel and none that follows it:
 
 * barrier n arrives on channel c → c is blocked: records that follow it are not
   processed (the worker drops them and re-reads c from just after the barrier
-  once it is unblocked — the log holds the data, nothing is buffered);
+  once it is unblocked - the log holds the data, nothing is buffered);
 * barrier n has arrived on every channel → take the snapshot (with, per
   channel, the offset just after barrier n), then unblock every channel.
 
