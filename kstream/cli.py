@@ -7,14 +7,23 @@ or a failed verification exits 1.
 
 from __future__ import annotations
 
+import logging
+import signal
 import sys
-from typing import Annotated
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from kstream.broker import DEFAULT_PORT, LocalBroker
-from kstream.errors import JobFailedError, KStreamError
+from kstream.errors import ConfigurationError, JobFailedError, KStreamError
+
+if TYPE_CHECKING:
+    from kstream.job import Job
 
 __all__ = ["app", "main"]
 
@@ -82,6 +91,206 @@ def demo_smoke(
 
     if not smoke(records, bootstrap_servers, _say):
         raise JobFailedError("the transactional round trip did not read back what it committed")
+
+
+ParamsOption = Annotated[
+    list[str] | None,
+    typer.Option("-p", "--param", help="Job parameter KEY=VALUE (repeatable)."),
+]
+BootstrapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-servers", help="Kafka cluster; default: KSTREAM_BOOTSTRAP or the local broker."
+    ),
+]
+StateDirOption = Annotated[
+    Path, typer.Option("--state-dir", help="Local state and checkpoint storage.")
+]
+JobNameOption = Annotated[
+    str | None, typer.Option("--job-name", help="Name of the job (scopes topics and state).")
+]
+
+
+def _logging(verbose: bool) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(console=err, show_path=False, rich_tracebacks=False)],
+    )
+
+
+def _load(spec: str, params: list[str] | None, job_name: str | None) -> tuple[Job, dict[str, str]]:
+    from kstream.spec import load_job, parse_params
+
+    values = parse_params(params or [])
+    job = load_job(spec, values)
+    if job_name:
+        job.rename(job_name)
+    return job, values
+
+
+@app.command("run")
+def run_command(
+    spec: Annotated[str, typer.Argument(help="Job: module:attribute or path.py:attribute.")],
+    param: ParamsOption = None,
+    bootstrap_servers: BootstrapOption = None,
+    workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 2,
+    checkpoint_interval: Annotated[
+        float, typer.Option("--checkpoint-interval", help="Seconds between checkpoints.")
+    ] = 1.0,
+    checkpoint_timeout: Annotated[
+        float, typer.Option("--checkpoint-timeout", help="Seconds before a checkpoint fails.")
+    ] = 60.0,
+    state_dir: StateDirOption = Path("state"),
+    job_name: JobNameOption = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
+    from kstream.cluster import bootstrap_servers as resolve
+    from kstream.coordinator import CoordinatorConfig
+    from kstream.runner import Runner
+
+    _logging(verbose)
+    job, values = _load(spec, param, job_name)
+    runner = Runner(
+        job,
+        spec=spec,
+        params=values,
+        bootstrap=resolve(bootstrap_servers, _say),
+        workers=workers,
+        state_dir=state_dir,
+        config=CoordinatorConfig(interval=checkpoint_interval, timeout=checkpoint_timeout),
+        say=_say,
+    )
+    stop = _stop_flag()
+    runner.prepare()
+    runner.start()
+    _say(
+        f"job {job.name}: {len(runner.plan.tasks)} subtasks on {workers} workers; "
+        f"worker logs in {runner.log_path(0).parent}"
+    )
+    last = None
+    try:
+        while not stop():
+            runner.step()
+            if runner.stats.latest != last and runner.stats.latest is not None:
+                last = runner.stats.latest
+                if verbose or last % 10 == 0:
+                    _say(
+                        f"checkpoint {last} complete in {runner.stats.last_duration_s:.2f}s "
+                        f"(alignment {runner.stats.last_alignment_ms:.1f} ms)"
+                    )
+    finally:
+        runner.stop()
+    s = runner.stats
+    _say(f"stopped: {s.completed} checkpoints, {s.recoveries} recoveries, latest {s.latest}")
+
+
+@app.command("worker")
+def worker_command(
+    spec: Annotated[str, typer.Argument(help="Job: module:attribute or path.py:attribute.")],
+    worker: Annotated[int, typer.Option("--worker", help="This worker's index.")],
+    workers: Annotated[int, typer.Option("--workers", help="Number of workers in the job.")],
+    param: ParamsOption = None,
+    bootstrap_servers: BootstrapOption = None,
+    state_dir: StateDirOption = Path("state"),
+    job_name: JobNameOption = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
+    from kstream.cluster import bootstrap_servers as resolve
+    from kstream.worker import EXIT_JOB_FAILED, Worker
+
+    _logging(verbose)
+    job, _ = _load(spec, param, job_name)
+    if not 0 <= worker < workers:
+        raise ConfigurationError(f"--worker must be in 0..{workers - 1}, got {worker}")
+    stop = _stop_flag()
+    w = Worker(
+        job,
+        index=worker,
+        workers=workers,
+        bootstrap=resolve(bootstrap_servers, _say),
+        state_dir=state_dir.resolve(),
+    )
+    try:
+        w.run(stop)
+    except JobFailedError as exc:
+        err.print(f"kstream: job failed: {exc}", highlight=False, markup=False)
+        sys.exit(EXIT_JOB_FAILED)
+
+
+@app.command("checkpoints")
+def checkpoints_command(
+    job_name: Annotated[str, typer.Option("--job-name", help="The job to list.")],
+    bootstrap_servers: BootstrapOption = None,
+) -> None:
+    """List a job's checkpoints: id, status, trigger time, duration, alignment, size."""
+    from rich.table import Table
+
+    from kstream.cluster import bootstrap_servers as resolve
+    from kstream.control import read_history
+
+    history = read_history(resolve(bootstrap_servers, _say), job_name)
+    if not history:
+        raise ConfigurationError(f"job {job_name!r} has no control topic: it never ran here")
+    rows: dict[int, dict[str, object]] = {}
+    for msg in history:
+        n = msg.get("checkpoint")
+        if not isinstance(n, int) or msg.get("type") not in ("trigger", "complete", "abort"):
+            continue
+        row = rows.setdefault(n, {"status": "in progress"})
+        if msg["type"] == "trigger":
+            row["time"] = msg.get("time")
+            row["generation"] = msg.get("generation")
+        elif msg["type"] == "complete":
+            row.update(
+                status="completed",
+                duration=msg.get("duration_s"),
+                alignment=msg.get("alignment_ms"),
+                size=msg.get("size"),
+            )
+        else:
+            row.update(status=f"aborted: {msg.get('reason', '')}")
+    table = Table(title=f"checkpoints of {job_name}")
+    for col in ("id", "gen", "status", "triggered", "duration s", "alignment ms", "size"):
+        table.add_column(col)
+    for n, row in sorted(rows.items()):
+        t = row.get("time")
+        table.add_row(
+            str(n),
+            str(row.get("generation", "")),
+            str(row["status"]),
+            time.strftime("%H:%M:%S", time.localtime(t)) if isinstance(t, (int, float)) else "",
+            f"{row['duration']:.3f}" if isinstance(row.get("duration"), (int, float)) else "",
+            f"{row['alignment']:.1f}" if isinstance(row.get("alignment"), (int, float)) else "",
+            _size(row.get("size")),
+        )
+    out.print(table)
+
+
+def _size(value: object) -> str:
+    if not isinstance(value, int):
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value} {unit}"
+        value //= 1024
+    return f"{value} TiB"
+
+
+def _stop_flag() -> Callable[[], bool]:
+    """A flag set by SIGTERM or SIGINT, for a clean stop at the next loop round."""
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stopping.is_set
 
 
 # Commands defined in their own modules register here, one line each.

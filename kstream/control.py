@@ -1,0 +1,147 @@
+"""The control topic of a job: triggers, acks, completions, aborts, recoveries, heartbeats.
+
+``kstream.<job>.control`` has one partition, so every reader sees one total
+order of control messages. Messages are JSON objects with a ``type`` field:
+
+=========== ============================================ ==========================
+type        fields                                       written by
+=========== ============================================ ==========================
+recover     generation, checkpoint (or null), reason     coordinator
+trigger     checkpoint, generation, time                 coordinator
+ack         checkpoint, generation, task, size,          subtask (worker)
+            alignment_ms, sync_ms, channel_offsets
+decline     checkpoint, generation, task, reason         subtask (worker)
+complete    checkpoint, generation, duration_s, size,    coordinator
+            alignment_ms, time
+abort       checkpoint, generation, reason               coordinator
+heartbeat   worker, generation, time                     worker
+failed      reason                                       worker (a fatal job error)
+=========== ============================================ ==========================
+
+The topic is the durable record of completed checkpoints: replaying it
+rebuilds the coordinator's history (`kstream.coordinator.replay`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from kstream.errors import KafkaUnavailableError
+
+__all__ = ["ControlReader", "ControlWriter", "control_topic", "read_history"]
+
+Message = dict[str, Any]
+#: Control messages are few and small; a flush waits at most this long.
+FLUSH_TIMEOUT_S = 30.0
+
+
+def control_topic(job: str) -> str:
+    return f"kstream.{job}.control"
+
+
+class ControlWriter:
+    """Appends control messages; `send(..., flush=True)` returns once it is durable."""
+
+    def __init__(self, bootstrap: str, job: str) -> None:
+        self.topic = control_topic(job)
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "log_level": 0,
+            }
+        )
+
+    def send(self, message: Message, *, flush: bool = True) -> None:
+        self._producer.produce(self.topic, json.dumps(message).encode(), partition=0)
+        if flush:
+            self.flush()
+        else:
+            self._producer.poll(0)
+
+    def flush(self) -> None:
+        if self._producer.flush(FLUSH_TIMEOUT_S):
+            raise KafkaUnavailableError(
+                f"control message to {self.topic} not acknowledged within {FLUSH_TIMEOUT_S:.0f}s"
+            )
+
+
+class ControlReader:
+    """Reads the control topic from a given offset onwards."""
+
+    def __init__(self, bootstrap: str, job: str, group: str, start: int = 0) -> None:
+        self.topic = control_topic(job)
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+                "fetch.wait.max.ms": 10,
+                "log_level": 0,
+            }
+        )
+        self._consumer.assign([TopicPartition(self.topic, 0, start)])
+
+    def end_offset(self) -> int:
+        _, high = self._consumer.get_watermark_offsets(
+            TopicPartition(self.topic, 0), timeout=FLUSH_TIMEOUT_S, cached=False
+        )
+        return int(high)
+
+    def poll(self, timeout: float = 0.0, limit: int = 500) -> list[tuple[int, Message]]:
+        """Messages available now (waiting up to `timeout`), with their offsets."""
+        out: list[tuple[int, Message]] = []
+        for msg in self._consumer.consume(limit, timeout):
+            err = msg.error()
+            if err is not None:
+                if err.retriable() or not err.fatal():
+                    continue
+                raise KafkaException(err)
+            raw = msg.value()
+            if raw is None:
+                continue
+            try:
+                body = json.loads(raw)
+            except json.JSONDecodeError:
+                continue  # not ours; the control topic is only written by kstream
+            if isinstance(body, dict):
+                out.append((msg.offset() or 0, body))
+        return out
+
+    def read_to_end(self, timeout: float = 30.0) -> Iterator[tuple[int, Message]]:
+        """Every message up to the end offset as of this call."""
+        end = self.end_offset()
+        deadline = time.monotonic() + timeout
+        last = -1
+        while last + 1 < end:
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(f"could not read {self.topic} to its end")
+            for offset, body in self.poll(0.2):
+                last = offset
+                yield offset, body
+            pos = self._consumer.position([TopicPartition(self.topic, 0)])[0].offset
+            if pos >= end:
+                break
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def read_history(bootstrap: str, job: str) -> list[Message]:
+    """All control messages of `job` so far (empty if the job never ran)."""
+    from kstream.admin import Admin
+
+    if Admin(bootstrap).partitions(control_topic(job)) is None:
+        return []
+    reader = ControlReader(bootstrap, job, group=f"kstream.{job}.history")
+    try:
+        return [body for _, body in reader.read_to_end()]
+    finally:
+        reader.close()

@@ -1,0 +1,35 @@
+"""Running word count: for every word occurrence, emit (word, its count so far).
+
+    kstream run kstream.examples.wordcount:job -p input=words -p output=word-counts
+
+Input values are UTF-8 text lines; words are `line.split()` (whitespace, no
+lowercasing, punctuation kept). Output: key = the word, value = its running
+count as decimal text. Each word's outputs are 1, 2, ..., N in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kstream.connectors.kafka import KafkaSink, KafkaSource
+from kstream.job import Job, ValueState
+
+
+def count(word: str, _: str, state: ValueState) -> Iterator[tuple[str, int]]:
+    """Add one to the word's count and emit the new count."""
+    n: int = state.get(0) + 1
+    state.set(n)
+    yield word, n
+
+
+def job(params: dict[str, str]) -> Job:
+    """The word-count job; parameters `input`, `output` and optionally `name`."""
+    j = Job(params.get("name", "wordcount"))
+    (
+        j.source(KafkaSource(params.get("input", "words")))
+        .flat_map(str.split)
+        .key_by(lambda word: word)
+        .process(count, name="count")
+        .sink(KafkaSink(params.get("output", "word-counts")))
+    )
+    return j

@@ -1,0 +1,405 @@
+"""`kstream run`: the supervisor that coordinates a job and keeps its workers alive.
+
+The runner is the I/O shell around `kstream.coordinator.Coordinator`: it turns
+control-topic messages and child-process exits into events, carries out the
+commands (control messages, checkpoint deletion, channel purging) and restarts
+workers that die. Workers are separate OS processes (`kstream worker ...`);
+with `spawn=False` it only coordinates, for workers started on other machines.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from confluent_kafka import TopicPartition
+
+from kstream.admin import Admin
+from kstream.control import ControlReader, ControlWriter, read_history
+from kstream.coordinator import (
+    Abort,
+    AckReceived,
+    Command,
+    Complete,
+    Coordinator,
+    CoordinatorConfig,
+    DeclineReceived,
+    Discard,
+    Event,
+    Heartbeat,
+    Recover,
+    Tick,
+    Trigger,
+    WorkerLost,
+    replay,
+)
+from kstream.errors import JobFailedError
+from kstream.job import Job, Node
+from kstream.plan import Plan, plan
+from kstream.snapshot import LocalCheckpointStorage
+from kstream.worker import EXIT_JOB_FAILED
+
+__all__ = ["RunStats", "Runner"]
+
+log = logging.getLogger("kstream.runner")
+
+#: Channel purges are batched: at most one round of delete_records per period.
+PURGE_PERIOD_S = 5.0
+#: A worker restarted more often than this within `RESTART_WINDOW_S` fails the job.
+MAX_RESTARTS = 20
+RESTART_WINDOW_S = 120.0
+#: Grace period for workers to exit on SIGTERM before they are killed.
+STOP_TIMEOUT_S = 20.0
+
+
+@dataclass
+class RunStats:
+    """What happened so far, for progress output and the demo's summary."""
+
+    completed: int = 0
+    aborted: int = 0
+    recoveries: int = 0
+    restarts: int = 0
+    generation: int = 0
+    latest: int | None = None
+    #: Source offsets (topic -> partition -> next offset) of the latest completed checkpoint.
+    source_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    last_alignment_ms: float = 0.0
+    last_duration_s: float = 0.0
+    max_sync_ms: float = 0.0
+    sync_ms: list[float] = field(default_factory=list)
+
+
+class Runner:
+    """Coordinates `job` with `workers` workers."""
+
+    def __init__(
+        self,
+        job: Job,
+        *,
+        spec: str,
+        params: dict[str, str],
+        bootstrap: str,
+        workers: int,
+        state_dir: Path,
+        config: CoordinatorConfig,
+        spawn: bool = True,
+        say: Callable[[str], None] = print,
+        worker_env: dict[str, str] | None = None,
+    ) -> None:
+        self.job = job
+        self.spec = spec
+        self.params = params
+        self.bootstrap = bootstrap
+        self.workers = workers
+        self.state_dir = state_dir.resolve()
+        self.config = config
+        self.spawn = spawn
+        self.say = say
+        self.worker_env = worker_env or {}
+        self.plan: Plan = plan(job, workers)
+        self.stats = RunStats()
+        self.storage = LocalCheckpointStorage(self.state_dir / job.name / "checkpoints")
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._logs: dict[int, IO[bytes]] = {}
+        self._restart_times: list[float] = []
+        self._acks: dict[int, dict[str, dict[str, Any]]] = {}
+        self._channel_offsets: dict[int, dict[str, dict[int, int]]] = {}
+        self._last_purge = 0.0
+        self._failed: str | None = None
+        self.coordinator: Coordinator | None = None
+        self.control: ControlWriter | None = None
+        self.reader: ControlReader | None = None
+
+    # -- set-up -------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Check the cluster, the input and output topics; create internal topics."""
+        admin = Admin(self.bootstrap)
+        admin.check_reachable()
+        for stage in self.job.stages:
+            if stage.source is not None:
+                stage.source.partitions(self.bootstrap)  # raises for a missing topic
+        for sink in _sinks(self.job):
+            check = getattr(sink, "check", None)
+            if check is not None:
+                check(self.bootstrap)
+        admin.create_topics(self.plan.internal_topics())
+
+    def start(self) -> None:
+        """Resume the coordinator from the control topic, open a generation, spawn workers."""
+        history = replay(read_history(self.bootstrap, self.job.name), self.config.retained)
+        tasks = frozenset(t.id for t in self.plan.tasks)
+        self.coordinator = Coordinator(tasks, self.config, history)
+        self.control = ControlWriter(self.bootstrap, self.job.name)
+        probe = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c")
+        end = probe.end_offset()
+        probe.close()
+        self.reader = ControlReader(
+            self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c", start=end
+        )
+        if history.completed:
+            self.say(f"resuming from checkpoint {history.completed[-1]}")
+        self._execute(self.coordinator.start(time.monotonic()))
+        if self.spawn:
+            for w in range(self.workers):
+                self._spawn(w)
+
+    # -- workers ------------------------------------------------------------
+
+    def worker_command(self, index: int) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "kstream",
+            "worker",
+            self.spec,
+            "--worker",
+            str(index),
+            "--workers",
+            str(self.workers),
+            "--job-name",
+            self.job.name,
+            "--bootstrap-servers",
+            self.bootstrap,
+            "--state-dir",
+            str(self.state_dir),
+        ]
+        for k, v in self.params.items():
+            cmd += ["-p", f"{k}={v}"]
+        return cmd
+
+    def log_path(self, index: int) -> Path:
+        return self.state_dir / self.job.name / "logs" / f"worker-{index}.log"
+
+    def _spawn(self, index: int) -> None:
+        path = self.log_path(index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if index not in self._logs:
+            self._logs[index] = path.open("ab")
+        env = {**os.environ, **self.worker_env}
+        self.procs[index] = subprocess.Popen(
+            self.worker_command(index),
+            stdin=subprocess.DEVNULL,
+            stdout=self._logs[index],
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+    def worker_pids(self) -> dict[int, int]:
+        return {i: p.pid for i, p in self.procs.items() if p.poll() is None}
+
+    def _check_workers(self, now: float) -> None:
+        for index, proc in list(self.procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            if code == EXIT_JOB_FAILED:
+                self._failed = self._failed or f"worker {index} failed; see {self.log_path(index)}"
+                return
+            how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            self.say(f"worker {index} {how}; recovering")
+            self._restart_times = [t for t in self._restart_times if now - t < RESTART_WINDOW_S]
+            self._restart_times.append(now)
+            if len(self._restart_times) > MAX_RESTARTS:
+                self._failed = (
+                    f"workers died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; "
+                    f"last: worker {index} {how}; see {self.log_path(index)}"
+                )
+                return
+            assert self.coordinator is not None
+            # The rollback is announced before the replacement starts, so it joins the new
+            # generation instead of the failed one.
+            self._execute(self.coordinator.handle(WorkerLost(f"w{index}", how, now)))
+            self.stats.restarts += 1
+            self._spawn(index)
+
+    # -- the loop -----------------------------------------------------------
+
+    def step(self, timeout: float = 0.05) -> None:
+        """One round: control messages, clock, worker liveness. Raises `JobFailedError`."""
+        assert self.coordinator is not None
+        assert self.reader is not None
+        for _, msg in self.reader.poll(timeout):
+            event = self._event(msg, time.monotonic())
+            if event is not None:
+                self._execute(self.coordinator.handle(event))
+        now = time.monotonic()
+        self._execute(self.coordinator.handle(Tick(now)))
+        if self.spawn:
+            self._check_workers(now)
+        if self._failed:
+            raise JobFailedError(self._failed)
+        if now - self._last_purge > PURGE_PERIOD_S:
+            self._last_purge = now
+            self._purge()
+
+    def _event(self, msg: dict[str, Any], now: float) -> Event | None:
+        kind = msg.get("type")
+        try:
+            if kind == "ack":
+                n, task = int(msg["checkpoint"]), str(msg["task"])
+                if msg.get("generation") == self.stats.generation:
+                    self._acks.setdefault(n, {})[task] = msg
+                return AckReceived(
+                    n,
+                    int(msg["generation"]),
+                    task,
+                    now,
+                    size=int(msg.get("size", 0)),
+                    alignment_ms=float(msg.get("alignment_ms", 0.0)),
+                )
+            if kind == "decline":
+                return DeclineReceived(
+                    int(msg["checkpoint"]),
+                    int(msg["generation"]),
+                    str(msg["task"]),
+                    str(msg.get("reason", "")),
+                    now,
+                )
+            if kind == "heartbeat":
+                return Heartbeat(str(msg["worker"]), int(msg["generation"]), now)
+            if kind == "failed":
+                self._failed = f"worker {msg.get('worker')}: {msg.get('reason')}"
+        except (KeyError, TypeError, ValueError):
+            log.warning("ignoring malformed control message %r", msg)
+        return None
+
+    def _execute(self, commands: list[Command]) -> None:
+        assert self.control is not None
+        for c in commands:
+            if isinstance(c, Trigger):
+                self.control.send(
+                    {
+                        "type": "trigger",
+                        "checkpoint": c.checkpoint,
+                        "generation": c.generation,
+                        "time": time.time(),
+                    }
+                )
+            elif isinstance(c, Complete):
+                self.control.send(
+                    {
+                        "type": "complete",
+                        "checkpoint": c.checkpoint,
+                        "generation": c.generation,
+                        "duration_s": round(c.duration_s, 4),
+                        "size": c.size,
+                        "alignment_ms": c.alignment_ms,
+                        "time": time.time(),
+                    }
+                )
+                self._on_complete(c)
+            elif isinstance(c, Abort):
+                self.stats.aborted += 1
+                self._acks.pop(c.checkpoint, None)
+                self.control.send(
+                    {
+                        "type": "abort",
+                        "checkpoint": c.checkpoint,
+                        "generation": c.generation,
+                        "reason": c.reason,
+                        "time": time.time(),
+                    }
+                )
+            elif isinstance(c, Recover):
+                if self.stats.generation:
+                    self.stats.recoveries += 1
+                self.stats.generation = c.generation
+                self._acks.clear()
+                self.control.send(
+                    {
+                        "type": "recover",
+                        "generation": c.generation,
+                        "checkpoint": c.checkpoint,
+                        "reason": c.reason,
+                        "time": time.time(),
+                    }
+                )
+            elif isinstance(c, Discard):
+                for n in c.checkpoints:
+                    self.storage.discard(n)
+                    self._channel_offsets.pop(n, None)
+
+    def _on_complete(self, c: Complete) -> None:
+        acks = self._acks.pop(c.checkpoint, {})
+        for n in [m for m in self._acks if m < c.checkpoint]:
+            del self._acks[n]
+        sources: dict[str, dict[int, int]] = {}
+        channels: dict[str, dict[int, int]] = {}
+        syncs = []
+        for a in acks.values():
+            for topic, parts in (a.get("source_offsets") or {}).items():
+                sources.setdefault(topic, {}).update({int(p): int(o) for p, o in parts.items()})
+            for topic, parts in (a.get("channel_offsets") or {}).items():
+                channels.setdefault(topic, {}).update({int(p): int(o) for p, o in parts.items()})
+            syncs.append(float(a.get("sync_ms", 0.0)))
+        self._channel_offsets[c.checkpoint] = channels
+        s = self.stats
+        s.completed += 1
+        s.latest = c.checkpoint
+        s.source_offsets = sources
+        s.last_alignment_ms = c.alignment_ms
+        s.last_duration_s = c.duration_s
+        if syncs:
+            s.sync_ms.append(max(syncs))
+            s.max_sync_ms = max(s.max_sync_ms, max(syncs))
+
+    def _purge(self) -> None:
+        """Delete channel records before the oldest retained checkpoint's positions."""
+        if not self._channel_offsets:
+            return
+        oldest = min(self._channel_offsets)
+        tps = [
+            TopicPartition(topic, p, o)
+            for topic, parts in self._channel_offsets[oldest].items()
+            for p, o in parts.items()
+            if o > 0
+        ]
+        try:
+            Admin(self.bootstrap).delete_records_before(tps)
+        except Exception as exc:
+            log.warning("channel purge failed (will retry): %s", exc)
+
+    # -- shutdown -----------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop the workers (SIGTERM, then SIGKILL) and close connections."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for f in self._logs.values():
+            f.close()
+        if self.reader is not None:
+            self.reader.close()
+        if self.control is not None:
+            self.control.flush()
+
+
+def _sinks(job: Job) -> list[Any]:
+    out: list[Any] = []
+
+    def walk(node: Node) -> None:
+        if node.sink is not None:
+            out.append(node.sink)
+        for c in node.children:
+            walk(c)
+
+    for stage in job.stages:
+        walk(stage.root)
+    return out

@@ -1,0 +1,113 @@
+"""Serialization of record keys and values: pluggable, with bytes, str and JSON built in.
+
+A `Serde` turns Python values into bytes and back. Sources decode with one,
+sinks encode with one; a `DecodeError` raised by `loads` is handled by the
+job's error policy (dead letter, skip or fail), never by crashing the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from typing import Any, Protocol
+
+from kstream.errors import ConfigurationError, RecordError
+
+__all__ = ["BYTES", "JSON", "PICKLE", "STR", "DecodeError", "Serde", "serde"]
+
+
+class DecodeError(RecordError):
+    """A record's bytes are not valid for its serde."""
+
+
+class Serde(Protocol):
+    """Converts between Python values and bytes. Implementations must be picklable."""
+
+    name: str
+
+    def dumps(self, value: Any) -> bytes | None: ...
+
+    def loads(self, data: bytes | None) -> Any: ...
+
+
+class BytesSerde:
+    """Bytes unchanged (None stays None)."""
+
+    name = "bytes"
+
+    def dumps(self, value: Any) -> bytes | None:
+        if value is None or isinstance(value, bytes):
+            return value
+        raise RecordError(f"bytes serde got {type(value).__name__}, expected bytes")
+
+    def loads(self, data: bytes | None) -> Any:
+        return data
+
+
+class StrSerde:
+    """UTF-8 text; other values are written with `str()` (so ints become decimal text)."""
+
+    name = "str"
+
+    def dumps(self, value: Any) -> bytes | None:
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            return value
+        return str(value).encode()
+
+    def loads(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return data.decode()
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"not UTF-8: {exc}") from None
+
+
+class JsonSerde:
+    """JSON text (UTF-8)."""
+
+    name = "json"
+
+    def dumps(self, value: Any) -> bytes | None:
+        return json.dumps(value, separators=(",", ":")).encode()
+
+    def loads(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DecodeError(f"not JSON: {exc}") from None
+
+
+class PickleSerde:
+    """Python pickles: internal channels and state only, never for data from outside."""
+
+    name = "pickle"
+
+    def dumps(self, value: Any) -> bytes | None:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes | None) -> Any:
+        return None if data is None else pickle.loads(data)
+
+
+BYTES = BytesSerde()
+STR = StrSerde()
+JSON = JsonSerde()
+PICKLE = PickleSerde()
+_BY_NAME: dict[str, Serde] = {s.name: s for s in (BYTES, STR, JSON, PICKLE)}
+
+
+def serde(spec: str | Serde) -> Serde:
+    """A serde by name (`bytes`, `str`, `json`, `pickle`) or the serde itself."""
+    if isinstance(spec, str):
+        try:
+            return _BY_NAME[spec]
+        except KeyError:
+            raise ConfigurationError(
+                f"unknown serde {spec!r}; choose one of {', '.join(_BY_NAME)}"
+            ) from None
+    return spec

@@ -1,0 +1,74 @@
+"""The sink contract: how a sink takes part in checkpoints (two-phase commit).
+
+The runtime drives one `SinkWriter` per sink per subtask. Each checkpoint
+epoch n covers the records written between barrier n-1 and barrier n:
+
+=================== ================================================= ==============
+call                when                                              idempotent?
+=================== ================================================= ==============
+`begin_epoch(n)`    before the first `write` of epoch n: at start-up   no
+                    and right after `pre_commit(n-1)`
+`write(value)`      for every result, in order                        no
+`pre_commit(n)`     barrier n reached this subtask, after its state   no
+                    snapshot and before its ack; must make epoch n
+                    durable-but-invisible (or, without transactions,
+                    just durable). Returns what the snapshot must keep.
+`commit(n)`         the coordinator declared checkpoint n complete    yes
+`abort(n)`          checkpoint n failed (timed out or declined)       yes
+`recover(n, kept)`  before anything else after a restore from         yes
+                    checkpoint n, with what `pre_commit(n)` returned
+`close()`           the subtask stops (no commit implied)             yes
+=================== ================================================= ==============
+
+`commit` may be called for an epoch long after later epochs began, and after a
+crash `recover` must make the outcome of epoch n exactly as if `commit(n)`
+had run once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Producer
+
+__all__ = ["SinkContext", "SinkWriter"]
+
+
+@dataclass(frozen=True, slots=True)
+class SinkContext:
+    """What a sink needs to open its writer in one subtask."""
+
+    bootstrap: str
+    job: str
+    task: str
+    generation: int
+    #: The worker's shared idempotent producer (for sinks without transactions).
+    producer: Producer
+
+
+class SinkWriter(ABC):
+    """The per-subtask writer of a sink. See the module docstring for the protocol."""
+
+    @abstractmethod
+    def write(self, value: Any) -> None: ...
+
+    def begin_epoch(self, epoch: int) -> None:  # noqa: B027 - optional hook
+        """Epoch `epoch` starts."""
+
+    @abstractmethod
+    def pre_commit(self, epoch: int) -> dict[str, Any]:
+        """Make epoch `epoch` durable; return what the snapshot must hold for it."""
+
+    def commit(self, epoch: int) -> None:  # noqa: B027 - optional hook
+        """Publish epoch `epoch` (checkpoint complete)."""
+
+    def abort(self, epoch: int) -> None:  # noqa: B027 - optional hook
+        """Discard epoch `epoch` (checkpoint failed)."""
+
+    def recover(self, epoch: int | None, kept: dict[str, Any]) -> None:  # noqa: B027
+        """Restore after a rollback to checkpoint `epoch` (None: fresh start)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources; nothing is committed."""

@@ -1,0 +1,141 @@
+"""Checkpoint storage: where subtask snapshots live once they are durable.
+
+Layout of the local implementation (``<state-dir>/<job>/checkpoints``)::
+
+    chk-<n>/<task>/db/          RocksDB checkpoint of the subtask's state (absent if stateless)
+    chk-<n>/<task>/meta.json    `SnapshotMeta`, written last (atomic rename): its
+                                presence means the snapshot is complete
+
+A shared file system or an object store can implement `CheckpointStorage`
+later; workers on other machines need one of those to restore each other's
+subtasks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kstream.errors import CheckpointError
+
+__all__ = ["CheckpointStorage", "LocalCheckpointStorage", "SnapshotMeta"]
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMeta:
+    """What a subtask's snapshot holds besides its state.
+
+    Offsets are *next offsets to read*: a restore resumes each input there.
+    `channel_offsets` are the positions just after barrier `checkpoint`.
+    """
+
+    checkpoint: int
+    generation: int
+    task: str
+    source_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    channel_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    has_state: bool = False
+    size: int = 0
+    alignment_ms: float = 0.0
+    sync_ms: float = 0.0
+    sink: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SnapshotMeta:
+        raw = json.loads(text)
+
+        def offsets(d: dict[str, dict[str, int]]) -> dict[str, dict[int, int]]:
+            return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in d.items()}
+
+        raw["source_offsets"] = offsets(raw.get("source_offsets", {}))
+        raw["channel_offsets"] = offsets(raw.get("channel_offsets", {}))
+        return cls(**raw)
+
+
+class CheckpointStorage(Protocol):
+    """Durable storage of snapshots. Methods may block; workers call `store` off-thread."""
+
+    def store(self, meta: SnapshotMeta, staged_db: Path | None) -> None:
+        """Make the snapshot durable; `staged_db` (a local RocksDB checkpoint) may be moved."""
+
+    def load(self, checkpoint: int, task: str) -> SnapshotMeta:
+        """The metadata of a stored snapshot; `CheckpointError` if absent."""
+
+    def fetch_db(self, checkpoint: int, task: str, target: Path) -> bool:
+        """Copy the snapshot's database to `target`; False if the task has no state."""
+
+    def discard(self, checkpoint: int) -> None:
+        """Delete a checkpoint (retention)."""
+
+
+def _link_or_copy(src: str, dst: str) -> str:
+    # SST files are immutable, so a hard link is a safe, instant copy on one file system.
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return dst
+
+
+class LocalCheckpointStorage:
+    """Snapshots in a local directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def _dir(self, checkpoint: int, task: str) -> Path:
+        return self.root / f"chk-{checkpoint}" / task
+
+    def store(self, meta: SnapshotMeta, staged_db: Path | None) -> None:
+        target = self._dir(meta.checkpoint, meta.task)
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        if staged_db is not None:
+            shutil.copytree(staged_db, target / "db", copy_function=_link_or_copy)
+            shutil.rmtree(staged_db, ignore_errors=True)
+        tmp = target / "meta.json.tmp"
+        with tmp.open("w") as f:
+            f.write(meta.to_json())
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.rename(target / "meta.json")
+
+    def load(self, checkpoint: int, task: str) -> SnapshotMeta:
+        path = self._dir(checkpoint, task) / "meta.json"
+        try:
+            return SnapshotMeta.from_json(path.read_text())
+        except FileNotFoundError:
+            raise CheckpointError(
+                f"checkpoint {checkpoint} has no snapshot of {task} in {self.root}"
+            ) from None
+
+    def fetch_db(self, checkpoint: int, task: str, target: Path) -> bool:
+        src = self._dir(checkpoint, task) / "db"
+        shutil.rmtree(target, ignore_errors=True)
+        if not src.is_dir():
+            return False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Copy, not link: the restored database will be written to.
+        shutil.copytree(src, target)
+        return True
+
+    def discard(self, checkpoint: int) -> None:
+        shutil.rmtree(self.root / f"chk-{checkpoint}", ignore_errors=True)
+
+    def completed(self) -> list[int]:
+        """Checkpoint ids that have a directory (complete or not)."""
+        ids = []
+        for d in self.root.glob("chk-*"):
+            try:
+                ids.append(int(d.name[4:]))
+            except ValueError:
+                continue
+        return sorted(ids)

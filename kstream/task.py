@@ -1,0 +1,511 @@
+"""A running subtask: consumer, fused operator chain, state, outputs and its snapshots.
+
+Two kinds, by what feeds the stage:
+
+* `SourceTask` reads user topic partitions. It snapshots when the coordinator
+  triggers a checkpoint (between two batches) and records its next offsets.
+* `ChannelTask` reads channel partitions and aligns barriers with a
+  `kstream.barrier.Aligner`; it snapshots when the aligner says so.
+
+Both push records through the stage's fused chain (compiled to nested
+closures: no per-record dispatch on operator kinds) and hand finished
+snapshots to the worker, which sends the acks once they are durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, TopicPartition
+
+from kstream.barrier import (
+    AbandonAlignment,
+    Aligner,
+    BarrierArrived,
+    Block,
+    Channel,
+    CheckpointAborted,
+    Drop,
+    Process,
+    RecordArrived,
+    TakeSnapshot,
+    Unblock,
+)
+from kstream.channel import (
+    BARRIER,
+    HEADER_SIZE,
+    RECORD,
+    ChannelWriter,
+    barrier_checkpoint,
+    channel_topic,
+    decode_header,
+)
+from kstream.errors import ConfigurationError, JobFailedError, KStreamError
+from kstream.fault import Faults
+from kstream.job import Node
+from kstream.plan import Plan, TaskSpec, dead_letter_topic
+from kstream.sink import SinkContext, SinkWriter
+from kstream.snapshot import CheckpointStorage, SnapshotMeta
+from kstream.state import StateStore, key_bytes
+
+__all__ = ["ChannelTask", "PendingAck", "SourceTask", "Subtask", "TaskRuntime", "open_task"]
+
+log = logging.getLogger("kstream.task")
+
+#: Records fetched per `consume` call: large batches amortise the Python call overhead.
+BATCH = 1000
+
+
+@dataclass
+class TaskRuntime:
+    """What every subtask of one worker shares in one generation."""
+
+    bootstrap: str
+    plan: Plan
+    generation: int
+    producer: Any  # confluent_kafka.Producer (shared, idempotent)
+    storage: CheckpointStorage
+    state_root: Path
+    executor: Executor
+    send_control: Callable[[dict[str, Any]], None]
+    faults: Faults = field(default_factory=Faults)
+
+
+@dataclass
+class PendingAck:
+    """A snapshot whose durable copy is being written; ack once `future` is done."""
+
+    meta: SnapshotMeta
+    future: Future[None]
+    task: str
+
+
+@dataclass
+class _Stats:
+    records: int = 0
+    dropped: int = 0
+    dead_letters: int = 0
+    snapshots: int = 0
+    last_sync_ms: float = 0.0
+    outputs: dict[str, int] = field(default_factory=dict)
+
+
+class Subtask:
+    """Common machinery: chain, state, outputs, snapshots, error policy."""
+
+    def __init__(self, rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> None:
+        self.rt = rt
+        self.spec = spec
+        self.id = spec.id
+        self.job = rt.plan.job
+        self.stage = rt.plan.stage(spec)
+        self.stats = _Stats()
+        self.writers: list[ChannelWriter] = []
+        self.sinks: dict[str, SinkWriter] = {}
+        self.pending: list[PendingAck] = []
+        self._epoch = (restore_from or 0) + 1
+        self._staging = rt.state_root / "staging"
+        db_path = rt.state_root / "tasks" / self.id / "db"
+        self.restored: SnapshotMeta | None = None
+        if restore_from is not None:
+            self.restored = rt.storage.load(restore_from, self.id)
+        self.state: StateStore | None = None
+        if _has_process(self.stage.root):
+            if restore_from is not None:
+                rt.storage.fetch_db(restore_from, self.id, db_path)
+            else:
+                StateStore.wipe(db_path)
+            self.state = StateStore(db_path)
+        self.push: Callable[..., None] = self._compile(self.stage.root, top=True)
+        kept = self.restored.sink if self.restored else {}
+        for name, writer in self.sinks.items():
+            writer.recover(restore_from, kept.get(name, {}))
+            writer.begin_epoch(self._epoch)
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": rt.bootstrap,
+                "group.id": f"kstream.{self.job.name}.{self.id}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 50,
+                "queued.max.messages.kbytes": 32768,
+                "log_level": 0,
+            }
+        )
+
+    # -- the chain ----------------------------------------------------------
+
+    def _compile(self, node: Node, top: bool = False) -> Callable[..., None]:
+        kids = [self._compile(c) for c in node.children]
+        if not kids:
+            emit: Callable[[Any], None] = _discard
+        elif len(kids) == 1:
+            emit = kids[0]
+        else:
+
+            def emit(value: Any, _kids: list[Callable[[Any], None]] = kids) -> None:
+                for k in _kids:
+                    k(value)
+
+        fn = node.fn
+        if node.kind in ("source", "input"):
+            return emit
+        if node.kind == "map":
+            assert fn is not None
+            return lambda v: emit(fn(v))
+        if node.kind == "filter":
+            assert fn is not None
+
+            def keep(v: Any) -> None:
+                if fn(v):
+                    emit(v)
+
+            return keep
+        if node.kind == "flat_map":
+            assert fn is not None
+
+            def flat(v: Any) -> None:
+                for x in fn(v):
+                    emit(x)
+
+            return flat
+        if node.kind == "process":
+            assert fn is not None
+            assert self.state is not None
+            state = self.state.value_state(f"s{self.stage.index}.{node.name}")
+
+            def process(key: Any, value: Any) -> None:
+                state.key = key_bytes(key)
+                out = fn(key, value, state)
+                if out is not None:
+                    for x in out:
+                        emit(x)
+
+            return process
+        if node.kind == "sink":
+            assert node.sink is not None
+            opener = getattr(node.sink, "open", None)
+            if opener is None:
+                raise ConfigurationError(f"sink {node.sink.name} cannot be opened")
+            writer: SinkWriter = opener(
+                SinkContext(
+                    self.rt.bootstrap, self.job.name, self.id, self.rt.generation, self.rt.producer
+                )
+            )
+            self.sinks[f"{node.sink.name}#{len(self.sinks)}"] = writer
+            return writer.write
+        if node.kind == "edge":
+            assert node.edge_to is not None
+            target = node.edge_to
+            cw = ChannelWriter(
+                self.rt.producer,
+                channel_topic(self.job.name, target.index),
+                self.spec.index,
+                self.rt.plan.parallelism[target.index],
+                self.rt.generation,
+                target.key_fn,
+            )
+            self.writers.append(cw)
+            return cw.send
+        raise ConfigurationError(f"unknown operator kind {node.kind}")
+
+    # -- errors -------------------------------------------------------------
+
+    def on_record_error(self, exc: BaseException, msg: Message) -> None:
+        """Apply the job's error policy to a record that failed to decode or process."""
+        where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+        policy = self.job.on_error
+        if policy == "fail" or isinstance(exc, JobFailedError):
+            raise JobFailedError(
+                f"{self.id}: record {where} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if policy == "skip":
+            log.warning("%s: skipped record %s: %s: %s", self.id, where, type(exc).__name__, exc)
+            self.stats.dropped += 1
+            return
+        stack = "".join(traceback.format_exception(exc))[-8000:]
+        headers = [
+            ("kstream.error", f"{type(exc).__name__}: {exc}".encode()[:2000]),
+            ("kstream.task", self.id.encode()),
+            ("kstream.src.topic", (msg.topic() or "").encode()),
+            ("kstream.src.partition", str(msg.partition()).encode()),
+            ("kstream.src.offset", str(msg.offset()).encode()),
+            ("kstream.stack", stack.encode()),
+        ]
+        self.rt.producer.produce(
+            dead_letter_topic(self.job.name), msg.value(), msg.key(), headers=headers
+        )
+        self.stats.dead_letters += 1
+        log.warning(
+            "%s: record %s sent to %s: %s: %s",
+            self.id,
+            where,
+            dead_letter_topic(self.job.name),
+            type(exc).__name__,
+            exc,
+        )
+
+    # -- checkpoints --------------------------------------------------------
+
+    def snapshot(
+        self,
+        checkpoint: int,
+        *,
+        source_offsets: dict[str, dict[int, int]] | None = None,
+        channel_offsets: dict[str, dict[int, int]] | None = None,
+        alignment_ms: float = 0.0,
+    ) -> None:
+        """Take checkpoint `checkpoint` now: state, sinks' pre-commit, barriers downstream.
+
+        The synchronous part is a RocksDB checkpoint (flush + hard links) and the
+        sinks' pre-commit; the durable copy is written on the executor, and the
+        worker acks once it is done.
+        """
+        t0 = time.perf_counter()
+        staged: Path | None = None
+        size = 0
+        if self.state is not None:
+            staged = self._staging / f"chk-{checkpoint}-{self.id}-{time.monotonic_ns()}"
+            size = self.state.checkpoint(staged)
+        self.rt.faults.hit("snapshotting", checkpoint)
+        kept = {name: w.pre_commit(checkpoint) for name, w in self.sinks.items()}
+        for cw in self.writers:
+            cw.barrier(checkpoint)
+        self._epoch = checkpoint + 1
+        for w in self.sinks.values():
+            w.begin_epoch(self._epoch)
+        sync_ms = (time.perf_counter() - t0) * 1000
+        meta = SnapshotMeta(
+            checkpoint=checkpoint,
+            generation=self.rt.generation,
+            task=self.id,
+            source_offsets=source_offsets or {},
+            channel_offsets=channel_offsets or {},
+            has_state=staged is not None,
+            size=size,
+            alignment_ms=alignment_ms,
+            sync_ms=sync_ms,
+            sink=kept,
+        )
+        self.stats.snapshots += 1
+        self.stats.last_sync_ms = sync_ms
+        self.pending.append(
+            PendingAck(meta, self.rt.executor.submit(self.rt.storage.store, meta, staged), self.id)
+        )
+
+    def decline(self, checkpoint: int, reason: str) -> None:
+        self.rt.send_control(
+            {
+                "type": "decline",
+                "checkpoint": checkpoint,
+                "generation": self.rt.generation,
+                "task": self.id,
+                "reason": reason,
+            }
+        )
+
+    def trigger(self, checkpoint: int) -> None:
+        """A checkpoint was triggered (only sources act on it)."""
+
+    def on_complete(self, checkpoint: int) -> None:
+        for w in self.sinks.values():
+            w.commit(checkpoint)
+
+    def on_abort(self, checkpoint: int) -> None:
+        for w in self.sinks.values():
+            w.abort(checkpoint)
+
+    def flush_state(self) -> None:
+        if self.state is not None:
+            self.state.flush()
+
+    def poll(self, timeout: float) -> int:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        for w in self.sinks.values():
+            w.close()
+        self.consumer.close()
+        if self.state is not None:
+            self.state.close()
+
+
+def _has_process(node: Node) -> bool:
+    return node.kind == "process" or any(_has_process(c) for c in node.children)
+
+
+def _discard(_: Any) -> None:
+    """End of a chain that leads nowhere."""
+
+
+class SourceTask(Subtask):
+    """Reads the input partitions p with p % parallelism == index of a Kafka source."""
+
+    def __init__(self, rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> None:
+        super().__init__(rt, spec, restore_from)
+        source = self.stage.source
+        assert source is not None
+        self.topic: str = getattr(source, "topic")  # noqa: B009 - Source protocol has no topic
+        self.loads = getattr(source, "serde").loads  # noqa: B009
+        n = source.partitions(rt.bootstrap)
+        start = OFFSET_END if getattr(source, "start", "earliest") == "latest" else OFFSET_BEGINNING
+        self.positions: dict[int, int] = {
+            p: start for p in range(n) if p % spec.parallelism == spec.index
+        }
+        if self.restored is not None:
+            self.positions.update(self.restored.source_offsets.get(self.topic, {}))
+        self._triggered: list[int] = []
+        if self.positions:
+            self.consumer.assign(
+                [TopicPartition(self.topic, p, o) for p, o in self.positions.items()]
+            )
+
+    def trigger(self, checkpoint: int) -> None:
+        self._triggered.append(checkpoint)
+
+    def poll(self, timeout: float) -> int:
+        # Triggers are served between batches: a batch is all-before or all-after.
+        while self._triggered:
+            n = self._triggered.pop(0)
+            self.snapshot(n, source_offsets={self.topic: dict(self.positions)})
+        if not self.positions:
+            return 0
+        msgs = self.consumer.consume(BATCH, timeout)
+        push, loads, positions = self.push, self.loads, self.positions
+        for m in msgs:
+            if m.error() is not None:
+                _raise_if_fatal(m)
+                continue
+            try:
+                push(loads(m.value()))
+            except KStreamError as exc:
+                if isinstance(exc, JobFailedError):
+                    raise
+                self.on_record_error(exc, m)
+            except Exception as exc:
+                self.on_record_error(exc, m)
+            positions[m.partition() or 0] = (m.offset() or 0) + 1
+        self.stats.records += len(msgs)
+        return len(msgs)
+
+
+class ChannelTask(Subtask):
+    """Reads its channels (one per upstream subtask) and aligns barriers."""
+
+    def __init__(self, rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> None:
+        super().__init__(rt, spec, restore_from)
+        self.topic, parts = rt.plan.input_channels(spec)
+        self.channels = {p: Channel(self.topic, p) for p in parts}
+        self.aligner = Aligner.over(self.channels.values(), rt.generation, restore_from or 0)
+        offsets = dict.fromkeys(parts, OFFSET_BEGINNING)
+        if self.restored is not None:
+            offsets.update(self.restored.channel_offsets.get(self.topic, {}))
+        self._resume: dict[Channel, int] = {}
+        self._align_started: float | None = None
+        self.consumer.assign([TopicPartition(self.topic, p, o) for p, o in offsets.items()])
+
+    def on_abort(self, checkpoint: int) -> None:
+        self._run(self.aligner.handle(CheckpointAborted(checkpoint)), set())
+        super().on_abort(checkpoint)
+
+    def poll(self, timeout: float) -> int:
+        msgs = self.consumer.consume(BATCH, timeout)
+        generation = self.rt.generation
+        aligner = self.aligner
+        push = self.push
+        loads = pickle.loads
+        keyed = self.stage.keyed
+        # Channels re-positioned (seek) during this batch: the rest of their
+        # records in it are stale copies that will be fetched again in order.
+        reseeked: set[Channel] = set()
+        processed = 0
+        for m in msgs:
+            if m.error() is not None:
+                _raise_if_fatal(m)
+                continue
+            ch = self.channels[m.partition() or 0]
+            if ch in reseeked:
+                continue
+            value = m.value() or b""
+            kind, gen = decode_header(value)
+            if kind == RECORD:
+                if gen != generation or aligner.aligning is not None:
+                    action = aligner.handle(RecordArrived(ch, m.offset() or 0, gen))[0]
+                    if not isinstance(action, Process):
+                        self.stats.dropped += 1
+                        continue
+                try:
+                    if keyed:
+                        key, item = loads(memoryview(value)[HEADER_SIZE:])
+                        push(key, item)
+                    else:
+                        push(loads(memoryview(value)[HEADER_SIZE:]))
+                except KStreamError as exc:
+                    if isinstance(exc, JobFailedError):
+                        raise
+                    self.on_record_error(exc, m)
+                except Exception as exc:
+                    self.on_record_error(exc, m)
+                processed += 1
+            elif kind == BARRIER:
+                event = BarrierArrived(ch, m.offset() or 0, barrier_checkpoint(value), gen)
+                self._run(aligner.handle(event), reseeked)
+        self.stats.records += processed
+        return len(msgs)
+
+    def _run(self, actions: list[Any], reseeked: set[Channel]) -> None:
+        for action in actions:
+            if isinstance(action, Drop):
+                self.stats.dropped += 1
+            elif isinstance(action, Block):
+                if self._align_started is None:
+                    self._align_started = time.perf_counter()
+                self._resume[action.channel] = action.resume_offset
+                self.rt.faults.hit("aligning", self.aligner.aligning or 0)
+                self.consumer.pause(
+                    [TopicPartition(action.channel.topic, action.channel.partition)]
+                )
+            elif isinstance(action, TakeSnapshot):
+                started = self._align_started
+                alignment_ms = 0.0 if started is None else (time.perf_counter() - started) * 1000
+                self._align_started = None
+                offsets = {c.partition: o for c, o in action.channel_offsets.items()}
+                self.snapshot(
+                    action.checkpoint,
+                    channel_offsets={self.topic: offsets},
+                    alignment_ms=alignment_ms,
+                )
+            elif isinstance(action, Unblock):
+                tp = TopicPartition(action.channel.topic, action.channel.partition)
+                self.consumer.resume([tp])
+                self.consumer.seek(
+                    TopicPartition(tp.topic, tp.partition, self._resume.pop(action.channel))
+                )
+                reseeked.add(action.channel)
+            elif isinstance(action, AbandonAlignment):
+                self._align_started = None
+                self.decline(action.checkpoint, "alignment abandoned")
+
+
+def _raise_if_fatal(msg: Message) -> None:
+    err = msg.error()
+    if err is not None and err.fatal():
+        raise JobFailedError(f"consumer error on {msg.topic()}[{msg.partition()}]: {err.str()}")
+    log.debug("consumer notice: %s", err)
+
+
+def open_task(rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> Subtask:
+    """Build the subtask for `spec`, restored from checkpoint `restore_from` (None: fresh)."""
+    if rt.plan.stage(spec).source is not None:
+        return SourceTask(rt, spec, restore_from)
+    return ChannelTask(rt, spec, restore_from)

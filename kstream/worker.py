@@ -1,0 +1,221 @@
+"""A worker process: runs its subtasks and follows the control topic.
+
+The worker's life is a sequence of generations. At start-up it reads the
+control topic to its end and joins the latest `recover` (generation g,
+checkpoint n): every one of its subtasks is restored from n. From then on it
+acts on control messages of generation g (`trigger`, `complete`, `abort`) and
+starts over when a newer `recover` arrives. It sends `ack`/`decline` per
+subtask and a `heartbeat` every `HEARTBEAT_S`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from kstream.control import ControlReader, ControlWriter
+from kstream.errors import JobFailedError, KafkaUnavailableError
+from kstream.fault import Faults
+from kstream.job import Job
+from kstream.plan import plan
+from kstream.snapshot import LocalCheckpointStorage
+from kstream.task import Subtask, TaskRuntime, open_task
+
+__all__ = ["EXIT_JOB_FAILED", "Worker"]
+
+log = logging.getLogger("kstream.worker")
+
+#: Heartbeat period; the coordinator's liveness timeout is several of these.
+HEARTBEAT_S = 2.0
+#: How long a new worker waits for the coordinator's first `recover`.
+JOIN_TIMEOUT_S = 60.0
+#: Exit code of a worker whose job failed by policy: the supervisor must not restart it.
+EXIT_JOB_FAILED = 3
+
+
+class Worker:
+    """Worker `index` of `workers` for `job`."""
+
+    def __init__(
+        self,
+        job: Job,
+        *,
+        index: int,
+        workers: int,
+        bootstrap: str,
+        state_dir: Path,
+    ) -> None:
+        self.job = job
+        self.index = index
+        self.name = f"w{index}"
+        self.plan = plan(job, workers)
+        self.specs = self.plan.tasks_of(index)
+        self.bootstrap = bootstrap
+        root = state_dir / job.name
+        self.storage = LocalCheckpointStorage(root / "checkpoints")
+        self.state_root = root / f"worker-{index}"
+        self.control = ControlWriter(bootstrap, job.name)
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "batch.size": 1_000_000,
+                "compression.type": "lz4",
+                "queue.buffering.max.messages": 1_000_000,
+                "queue.buffering.max.kbytes": 1_048_576,
+                "log_level": 0,
+            }
+        )
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
+        self.faults = Faults.from_env()
+        self.generation = 0
+        self.tasks: list[Subtask] = []
+        self._last_heartbeat = 0.0
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self.control.send(message)
+
+    # -- generations --------------------------------------------------------
+
+    def _join(self, reader: ControlReader) -> None:
+        """Read the control topic to its end; restore from the latest `recover`."""
+        latest: dict[str, Any] | None = None
+        for _, msg in reader.read_to_end():
+            if msg.get("type") == "recover":
+                latest = msg
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        while latest is None:
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(
+                    f"no coordinator: nothing told job {self.job.name} to start within "
+                    f"{JOIN_TIMEOUT_S:.0f}s (is `kstream run` or `kstream coordinate` running?)"
+                )
+            for _, msg in reader.poll(0.5):
+                if msg.get("type") == "recover":
+                    latest = msg
+        self._restore(int(latest["generation"]), latest.get("checkpoint"))
+
+    def _restore(self, generation: int, checkpoint: int | None) -> None:
+        for t in self.tasks:
+            t.close()
+        self.generation = generation
+        rt = TaskRuntime(
+            bootstrap=self.bootstrap,
+            plan=self.plan,
+            generation=generation,
+            producer=self.producer,
+            storage=self.storage,
+            state_root=self.state_root,
+            executor=self.executor,
+            send_control=self._send,
+            faults=self.faults,
+        )
+        self.tasks = [open_task(rt, spec, checkpoint) for spec in self.specs]
+        log.info(
+            "%s: generation %d, restored %s from %s",
+            self.name,
+            generation,
+            ", ".join(t.id for t in self.tasks) or "no subtasks",
+            f"checkpoint {checkpoint}" if checkpoint is not None else "scratch",
+        )
+        self._heartbeat(force=True)
+
+    # -- control ------------------------------------------------------------
+
+    def _on_control(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        gen = msg.get("generation")
+        if kind == "recover" and isinstance(gen, int) and gen > self.generation:
+            self._restore(gen, msg.get("checkpoint"))
+            return
+        if gen != self.generation:
+            return
+        n = int(msg.get("checkpoint", 0))
+        if kind == "trigger":
+            for t in self.tasks:
+                t.trigger(n)
+        elif kind == "complete":
+            self.faults.hit("completed-before-commit", n)
+            for t in self.tasks:
+                t.on_complete(n)
+            self.faults.hit("committed", n)
+        elif kind == "abort":
+            for t in self.tasks:
+                t.on_abort(n)
+
+    def _send_acks(self) -> None:
+        for t in self.tasks:
+            while t.pending and t.pending[0].future.done():
+                p = t.pending.pop(0)
+                exc = p.future.exception()
+                if exc is not None:
+                    t.decline(p.meta.checkpoint, f"snapshot not stored: {exc}")
+                    continue
+                m = p.meta
+                self.faults.hit("pre-committed", m.checkpoint)
+                self._send(
+                    {
+                        "type": "ack",
+                        "checkpoint": m.checkpoint,
+                        "generation": m.generation,
+                        "task": m.task,
+                        "size": m.size,
+                        "alignment_ms": round(m.alignment_ms, 3),
+                        "sync_ms": round(m.sync_ms, 3),
+                        "channel_offsets": m.channel_offsets,
+                        "source_offsets": m.source_offsets,
+                    }
+                )
+
+    def _heartbeat(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_heartbeat >= HEARTBEAT_S:
+            self._last_heartbeat = now
+            self.control.send(
+                {
+                    "type": "heartbeat",
+                    "worker": self.name,
+                    "generation": self.generation,
+                    "time": time.time(),
+                },
+                flush=False,
+            )
+
+    # -- main loop ----------------------------------------------------------
+
+    def run(self, should_stop: Callable[[], bool]) -> None:
+        """Run until `should_stop()`; raises `JobFailedError` when the job must stop."""
+        reader = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.w")
+        try:
+            self._join(reader)
+            idle = False
+            while not should_stop():
+                for _, msg in reader.poll(0):
+                    self._on_control(msg)
+                processed = 0
+                for t in self.tasks:
+                    processed += t.poll(0.02 if idle else 0.0)
+                if processed:
+                    for t in self.tasks:
+                        t.flush_state()
+                idle = processed == 0
+                self.producer.poll(0)
+                self._send_acks()
+                self._heartbeat()
+        except JobFailedError as exc:
+            self.control.send({"type": "failed", "worker": self.name, "reason": str(exc)})
+            raise
+        finally:
+            for t in self.tasks:
+                t.close()
+            self.tasks = []
+            reader.close()
+            self.executor.shutdown(wait=True)
+            self.producer.flush(10)
