@@ -294,6 +294,34 @@ def _stop_flag() -> Callable[[], bool]:
 
 
 # Commands defined in their own modules register here, one line each.
+from kstream.audit.cli import audit_command  # noqa: E402
+
+app.command("audit")(audit_command)
+
+
+@demo_app.command("wordcount")
+def demo_wordcount(
+    lines: Annotated[int, typer.Option("--lines", help="Input lines to generate.")] = 50_000,
+    workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 3,
+    kill: Annotated[int, typer.Option("--kill", help="Random worker SIGKILLs.")] = 2,
+    checkpoint_interval: Annotated[float, typer.Option("--checkpoint-interval")] = 1.0,
+    bootstrap_servers: BootstrapOption = None,
+) -> None:
+    """Run the word count on the local broker while killing workers; verify the counts."""
+    from kstream.demo import wordcount_demo
+
+    logging.basicConfig(level=logging.WARNING)
+    outcome = wordcount_demo(
+        lines=lines,
+        workers=workers,
+        kills=kill,
+        bootstrap=bootstrap_servers,
+        checkpoint_interval=checkpoint_interval,
+        say=_say,
+        console=out,
+    )
+    if not outcome.check.state_exact:
+        raise JobFailedError("word counts do not match the input")
 
 
 def main() -> None:

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import os
+import random
+import shutil
+import signal
+import time
+from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from kstream.admin import Admin
+from kstream.broker import cache_dir
 from kstream.cluster import bootstrap_servers
-from kstream.testing import produce, read_all, unique_name
+from kstream.coordinator import CoordinatorConfig
+from kstream.examples import wordcount
+from kstream.runner import Runner
+from kstream.testing import ReadRecord, produce, read_all, unique_name
 
-__all__ = ["smoke"]
+__all__ = ["WordcountOutcome", "check_running_counts", "smoke", "wordcount_demo"]
+
+Say = Callable[[str], None]
+#: The demo gives up if the job has not processed its input within this time.
+DEMO_TIMEOUT_S = 600.0
 
 
-def smoke(records: int, bootstrap: str | None, say: Callable[[str], None]) -> bool:
+def smoke(records: int, bootstrap: str | None, say: Say) -> bool:
     """Commit one transaction and abort another; read back with read_committed.
 
     Returns True when exactly the committed records, in order, are read back.
@@ -36,3 +55,188 @@ def smoke(records: int, bootstrap: str | None, say: Callable[[str], None]) -> bo
     )
     admin.delete_topics([topic])
     return ok
+
+
+@dataclass
+class CountCheck:
+    """How a running word count's output compares with the truth from its input."""
+
+    words: int = 0
+    outputs: int = 0
+    #: Words whose largest emitted count differs from their number of occurrences.
+    wrong_final: list[str] = field(default_factory=list)
+    #: Outputs beyond the first for a (word, count) pair.
+    duplicates: int = 0
+    #: Counts in 1..N never emitted.
+    missing: int = 0
+
+    @property
+    def state_exact(self) -> bool:
+        return not self.wrong_final
+
+    @property
+    def output_exact(self) -> bool:
+        return self.state_exact and self.duplicates == 0 and self.missing == 0
+
+
+def check_running_counts(lines: list[str], output: list[ReadRecord]) -> CountCheck:
+    """Compare a running word count's output with the counts in `lines`."""
+    truth = Counter(w for line in lines for w in line.split())
+    seen: dict[str, list[int]] = defaultdict(list)
+    for r in output:
+        seen[(r.key or b"").decode()].append(int(r.value or b"0"))
+    check = CountCheck(words=len(truth), outputs=len(output))
+    for word, n in truth.items():
+        values = seen.get(word, [])
+        if max(values, default=0) != n:
+            check.wrong_final.append(word)
+        check.duplicates += len(values) - len(set(values))
+        check.missing += len(set(range(1, n + 1)) - set(values))
+    check.wrong_final += [w for w in seen if w not in truth]
+    return check
+
+
+@dataclass
+class WordcountOutcome:
+    lines: int
+    words: int
+    seconds: float
+    kills: int
+    recoveries: int
+    checkpoints: int
+    check: CountCheck
+    input_topic: str
+    output_topic: str
+    bootstrap: str
+
+
+def _generate(n: int, seed: int) -> list[str]:
+    rnd = random.Random(seed)
+    # A Zipf-like vocabulary: a few hot words and a long tail, as in real text.
+    vocab = [f"w{i:04d}" for i in range(2000)] + ["the", "a", "kafka", "stream", "snapshot"]
+    weights = [1.0 / (i + 1) for i in range(len(vocab))]
+    return [" ".join(rnd.choices(vocab, weights, k=rnd.randint(4, 12))) for _ in range(n)]
+
+
+def wordcount_demo(
+    *,
+    lines: int,
+    workers: int,
+    kills: int,
+    bootstrap: str | None,
+    checkpoint_interval: float,
+    say: Say,
+    console: Console,
+    seed: int = 7,
+) -> WordcountOutcome:
+    """Run the word count with `workers` workers, SIGKILL a random worker `kills` times,
+    wait until every input line is processed, and check the counts against the input."""
+    servers = bootstrap_servers(bootstrap, say)
+    admin = Admin(servers)
+    admin.check_reachable()
+    run_id = unique_name("demo")
+    input_topic, output_topic = f"{run_id}-words", f"{run_id}-word-counts"
+    admin.create_topics({input_topic: 3, output_topic: 3})
+    text = _generate(lines, seed)
+    produce(servers, input_topic, [(None, line.encode()) for line in text])
+    total_words = sum(len(line.split()) for line in text)
+    say(f"wrote {lines} lines ({total_words} words) to {input_topic}")
+    ends = {p: high for p, (_, high) in admin.watermarks(input_topic).items()}
+
+    params = {"input": input_topic, "output": output_topic, "name": f"wordcount-{run_id}"}
+    job = wordcount.job(params)
+    state_dir = cache_dir() / "demo" / run_id
+    runner = Runner(
+        job,
+        spec="kstream.examples.wordcount:job",
+        params=params,
+        bootstrap=servers,
+        workers=workers,
+        state_dir=state_dir,
+        config=CoordinatorConfig(interval=checkpoint_interval, timeout=60.0),
+        say=say,
+    )
+    runner.prepare()
+    rnd = random.Random(seed)
+    done_kills = 0
+    # A kill waits for a checkpoint completed after the previous recovery, so every
+    # kill interrupts a running job rather than one still restoring.
+    kill_after_checkpoint = 0
+    started = time.monotonic()
+    runner.start()
+    try:
+        with Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,} lines"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            bar = progress.add_task("word count", total=lines)
+            while True:
+                runner.step()
+                offsets = runner.stats.source_offsets.get(input_topic, {})
+                done = sum(max(0, offsets.get(p, 0)) for p in ends)
+                progress.update(bar, completed=min(done, lines))
+                if all(offsets.get(p, 0) >= high for p, high in ends.items() if high > 0):
+                    break
+                if time.monotonic() - started > DEMO_TIMEOUT_S:
+                    raise TimeoutError(f"the job did not finish within {DEMO_TIMEOUT_S:.0f}s")
+                latest = runner.stats.latest or 0
+                due = done >= lines * (done_kills + 1) / (kills + 1)
+                if done_kills < kills and due and latest > kill_after_checkpoint:
+                    pids = runner.worker_pids()
+                    if pids:
+                        index = rnd.choice(sorted(pids))
+                        os.kill(pids[index], signal.SIGKILL)
+                        done_kills += 1
+                        kill_after_checkpoint = latest
+                        say(
+                            f"SIGKILLed worker {index} (pid {pids[index]}) after checkpoint {latest}"
+                        )
+        seconds = time.monotonic() - started
+    finally:
+        runner.stop()
+    output = read_all(servers, output_topic)
+    check = check_running_counts(text, output)
+    outcome = WordcountOutcome(
+        lines=lines,
+        words=total_words,
+        seconds=seconds,
+        kills=done_kills,
+        recoveries=runner.stats.recoveries,
+        checkpoints=runner.stats.completed,
+        check=check,
+        input_topic=input_topic,
+        output_topic=output_topic,
+        bootstrap=servers,
+    )
+    table = Table(title="kstream word count demo", show_header=False)
+    table.add_row("input", f"{lines:,} lines, {total_words:,} words in {input_topic}")
+    table.add_row("workers", f"{workers} processes, {len(runner.plan.tasks)} subtasks")
+    table.add_row(
+        "time", f"{seconds:.1f} s ({total_words / seconds:,.0f} words/s incl. recoveries)"
+    )
+    table.add_row(
+        "checkpoints", f"{runner.stats.completed} completed, {runner.stats.aborted} aborted"
+    )
+    table.add_row("faults", f"{done_kills} workers SIGKILLed, {runner.stats.recoveries} recoveries")
+    table.add_row("output", f"{check.outputs:,} records in {output_topic}")
+    table.add_row(
+        "state",
+        f"every word's final count correct ({check.words} words)"
+        if check.state_exact
+        else f"WRONG final count for {len(check.wrong_final)} words, e.g. {check.wrong_final[:3]}",
+    )
+    table.add_row(
+        "output (at-least-once)",
+        f"{check.duplicates:,} duplicate outputs replayed after recoveries, "
+        f"{check.missing} counts missing",
+    )
+    console.print(table)
+    if check.state_exact:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    else:
+        say(f"state kept for inspection in {state_dir}")
+    return outcome
