@@ -6,7 +6,9 @@ turn Kafka's errors into kstream's, so callers never see a bare KafkaException.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -16,10 +18,39 @@ from kstream.errors import ConfigurationError, KafkaUnavailableError
 
 __all__ = [
     "Admin",
+    "retrying",
 ]
+
+T = TypeVar("T")
 
 #: Metadata round trips on a healthy cluster take milliseconds; this only bounds a dead one.
 ADMIN_TIMEOUT_S = 30.0
+
+
+#: Errors a freshly created topic gives until its leader is known everywhere.
+_TRANSIENT = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+}
+
+
+def retrying(call: Callable[[], T], timeout: float = ADMIN_TIMEOUT_S) -> T:
+    """Run `call`, retrying transient metadata errors until `timeout` has passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            err = exc.args[0]
+            transient = isinstance(err, KafkaError) and (
+                err.retriable() or err.code() in _TRANSIENT
+            )
+            if not transient or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)  # back off before asking the cluster again
 
 
 class Admin:
@@ -127,8 +158,10 @@ class Admin:
         )
         try:
             return {
-                p: consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S, cached=False
+                p: retrying(
+                    lambda p=p: consumer.get_watermark_offsets(  # type: ignore[misc]
+                        TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S, cached=False
+                    )
                 )
                 for p in range(n)
             }

@@ -143,6 +143,20 @@ def run_command(
     checkpoint_timeout: Annotated[
         float, typer.Option("--checkpoint-timeout", help="Seconds before a checkpoint fails.")
     ] = 60.0,
+    max_in_flight: Annotated[
+        int, typer.Option("--max-in-flight", help="Checkpoints pending at once.")
+    ] = 1,
+    retained: Annotated[
+        int, typer.Option("--retained", help="Completed checkpoints kept on disk.")
+    ] = 3,
+    spawn: Annotated[
+        bool,
+        typer.Option(
+            "--spawn/--no-spawn",
+            help="Start the workers here, or only coordinate workers started elsewhere "
+            "with `kstream worker`.",
+        ),
+    ] = True,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
@@ -161,7 +175,13 @@ def run_command(
         bootstrap=resolve(bootstrap_servers, _say),
         workers=workers,
         state_dir=state_dir,
-        config=CoordinatorConfig(interval=checkpoint_interval, timeout=checkpoint_timeout),
+        config=CoordinatorConfig(
+            interval=checkpoint_interval,
+            timeout=checkpoint_timeout,
+            max_in_flight=max_in_flight,
+            retained=retained,
+        ),
+        spawn=spawn,
         say=_say,
     )
     stop = _stop_flag()

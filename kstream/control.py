@@ -90,8 +90,12 @@ class ControlReader:
         self._consumer.assign([TopicPartition(self.topic, 0, start)])
 
     def end_offset(self) -> int:
-        _, high = self._consumer.get_watermark_offsets(
-            TopicPartition(self.topic, 0), timeout=FLUSH_TIMEOUT_S, cached=False
+        from kstream.admin import retrying
+
+        _, high = retrying(
+            lambda: self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, 0), timeout=FLUSH_TIMEOUT_S, cached=False
+            )
         )
         return int(high)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from kstream.admin import Admin
+from kstream.admin import Admin, retrying
 from kstream.errors import KafkaUnavailableError
 
 __all__ = [
@@ -141,8 +141,10 @@ def read_all(
     try:
         ends = {}
         for p in wanted:
-            _, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=timeout, cached=False
+            _, high = retrying(
+                lambda p=p: consumer.get_watermark_offsets(  # type: ignore[misc]
+                    TopicPartition(topic, p), timeout=timeout, cached=False
+                )
             )
             ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in wanted])

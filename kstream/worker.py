@@ -87,20 +87,29 @@ class Worker:
     def _join(self, reader: ControlReader) -> None:
         """Read the control topic to its end; restore from the latest `recover`."""
         latest: dict[str, Any] | None = None
+        # Messages after the latest `recover` belong to the generation we join
+        # (a trigger sent while this process was starting, say): replay them.
+        since: list[dict[str, Any]] = []
         for _, msg in reader.read_to_end():
             if msg.get("type") == "recover":
-                latest = msg
+                latest, since = msg, []
+            else:
+                since.append(msg)
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         while latest is None:
             if time.monotonic() > deadline:
                 raise KafkaUnavailableError(
                     f"no coordinator: nothing told job {self.job.name} to start within "
-                    f"{JOIN_TIMEOUT_S:.0f}s (is `kstream run` or `kstream coordinate` running?)"
+                    f"{JOIN_TIMEOUT_S:.0f}s (is `kstream run` running?)"
                 )
             for _, msg in reader.poll(0.5):
                 if msg.get("type") == "recover":
-                    latest = msg
+                    latest, since = msg, []
+                else:
+                    since.append(msg)
         self._restore(int(latest["generation"]), latest.get("checkpoint"))
+        for msg in since:
+            self._on_control(msg)
 
     def _restore(self, generation: int, checkpoint: int | None) -> None:
         for t in self.tasks:
