@@ -134,6 +134,9 @@ def main() -> None:
         f"ratio kstream/plain        : {plain_s / total_s:.2f} (incl. start-up), "
         f"{plain_s / steady_s:.2f} (after first checkpoint)"
     )
+    produced = sum(high for _, high in admin.watermarks(out2).values())
+    verdict = "ok" if produced == words else f"WRONG: expected {words:,}"
+    print(f"kstream output records     : {produced:,} ({verdict})")
     if sync:
         print(
             f"synchronous snapshot pause : median {statistics.median(sync):.1f} ms, "

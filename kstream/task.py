@@ -48,7 +48,7 @@ from kstream.channel import (
     channel_topic,
     decode_header,
 )
-from kstream.errors import ConfigurationError, JobFailedError, KStreamError
+from kstream.errors import ConfigurationError, JobFailedError
 from kstream.fault import Faults
 from kstream.job import Node
 from kstream.plan import Plan, TaskSpec, dead_letter_topic
@@ -62,6 +62,8 @@ log = logging.getLogger("kstream.task")
 
 #: Records fetched per `consume` call: large batches amortise the Python call overhead.
 BATCH = 1000
+#: Marks "the failing record is the Kafka record itself" in `on_record_error`.
+_RAW = object()
 
 
 @dataclass
@@ -221,8 +223,15 @@ class Subtask:
 
     # -- errors -------------------------------------------------------------
 
-    def on_record_error(self, exc: BaseException, msg: Message) -> None:
-        """Apply the job's error policy to a record that failed to decode or process."""
+    def on_record_error(self, exc: BaseException, msg: Message, item: Any = _RAW) -> None:
+        """Apply the job's error policy to a record that failed to decode or process.
+
+        `msg` is the Kafka record it came in: a source record, or a channel record
+        holding a batch, in which case `item` is the failing stream record.
+        A `JobFailedError` (the policy of an operator further down) passes through.
+        """
+        if isinstance(exc, JobFailedError):
+            raise exc
         where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
         policy = self.job.on_error
         if policy == "fail" or isinstance(exc, JobFailedError):
@@ -242,8 +251,9 @@ class Subtask:
             ("kstream.src.offset", str(msg.offset()).encode()),
             ("kstream.stack", stack.encode()),
         ]
+        payload = msg.value() if item is _RAW else repr(item).encode()
         self.rt.producer.produce(
-            dead_letter_topic(self.job.name), msg.value(), msg.key(), headers=headers
+            dead_letter_topic(self.job.name), payload, msg.key(), headers=headers
         )
         self.stats.dead_letters += 1
         log.warning(
@@ -325,7 +335,10 @@ class Subtask:
         for w in self.sinks.values():
             w.abort(checkpoint)
 
-    def flush_state(self) -> None:
+    def flush(self) -> None:
+        """After a processed batch: send channel batches, write state changes to RocksDB."""
+        for cw in self.writers:
+            cw.flush()
         if self.state is not None:
             self.state.flush()
 
@@ -388,10 +401,6 @@ class SourceTask(Subtask):
                 continue
             try:
                 push(loads(m.value()))
-            except KStreamError as exc:
-                if isinstance(exc, JobFailedError):
-                    raise
-                self.on_record_error(exc, m)
             except Exception as exc:
                 self.on_record_error(exc, m)
             positions[m.partition() or 0] = (m.offset() or 0) + 1
@@ -444,19 +453,20 @@ class ChannelTask(Subtask):
                     if not isinstance(action, Process):
                         self.stats.dropped += 1
                         continue
-                try:
-                    if keyed:
-                        key, item = loads(memoryview(value)[HEADER_SIZE:])
-                        push(key, item)
-                    else:
-                        push(loads(memoryview(value)[HEADER_SIZE:]))
-                except KStreamError as exc:
-                    if isinstance(exc, JobFailedError):
-                        raise
-                    self.on_record_error(exc, m)
-                except Exception as exc:
-                    self.on_record_error(exc, m)
-                processed += 1
+                items = loads(memoryview(value)[HEADER_SIZE:])
+                if keyed:
+                    for key, item in items:
+                        try:
+                            push(key, item)
+                        except Exception as exc:
+                            self.on_record_error(exc, m, (key, item))
+                else:
+                    for item in items:
+                        try:
+                            push(item)
+                        except Exception as exc:
+                            self.on_record_error(exc, m, item)
+                processed += len(items)
             elif kind == BARRIER:
                 event = BarrierArrived(ch, m.offset() or 0, barrier_checkpoint(value), gen)
                 self._run(aligner.handle(event), reseeked)

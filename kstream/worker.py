@@ -216,7 +216,7 @@ class Worker:
                     processed += t.poll(0.02 if idle else 0.0)
                 if processed:
                     for t in self.tasks:
-                        t.flush_state()
+                        t.flush()
                 idle = processed == 0
                 self.producer.poll(0)
                 self._send_acks()
