@@ -320,6 +320,9 @@ class Coordinator:
 
 def replay(records: Iterable[Mapping[str, object]], retained: int) -> History:
     """Rebuild `History` from control-topic messages (dicts with a ``type`` key), in order."""
+    if retained < 1:
+        # `completed[-0:]` would keep every checkpoint instead of none.
+        raise ConfigurationError(f"retained checkpoints must be >= 1, got {retained}")
     generation = 0
     max_checkpoint = 0
     completed: list[int] = []

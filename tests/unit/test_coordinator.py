@@ -1,0 +1,572 @@
+"""The checkpoint coordinator (`kstream.coordinator`): exact commands, invariants, replay."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from kstream.coordinator import (
+    Abort,
+    AckReceived,
+    Command,
+    Complete,
+    Coordinator,
+    CoordinatorConfig,
+    DeclineReceived,
+    Discard,
+    Event,
+    Heartbeat,
+    History,
+    Recover,
+    Tick,
+    Trigger,
+    WorkerLost,
+    replay,
+)
+from kstream.errors import ConfigurationError
+
+TASKS = frozenset({"map-0", "map-1", "sum-0"})
+CONFIG = CoordinatorConfig(
+    interval=1.0, timeout=5.0, max_in_flight=1, retained=2, liveness_timeout=10.0
+)
+
+
+def started(
+    config: CoordinatorConfig = CONFIG, history: History | None = None, now: float = 0.0
+) -> Coordinator:
+    coordinator = Coordinator(TASKS, config, history or History())
+    coordinator.start(now)
+    return coordinator
+
+
+def acks(n: int, generation: int, now: float, tasks: Iterable[str] = TASKS) -> list[AckReceived]:
+    return [AckReceived(n, generation, task, now) for task in sorted(tasks)]
+
+
+def feed(coordinator: Coordinator, events: Iterable[Event]) -> list[Command]:
+    return [command for event in events for command in coordinator.handle(event)]
+
+
+def kinds(commands: Iterable[Command]) -> list[str]:
+    return [type(c).__name__ for c in commands]
+
+
+# -- example-based tests ------------------------------------------------------
+
+
+def test_start_opens_generation_one_from_scratch() -> None:
+    coordinator = Coordinator(TASKS, CONFIG)
+    [recover] = coordinator.start(0.0)
+    assert isinstance(recover, Recover)
+    assert (recover.generation, recover.checkpoint) == (1, None)
+    assert coordinator.generation == 1
+
+
+def test_events_before_start_do_nothing() -> None:
+    coordinator = Coordinator(TASKS, CONFIG)
+    events: list[Event] = [
+        Tick(100.0),
+        *acks(1, 0, 100.0),
+        DeclineReceived(1, 0, "map-0", "overtaken", 100.0),
+        Heartbeat("w0", 0, 100.0),
+        WorkerLost("w0", "exit 9", 100.0),
+    ]
+    assert feed(coordinator, events) == []
+    assert coordinator.generation == 0
+    assert coordinator.pending == {}
+
+
+def test_the_first_trigger_waits_one_interval() -> None:
+    coordinator = started(now=10.0)
+    assert coordinator.handle(Tick(10.0)) == []
+    assert coordinator.handle(Tick(10.999)) == []
+    assert coordinator.handle(Tick(11.0)) == [Trigger(1, 1)]
+    assert coordinator.handle(Tick(11.5)) == []
+
+
+def test_acks_from_every_task_complete_the_checkpoint() -> None:
+    coordinator = started()
+    assert coordinator.handle(Tick(1.0)) == [Trigger(1, 1)]
+    first, second, last = acks(1, 1, 2.0)
+    assert coordinator.handle(first) == []
+    assert coordinator.handle(second) == []
+    assert coordinator.handle(AckReceived(1, 1, last.task, 3.5, size=10, alignment_ms=7.0)) == [
+        Complete(1, 1, duration_s=2.5, size=10, alignment_ms=7.0)
+    ]
+    assert coordinator.latest_completed == 1
+    assert coordinator.pending == {}
+
+
+def test_a_missing_ack_completes_nothing() -> None:
+    coordinator = started()
+    coordinator.handle(Tick(1.0))
+    assert feed(coordinator, acks(1, 1, 2.0, ["map-0", "sum-0", "map-0"])) == []
+    assert coordinator.latest_completed is None
+    assert list(coordinator.pending) == [1]
+
+
+def test_acks_that_do_not_count_are_ignored() -> None:
+    coordinator = started()
+    coordinator.handle(Tick(1.0))
+    ignored: list[Event] = [
+        *acks(1, 0, 2.0),  # an old generation
+        *acks(1, 2, 2.0),  # a generation that does not exist yet
+        *acks(7, 1, 2.0),  # an unknown checkpoint
+        AckReceived(1, 1, "intruder-0", 2.0),  # not a task of this job
+    ]
+    assert feed(coordinator, ignored) == []
+    assert coordinator.pending[1].acked == {}
+    assert kinds(feed(coordinator, acks(1, 1, 2.0))) == ["Complete"]
+    # A late duplicate of a completed checkpoint does nothing.
+    assert feed(coordinator, acks(1, 1, 3.0)) == []
+
+
+def test_a_checkpoint_past_its_timeout_is_aborted_and_the_next_one_triggered() -> None:
+    coordinator = started()
+    coordinator.handle(Tick(1.0))
+    assert coordinator.handle(Tick(6.0)) == []  # exactly the timeout: still waiting
+    [abort, trigger] = coordinator.handle(Tick(6.5))
+    assert isinstance(abort, Abort)
+    assert (abort.checkpoint, abort.generation) == (1, 1)
+    assert trigger == Trigger(2, 1)
+    # Its late acks are ignored.
+    assert feed(coordinator, acks(1, 1, 7.0)) == []
+
+
+def test_a_decline_aborts_the_checkpoint() -> None:
+    coordinator = started()
+    coordinator.handle(Tick(1.0))
+    [abort] = coordinator.handle(DeclineReceived(1, 1, "sum-0", "alignment overtaken", 1.5))
+    assert isinstance(abort, Abort)
+    assert abort.checkpoint == 1
+    assert "sum-0" in abort.reason
+    assert coordinator.pending == {}
+    # A decline of a stale generation or an unknown checkpoint does nothing.
+    coordinator.handle(Tick(2.0))
+    assert coordinator.handle(DeclineReceived(2, 0, "sum-0", "x", 2.1)) == []
+    assert coordinator.handle(DeclineReceived(9, 1, "sum-0", "x", 2.1)) == []
+    assert list(coordinator.pending) == [2]
+
+
+def test_retention_discards_the_oldest_completed_checkpoints() -> None:
+    coordinator = started()
+    discarded: list[int] = []
+    for n in range(1, 6):
+        assert coordinator.handle(Tick(float(n))) == [Trigger(n, 1)]
+        commands = feed(coordinator, acks(n, 1, n + 0.5))
+        assert kinds(commands)[0] == "Complete"
+        discarded += [d for c in commands if isinstance(c, Discard) for d in c.checkpoints]
+        assert coordinator.completed == list(range(max(1, n - 1), n + 1))
+    assert discarded == [1, 2, 3]
+
+
+def test_at_most_max_in_flight_checkpoints_are_pending() -> None:
+    coordinator = started(CoordinatorConfig(interval=1.0, timeout=60.0, max_in_flight=2))
+    assert coordinator.handle(Tick(1.0)) == [Trigger(1, 1)]
+    assert coordinator.handle(Tick(2.0)) == [Trigger(2, 1)]
+    assert coordinator.handle(Tick(3.0)) == []
+    assert coordinator.handle(Tick(9.0)) == []
+    assert kinds(feed(coordinator, acks(2, 1, 9.5))) == ["Complete", "Abort"]
+    # A slot is free and the interval has long passed: trigger on the next tick.
+    assert coordinator.handle(Tick(9.6)) == [Trigger(3, 1)]
+
+
+def test_a_newer_completion_subsumes_older_pending_checkpoints() -> None:
+    coordinator = started(CoordinatorConfig(interval=1.0, timeout=60.0, max_in_flight=3))
+    feed(coordinator, [Tick(1.0), Tick(2.0), Tick(3.0)])
+    assert sorted(coordinator.pending) == [1, 2, 3]
+    commands = feed(coordinator, acks(2, 1, 3.5))
+    assert kinds(commands) == ["Complete", "Abort"]
+    assert commands[1] == Abort(1, 1, "subsumed by checkpoint 2")
+    assert list(coordinator.pending) == [3]
+    assert coordinator.completed == [2]
+
+
+def test_a_lost_worker_rolls_back_to_the_latest_completed_checkpoint() -> None:
+    coordinator = started()
+    coordinator.handle(Tick(1.0))
+    feed(coordinator, acks(1, 1, 1.5))
+    coordinator.handle(Tick(2.0))  # checkpoint 2 pending
+    [recover] = coordinator.handle(WorkerLost("w1", "exit code -9", 2.5))
+    assert isinstance(recover, Recover)
+    assert (recover.generation, recover.checkpoint) == (2, 1)
+    assert "w1" in recover.reason
+    assert coordinator.pending == {}
+    # Acks of the old generation no longer count; ids continue above 2.
+    assert feed(coordinator, acks(2, 1, 2.6)) == []
+    assert coordinator.handle(Tick(3.0)) == []
+    assert coordinator.handle(Tick(3.5)) == [Trigger(3, 2)]
+
+
+def test_heartbeat_silence_past_the_liveness_timeout_rolls_back() -> None:
+    coordinator = started(CoordinatorConfig(interval=100.0, liveness_timeout=10.0))
+    coordinator.handle(Heartbeat("w0", 1, 1.0))
+    coordinator.handle(Heartbeat("w1", 1, 1.0))
+    coordinator.handle(Heartbeat("w0", 1, 9.0))
+    assert coordinator.handle(Tick(11.0)) == []
+    # A heartbeat of an old generation does not keep a worker alive.
+    coordinator.handle(Heartbeat("w1", 0, 11.0))
+    [recover] = coordinator.handle(Tick(11.5))
+    assert isinstance(recover, Recover)
+    assert (recover.generation, recover.checkpoint) == (2, None)
+    assert "w1" in recover.reason
+    # Every worker gets a fresh allowance in the new generation.
+    assert coordinator.handle(Tick(21.0)) == []
+
+
+def test_invalid_configurations_are_rejected() -> None:
+    for bad in (
+        {"interval": 0.0},
+        {"timeout": -1.0},
+        {"max_in_flight": 0},
+        {"retained": 0},
+        {"liveness_timeout": 0.0},
+    ):
+        with pytest.raises(ConfigurationError):
+            CoordinatorConfig(**bad)
+    with pytest.raises(ConfigurationError):
+        Coordinator(frozenset())
+
+
+# -- the state machine test ---------------------------------------------------
+
+WORKERS = ("w0", "w1")
+ALL_TASKS = (*sorted(TASKS), "intruder-0")
+
+
+@dataclass
+class Model:
+    """What the commands so far say; checked against each new command."""
+
+    generation: int = 0
+    max_triggered: int = 0
+    #: Pending checkpoint -> trigger time, for the current generation.
+    pending: dict[int, float] = field(default_factory=dict)
+    #: Tasks that acked each pending checkpoint in the current generation.
+    acked: dict[int, set[str]] = field(default_factory=dict)
+    completed: list[int] = field(default_factory=list)
+    ever_completed: set[int] = field(default_factory=set)
+    last_trigger: float = 0.0
+    heartbeats: dict[str, float] = field(default_factory=dict)
+
+    def apply(self, commands: Sequence[Command], now: float, config: CoordinatorConfig) -> None:
+        for command in commands:
+            if isinstance(command, Trigger):
+                assert command.generation == self.generation
+                assert command.checkpoint > self.max_triggered, "checkpoint id reused"
+                assert now - self.last_trigger >= config.interval
+                self.max_triggered = command.checkpoint
+                self.pending[command.checkpoint] = now
+                self.acked[command.checkpoint] = set()
+                self.last_trigger = now
+            elif isinstance(command, Complete):
+                n = command.checkpoint
+                assert command.generation == self.generation
+                assert n in self.pending, f"Complete({n}) of a checkpoint not pending"
+                assert self.acked[n] == TASKS, f"Complete({n}) without every ack"
+                assert n not in self.ever_completed
+                self.ever_completed.add(n)
+                self.completed.append(n)
+                del self.pending[n]
+            elif isinstance(command, Abort):
+                assert command.generation == self.generation
+                assert command.checkpoint in self.pending
+                del self.pending[command.checkpoint]
+            elif isinstance(command, Discard):
+                excess = len(self.completed) - config.retained
+                assert excess > 0
+                assert command.checkpoints == tuple(self.completed[:excess])
+                del self.completed[:excess]
+            else:
+                assert command.generation == self.generation + 1
+                assert command.checkpoint == (self.completed[-1] if self.completed else None)
+                self.generation = command.generation
+                self.pending.clear()
+                self.acked.clear()
+                self.last_trigger = now
+                self.heartbeats = dict.fromkeys(self.heartbeats, now)
+            assert len(self.pending) <= config.max_in_flight
+        assert len(self.completed) <= config.retained
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> CoordinatorConfig:
+    return CoordinatorConfig(
+        interval=draw(st.sampled_from([0.5, 1.0, 2.0])),
+        timeout=draw(st.sampled_from([1.0, 3.0, 10.0, 30.0])),
+        max_in_flight=draw(st.integers(1, 3)),
+        retained=draw(st.integers(1, 3)),
+        liveness_timeout=draw(st.sampled_from([4.0, 8.0])),
+    )
+
+
+class CoordinatorMachine(RuleBasedStateMachine):
+    """Random ticks, acks, declines, heartbeats and worker losses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.model = Model()
+        self.config = CONFIG
+        self.coordinator = Coordinator(TASKS, CONFIG)
+        self.recovers = 0
+        #: The control topic: what the coordinators wrote so far.
+        self.control: list[dict[str, object]] = []
+
+    @initialize(config=configs(), past=st.none() | st.tuples(st.integers(1, 3), st.integers(0, 5)))
+    def start(self, config: CoordinatorConfig, past: tuple[int, int] | None) -> None:
+        """Start fresh, or from a control topic a previous coordinator left behind."""
+        self.config = config
+        if past is not None:
+            generation, completed = past
+            self.control = [
+                {"type": "recover", "generation": generation, "checkpoint": None},
+                *(
+                    {"type": "complete", "checkpoint": n, "generation": generation}
+                    for n in range(1, completed + 1)
+                ),
+                {"type": "trigger", "checkpoint": completed + 2, "generation": generation},
+            ]
+        history = replay(self.control, config.retained)
+        self.model.completed = list(history.completed)
+        self.model.ever_completed = set(history.completed)
+        self.model.generation = history.generation
+        self.model.max_triggered = history.max_checkpoint
+        self.coordinator = Coordinator(TASKS, config, history)
+        self.send_start()
+
+    def send_start(self) -> None:
+        self.apply(self.coordinator.start(self.now))
+
+    def apply(self, commands: list[Command]) -> None:
+        self.recovers += sum(isinstance(c, Recover) for c in commands)
+        self.control += [m for c in commands if (m := to_message(c)) is not None]
+        self.model.apply(commands, self.now, self.config)
+
+    def send(self, event: Event) -> list[Command]:
+        commands = self.coordinator.handle(event)
+        self.apply(commands)
+        return commands
+
+    def some_pending(self, choice: int) -> int:
+        ids = sorted(self.model.pending) or [self.model.max_triggered]
+        return ids[choice % len(ids)]
+
+    @rule(dt=st.sampled_from([0.0, 0.3, 0.5, 1.0, 2.5, 4.0, 9.0]))
+    def tick(self, dt: float) -> None:
+        self.now += dt
+        before = dict(self.model.pending)
+        silent = [
+            w
+            for w, seen in self.model.heartbeats.items()
+            if self.now - seen > self.config.liveness_timeout
+        ]
+        commands = self.send(Tick(self.now))
+        recovered = any(isinstance(c, Recover) for c in commands)
+        # A checkpoint past its timeout is gone, one within it is not.
+        for n, at in before.items():
+            timed_out = self.now - at > self.config.timeout
+            aborted = any(isinstance(c, Abort) and c.checkpoint == n for c in commands)
+            assert aborted == timed_out, (n, at, self.now, commands)
+        assert recovered == bool(silent), (silent, commands)
+        due = self.now - self.model.last_trigger >= self.config.interval
+        free = len(self.model.pending) < self.config.max_in_flight
+        if not recovered and due and free:
+            pytest.fail(f"a trigger was due at {self.now}: {commands}")
+
+    @rule(choice=st.integers(0, 5), stale=st.sampled_from([0, 0, 0, -1, 1]))
+    def everyone_acks(self, choice: int, stale: int) -> None:
+        n = self.some_pending(choice)
+        generation = self.model.generation + stale
+        for task in sorted(TASKS):
+            self.ack(n, generation, task)
+
+    @precondition(lambda self: len(self.model.pending) > 1)
+    @rule()
+    def the_newest_completes(self) -> None:
+        n = max(self.model.pending)
+        for task in sorted(TASKS):
+            self.ack(n, self.model.generation, task)
+
+    @rule(
+        choice=st.integers(0, 5),
+        stale=st.sampled_from([0, 0, -1, 1]),
+        task=st.sampled_from(ALL_TASKS),
+    )
+    def one_ack(self, choice: int, stale: int, task: str) -> None:
+        self.ack(self.some_pending(choice) + (choice == 5), self.model.generation + stale, task)
+
+    def ack(self, n: int, generation: int, task: str) -> None:
+        counts = generation == self.model.generation and n in self.model.pending and task in TASKS
+        if counts:
+            self.model.acked[n].add(task)
+        commands = self.send(AckReceived(n, generation, task, self.now))
+        if not counts:
+            assert commands == []
+        elif self.model.acked[n] >= TASKS:
+            assert kinds(commands)[0] == "Complete", commands
+
+    @rule(
+        choice=st.integers(0, 5), stale=st.sampled_from([0, 0, -1]), task=st.sampled_from(ALL_TASKS)
+    )
+    def decline(self, choice: int, stale: int, task: str) -> None:
+        n = self.some_pending(choice)
+        counts = stale == 0 and n in self.model.pending
+        commands = self.send(DeclineReceived(n, self.model.generation + stale, task, "x", self.now))
+        assert kinds(commands) == (["Abort"] if counts else [])
+
+    @rule(worker=st.sampled_from(WORKERS), stale=st.sampled_from([0, 0, 0, -1]))
+    def heartbeat(self, worker: str, stale: int) -> None:
+        generation = self.model.generation + stale
+        if stale == 0:
+            self.model.heartbeats[worker] = self.now
+        assert self.send(Heartbeat(worker, generation, self.now)) == []
+
+    @precondition(lambda self: self.recovers < 3)
+    @rule(worker=st.sampled_from(WORKERS))
+    def lose_worker(self, worker: str) -> None:
+        assert kinds(self.send(WorkerLost(worker, "exit", self.now))) == ["Recover"]
+
+    @precondition(lambda self: self.recovers < 3)
+    @rule()
+    def restart_the_coordinator(self) -> None:
+        """A new coordinator process resumes from the control topic alone."""
+        history = replay(self.control, self.config.retained)
+        assert history.generation == self.model.generation
+        assert history.max_checkpoint == self.model.max_triggered
+        assert list(history.completed) == self.model.completed
+        self.coordinator = Coordinator(TASKS, self.config, history)
+        self.model.heartbeats = {}
+        self.send_start()
+
+    @invariant()
+    def agrees_with_the_model(self) -> None:
+        assert self.coordinator.generation == self.model.generation
+        assert sorted(self.coordinator.pending) == sorted(self.model.pending)
+        assert self.coordinator.completed == self.model.completed
+        assert len(self.coordinator.pending) <= self.config.max_in_flight
+        assert len(self.coordinator.completed) <= self.config.retained
+
+
+CoordinatorMachine.TestCase.settings = settings(
+    max_examples=200, stateful_step_count=40, deadline=None
+)
+test_coordinator_state_machine = CoordinatorMachine.TestCase
+
+
+# -- replay: resuming from the control topic ----------------------------------
+
+
+def to_message(command: Command) -> dict[str, object] | None:
+    """What the coordinator writes to the control topic for a command."""
+    if isinstance(command, Trigger):
+        return {
+            "type": "trigger",
+            "checkpoint": command.checkpoint,
+            "generation": command.generation,
+        }
+    if isinstance(command, Complete):
+        return {
+            "type": "complete",
+            "checkpoint": command.checkpoint,
+            "generation": command.generation,
+        }
+    if isinstance(command, Abort):
+        return {"type": "abort", "checkpoint": command.checkpoint, "generation": command.generation}
+    if isinstance(command, Recover):
+        return {
+            "type": "recover",
+            "checkpoint": command.checkpoint,
+            "generation": command.generation,
+        }
+    return None
+
+
+def test_replay_of_an_empty_topic_is_a_fresh_start() -> None:
+    assert replay([], retained=3) == History()
+
+
+def test_replay_needs_a_positive_retention() -> None:
+    messages = [{"type": "complete", "checkpoint": 1, "generation": 1}]
+    assert replay(messages, retained=1).completed == (1,)
+    with pytest.raises(ConfigurationError):
+        replay(messages, retained=0)
+
+
+def test_replay_rebuilds_history() -> None:
+    messages: list[dict[str, object]] = [
+        {"type": "recover", "generation": 1, "checkpoint": None},
+        {"type": "trigger", "checkpoint": 1, "generation": 1},
+        {"type": "complete", "checkpoint": 1, "generation": 1},
+        {"type": "trigger", "checkpoint": 2, "generation": 1},
+        {"type": "complete", "checkpoint": 2, "generation": 1},
+        {"type": "trigger", "checkpoint": 3, "generation": 1},
+        {"type": "recover", "generation": 2, "checkpoint": 2},
+        {"type": "trigger", "checkpoint": 4, "generation": 2},
+        {"type": "complete", "checkpoint": 4, "generation": 2},
+        {"type": "trigger", "checkpoint": 5, "generation": 2},
+        {"type": "abort", "checkpoint": 5, "generation": 2},
+        {"type": "heartbeat", "worker": "w0", "generation": 2},
+        # Late messages of a zombie worker of generation 1 change nothing.
+        {"type": "ack", "checkpoint": 3, "generation": 1, "task": "map-0"},
+        {"type": "heartbeat", "worker": "w1", "generation": 1},
+    ]
+    history = replay(messages, retained=2)
+    assert history == History(generation=2, max_checkpoint=5, completed=(2, 4))
+    coordinator = Coordinator(TASKS, CONFIG, history)
+    [recover] = coordinator.start(100.0)
+    assert isinstance(recover, Recover)
+    assert (recover.generation, recover.checkpoint) == (3, 4)
+    assert coordinator.handle(Tick(101.0)) == [Trigger(6, 3)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    configs(),
+    st.lists(st.sampled_from(["tick", "tick", "acks", "acks", "decline", "lost"]), max_size=40),
+)
+def test_a_restarted_coordinator_continues_where_the_control_topic_ends(
+    config: CoordinatorConfig, script: list[str]
+) -> None:
+    coordinator = Coordinator(TASKS, config)
+    now = 0.0
+    log = coordinator.start(now)
+    for step in script:
+        now += 0.5
+        pending = sorted(coordinator.pending)
+        if step == "tick":
+            log += coordinator.handle(Tick(now))
+        elif step == "acks" and pending:
+            log += feed(coordinator, acks(pending[-1], coordinator.generation, now))
+        elif step == "decline" and pending:
+            log += coordinator.handle(
+                DeclineReceived(pending[0], coordinator.generation, "map-0", "x", now)
+            )
+        elif step == "lost":
+            log += coordinator.handle(WorkerLost("w0", "exit", now))
+    messages = [m for c in log if (m := to_message(c)) is not None]
+    max_id = max((c.checkpoint for c in log if isinstance(c, Trigger)), default=0)
+
+    history = replay(messages, config.retained)
+    assert history.generation == coordinator.generation
+    assert history.max_checkpoint == max_id
+    assert list(history.completed) == coordinator.completed
+
+    restarted = Coordinator(TASKS, config, history)
+    [recover] = restarted.start(now)
+    assert isinstance(recover, Recover)
+    assert recover.generation == coordinator.generation + 1
+    assert recover.checkpoint == coordinator.latest_completed
+    trigger = restarted.handle(Tick(now + config.interval))
+    assert trigger == [Trigger(max_id + 1, recover.generation)]
