@@ -176,6 +176,7 @@ def _empty(fig: Figure, message: str) -> None:
 
 def _plot_by_key(r: CheckResult) -> str:
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(8, max(2.5, 0.35 * len(r.by_key) + 1)))
     if not r.by_key:
@@ -190,6 +191,7 @@ def _plot_by_key(r: CheckResult) -> str:
             ax.barh(labels, counts, left=left, color=_COLOURS[kind], label=kind.value)
             left = [a + b for a, b in zip(left, counts, strict=True)]
     ax.set_xlabel("violations")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"Violations by key (top {len(r.by_key)})")
     ax.legend(loc="lower right")
     return _png(fig)
@@ -201,6 +203,7 @@ def _field(kind: ViolationKind) -> str:
 
 def _plot_by_offset(r: CheckResult, width: int) -> str:
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     series = sorted({(b.topic, b.partition) for b in r.by_offset})
     fig = Figure(figsize=(8, max(2.5, 2.0 * min(len(series), 8))))
@@ -226,6 +229,7 @@ def _plot_by_offset(r: CheckResult, width: int) -> str:
                 )
         ax.set_title(f"{topic} partition {partition}", fontsize=9)
         ax.set_ylabel("violations")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8)
     axes[-1].set_xlabel(f"offset (bins of {width})")
     fig.tight_layout()
@@ -234,6 +238,7 @@ def _plot_by_offset(r: CheckResult, width: int) -> str:
 
 def _plot_partitions(facts: AuditFacts) -> str:
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(8, 3.5))
     axes = fig.subplots(1, 2)
@@ -253,6 +258,7 @@ def _plot_partitions(facts: AuditFacts) -> str:
         ax.set_title(name[:50], fontsize=9)
         ax.set_xlabel("partition")
         ax.set_xticks(xs)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8)
     axes[0].set_ylabel("offsets")
     fig.tight_layout()
@@ -296,15 +302,17 @@ counted as losses.</p>
 """
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]], text: int = 0) -> str:
-    """An HTML table; the first `text` columns are left-aligned text. All cells escaped."""
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[object]], text: Sequence[int] = ()
+) -> str:
+    """An HTML table; columns numbered in `text` are left-aligned text. All cells escaped."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = []
     for row in rows:
         cells = []
         for i, cell in enumerate(row):
             shown = "" if cell is None else html.escape(str(cell))
-            cells.append(f'<td class="text">{shown}</td>' if i < text else f"<td>{shown}</td>")
+            cells.append(f'<td class="text">{shown}</td>' if i in text else f"<td>{shown}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
@@ -333,7 +341,7 @@ def render_html(facts: AuditFacts) -> str:
             ("unexpected", r.unexpected, _verdict(r.unexpected)),
             ("out of order", r.out_of_order, _verdict(r.out_of_order)),
         ],
-        text=1,
+        text=(0,),
     )
     examples = _table(
         ["kind", "topic", "partition", "offset", "key", "value", "source"],
@@ -341,7 +349,7 @@ def render_html(facts: AuditFacts) -> str:
             (v.kind.value, v.topic, v.partition, v.offset, v.key, v.value, v.source)
             for v in r.examples
         ],
-        text=2,
+        text=(0, 1, 4, 5, 6),
     )
     summary = (
         f"Check <b>{html.escape(r.check.value)}</b> of output topic "

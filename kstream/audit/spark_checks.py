@@ -72,76 +72,85 @@ def running_count(
         .agg(sf.count(sf.lit(1)).alias("n"))
         .cache()
     )
-    expected = int(counts.agg(sf.sum("n")).first()[0] or 0)  # type: ignore[index]
+    try:
+        expected = int(counts.agg(sf.sum("n")).first()[0] or 0)  # type: ignore[index]
 
-    count = sf.when(sf.col("text").rlike(_COUNT), sf.col("text").cast("long"))
-    rows = (
-        outputs.select(
+        count = sf.when(sf.col("text").rlike(_COUNT), sf.col("text").cast("long"))
+        rows = (
+            outputs.select(
+                "partition",
+                "offset",
+                sf.col("key").cast("string").alias("k"),
+                sf.col("value").cast("string").alias("text"),
+            )
+            .join(counts, sf.col("k") == sf.col("word"), "left")
+            .withColumn("v", count)
+        )
+        valid = sf.coalesce(sf.col("v").between(sf.lit(1), sf.col("n")), sf.lit(False))
+        rows = rows.withColumn("vv", sf.when(valid, sf.col("v")))
+        # Duplicate: not the first (partition, offset) carrying this (key, value).
+        first = Window.partitionBy("k", "vv").orderBy("partition", "offset")
+        # Out of order: a lower value than any earlier one for this key in this partition.
+        before = (
+            Window.partitionBy("k", "partition")
+            .orderBy("offset")
+            .rowsBetween(Window.unboundedPreceding, -1)
+        )
+        flags = rows.withColumn(
+            "kind",
+            sf.when(sf.col("vv").isNull(), sf.lit(ViolationKind.UNEXPECTED.value))
+            .when(sf.row_number().over(first) > 1, sf.lit(ViolationKind.DUPLICATE.value))
+            .when(
+                sf.max("vv").over(before) > sf.col("vv"), sf.lit(ViolationKind.OUT_OF_ORDER.value)
+            ),
+        )
+        totals, stats = _first_pass(flags, output_topic, ranges)
+        lost = expected - totals["correct"] - totals[ViolationKind.OUT_OF_ORDER.value]
+        figures = _figures(Check.RUNNING_COUNT, expected, totals, lost)
+        if figures.clean:
+            return figures, stats
+
+        # Lost: for each word whose distinct valid values fall short of N_w, the values
+        # of 1..N_w that no output carries. Only words with a loss build the sequence.
+        seen = (
+            flags.where(sf.col("vv").isNotNull())
+            .groupBy("k")
+            .agg(sf.collect_set("vv").alias("seen"))
+        )
+        missing = (
+            counts.join(seen, sf.col("word") == sf.col("k"), "left")
+            .withColumn("seen", sf.coalesce(sf.col("seen"), sf.array().cast("array<bigint>")))
+            .where(sf.col("n") > sf.size("seen"))
+            .select(
+                sf.col("word").alias("key"),
+                sf.explode(
+                    sf.array_except(
+                        sf.sequence(sf.lit(1).cast("long"), sf.col("n")), sf.col("seen")
+                    )
+                ).alias("missing"),
+            )
+            .select(
+                sf.lit(ViolationKind.LOST.value).alias("kind"),
+                sf.lit(output_topic).alias("topic"),
+                sf.lit(None).cast("int").alias("partition"),
+                sf.lit(None).cast("long").alias("offset"),
+                "key",
+                sf.col("missing").cast("string").alias("value"),
+                sf.lit(None).cast("string").alias("source"),
+            )
+        )
+        found = flags.where(sf.col("kind").isNotNull()).select(
+            "kind",
+            sf.lit(output_topic).alias("topic"),
             "partition",
             "offset",
-            sf.col("key").cast("string").alias("k"),
-            sf.col("value").cast("string").alias("text"),
-        )
-        .join(counts, sf.col("k") == sf.col("word"), "left")
-        .withColumn("v", count)
-    )
-    valid = sf.coalesce(sf.col("v").between(sf.lit(1), sf.col("n")), sf.lit(False))
-    rows = rows.withColumn("vv", sf.when(valid, sf.col("v")))
-    # Duplicate: not the first (partition, offset) carrying this (key, value).
-    first = Window.partitionBy("k", "vv").orderBy("partition", "offset")
-    # Out of order: a lower value than any earlier one for this key in this partition.
-    before = (
-        Window.partitionBy("k", "partition")
-        .orderBy("offset")
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
-    flags = rows.withColumn(
-        "kind",
-        sf.when(sf.col("vv").isNull(), sf.lit(ViolationKind.UNEXPECTED.value))
-        .when(sf.row_number().over(first) > 1, sf.lit(ViolationKind.DUPLICATE.value))
-        .when(sf.max("vv").over(before) > sf.col("vv"), sf.lit(ViolationKind.OUT_OF_ORDER.value)),
-    )
-    totals, stats = _first_pass(flags, output_topic, ranges)
-    lost = expected - totals["correct"] - totals[ViolationKind.OUT_OF_ORDER.value]
-    figures = _figures(Check.RUNNING_COUNT, expected, totals, lost)
-    if figures.clean:
-        return figures, stats
-
-    # Lost: for each word whose distinct valid values fall short of N_w, the values
-    # of 1..N_w that no output carries. Only words with a loss build the sequence.
-    seen = (
-        flags.where(sf.col("vv").isNotNull()).groupBy("k").agg(sf.collect_set("vv").alias("seen"))
-    )
-    missing = (
-        counts.join(seen, sf.col("word") == sf.col("k"), "left")
-        .withColumn("seen", sf.coalesce(sf.col("seen"), sf.array().cast("array<bigint>")))
-        .where(sf.col("n") > sf.size("seen"))
-        .select(
-            sf.col("word").alias("key"),
-            sf.explode(
-                sf.array_except(sf.sequence(sf.lit(1).cast("long"), sf.col("n")), sf.col("seen"))
-            ).alias("missing"),
-        )
-        .select(
-            sf.lit(ViolationKind.LOST.value).alias("kind"),
-            sf.lit(output_topic).alias("topic"),
-            sf.lit(None).cast("int").alias("partition"),
-            sf.lit(None).cast("long").alias("offset"),
-            "key",
-            sf.col("missing").cast("string").alias("value"),
+            sf.col("k").alias("key"),
+            sf.substring("text", 1, VALUE_CHARS).alias("value"),
             sf.lit(None).cast("string").alias("source"),
         )
-    )
-    found = flags.where(sf.col("kind").isNotNull()).select(
-        "kind",
-        sf.lit(output_topic).alias("topic"),
-        "partition",
-        "offset",
-        sf.col("k").alias("key"),
-        sf.substring("text", 1, VALUE_CHARS).alias("value"),
-        sf.lit(None).cast("string").alias("source"),
-    )
-    return _details(figures, found.unionByName(missing), bin_width), stats
+        return _details(figures, found.unionByName(missing), bin_width), stats
+    finally:
+        counts.unpersist()
 
 
 def lineage(
@@ -162,75 +171,78 @@ def lineage(
         sf.col("offset").alias("io"),
         sf.col("key").cast("string").alias("ik"),
     ).cache()
-    expected = committed.count()
+    try:
+        expected = committed.count()
 
-    def header(name: str) -> Column:
-        matching = sf.filter("headers", lambda h: h["key"] == sf.lit(name))
-        return sf.get(matching, 0)["value"].cast("string")
+        def header(name: str) -> Column:
+            matching = sf.filter("headers", lambda h: h["key"] == sf.lit(name))
+            return sf.get(matching, 0)["value"].cast("string")
 
-    rows = outputs.select(
-        "partition",
-        "offset",
-        sf.col("key").cast("string").alias("k"),
-        sf.col("value").cast("string").alias("text"),
-        header(LINEAGE_TOPIC_HEADER).alias("st"),
-        header(LINEAGE_PARTITION_HEADER).alias("sp"),
-        header(LINEAGE_OFFSET_HEADER).alias("so"),
-    )
-    well_formed = (
-        (sf.col("st") == sf.lit(input_topic))
-        & sf.col("sp").rlike(_POSITION)
-        & sf.col("so").rlike(_POSITION)
-    )
-    rows = rows.withColumns(
-        {
-            "sp_i": sf.when(well_formed, sf.col("sp").cast("int")),
-            "so_i": sf.when(well_formed, sf.col("so").cast("long")),
-        }
-    )
-    rows = rows.join(
-        committed.select("ip", "io", sf.lit(True).alias("present")),
-        (sf.col("sp_i") == sf.col("ip")) & (sf.col("so_i") == sf.col("io")),
-        "left",
-    )
-    # Partitioned like the join's left side (equal to ip/io wherever a record matched),
-    # so the window needs no second shuffle.
-    first = Window.partitionBy("sp_i", "so_i").orderBy("partition", "offset")
-    flags = rows.withColumn(
-        "kind",
-        sf.when(sf.col("present").isNull(), sf.lit(ViolationKind.UNEXPECTED.value)).when(
-            sf.row_number().over(first) > 1, sf.lit(ViolationKind.DUPLICATE.value)
-        ),
-    )
-    totals, stats = _first_pass(flags, output_topic, ranges)
-    figures = _figures(Check.LINEAGE, expected, totals, expected - totals["correct"])
-    if figures.clean:
-        return figures, stats
+        rows = outputs.select(
+            "partition",
+            "offset",
+            sf.col("key").cast("string").alias("k"),
+            sf.col("value").cast("string").alias("text"),
+            header(LINEAGE_TOPIC_HEADER).alias("st"),
+            header(LINEAGE_PARTITION_HEADER).alias("sp"),
+            header(LINEAGE_OFFSET_HEADER).alias("so"),
+        )
+        well_formed = (
+            (sf.col("st") == sf.lit(input_topic))
+            & sf.col("sp").rlike(_POSITION)
+            & sf.col("so").rlike(_POSITION)
+        )
+        rows = rows.withColumns(
+            {
+                "sp_i": sf.when(well_formed, sf.col("sp").cast("int")),
+                "so_i": sf.when(well_formed, sf.col("so").cast("long")),
+            }
+        )
+        rows = rows.join(
+            committed.select("ip", "io", sf.lit(True).alias("present")),
+            (sf.col("sp_i") == sf.col("ip")) & (sf.col("so_i") == sf.col("io")),
+            "left",
+        )
+        # Partitioned like the join's left side (equal to ip/io wherever a record matched),
+        # so the window needs no second shuffle.
+        first = Window.partitionBy("sp_i", "so_i").orderBy("partition", "offset")
+        flags = rows.withColumn(
+            "kind",
+            sf.when(sf.col("present").isNull(), sf.lit(ViolationKind.UNEXPECTED.value)).when(
+                sf.row_number().over(first) > 1, sf.lit(ViolationKind.DUPLICATE.value)
+            ),
+        )
+        totals, stats = _first_pass(flags, output_topic, ranges)
+        figures = _figures(Check.LINEAGE, expected, totals, expected - totals["correct"])
+        if figures.clean:
+            return figures, stats
 
-    claimed = flags.where(sf.col("kind").isNull()).select("ip", "io")
-    missing = committed.join(claimed, ["ip", "io"], "left_anti").select(
-        sf.lit(ViolationKind.LOST.value).alias("kind"),
-        sf.lit(input_topic).alias("topic"),
-        sf.col("ip").alias("partition"),
-        sf.col("io").alias("offset"),
-        sf.col("ik").alias("key"),
-        sf.lit(None).cast("string").alias("value"),
-        sf.lit(None).cast("string").alias("source"),
-    )
-    source = sf.when(
-        sf.col("st").isNotNull() & sf.col("sp").isNotNull() & sf.col("so").isNotNull(),
-        sf.concat_ws("/", "st", "sp", "so"),
-    )
-    found = flags.where(sf.col("kind").isNotNull()).select(
-        "kind",
-        sf.lit(output_topic).alias("topic"),
-        "partition",
-        "offset",
-        sf.col("k").alias("key"),
-        sf.substring("text", 1, VALUE_CHARS).alias("value"),
-        source.alias("source"),
-    )
-    return _details(figures, found.unionByName(missing), bin_width), stats
+        claimed = flags.where(sf.col("kind").isNull()).select("ip", "io")
+        missing = committed.join(claimed, ["ip", "io"], "left_anti").select(
+            sf.lit(ViolationKind.LOST.value).alias("kind"),
+            sf.lit(input_topic).alias("topic"),
+            sf.col("ip").alias("partition"),
+            sf.col("io").alias("offset"),
+            sf.col("ik").alias("key"),
+            sf.lit(None).cast("string").alias("value"),
+            sf.lit(None).cast("string").alias("source"),
+        )
+        source = sf.when(
+            sf.col("st").isNotNull() & sf.col("sp").isNotNull() & sf.col("so").isNotNull(),
+            sf.concat_ws("/", "st", "sp", "so"),
+        )
+        found = flags.where(sf.col("kind").isNotNull()).select(
+            "kind",
+            sf.lit(output_topic).alias("topic"),
+            "partition",
+            "offset",
+            sf.col("k").alias("key"),
+            sf.substring("text", 1, VALUE_CHARS).alias("value"),
+            source.alias("source"),
+        )
+        return _details(figures, found.unionByName(missing), bin_width), stats
+    finally:
+        committed.unpersist()
 
 
 def input_stats(
