@@ -50,7 +50,7 @@ def audit_command(
         typer.Option(
             "--report-dir",
             help="Where report.json, report.html and spark.log go "
-            "[default: audit-reports/<output topic>].",
+            "(default: audit-reports/<output topic>).",
         ),
     ] = None,
 ) -> None:
