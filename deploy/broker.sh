@@ -2,7 +2,7 @@
 # Start, stop or inspect the local single-node Kafka broker (KRaft) that kstream
 # uses when no cluster is given:
 #
-#     deploy/broker.sh start [--port 39092]
+#     deploy/broker.sh start [--port 23092]
 #     deploy/broker.sh status
 #     deploy/broker.sh stop
 #

@@ -56,8 +56,10 @@ __all__ = [
     "resolve_maven_classpath",
 ]
 
-#: Default listener port: far from Kafka's 9092 so a user's own Kafka never collides.
-DEFAULT_PORT = 39092
+#: Default listener port: far from Kafka's 9092 so a user's own Kafka never collides,
+#: and below Linux's ephemeral range (32768-60999), where an outgoing connection of any
+#: client may hold the port at the moment the broker binds it.
+DEFAULT_PORT = 23092
 #: The Kafka release the pom resolves (kept equal to `kafka.version` in deploy/kafka/pom.xml).
 KAFKA_VERSION = "4.1.1"
 #: Time for a cold JVM to format storage, elect itself controller and open its listener.

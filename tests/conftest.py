@@ -3,7 +3,7 @@
 1. ``KSTREAM_BOOTSTRAP`` set: that cluster.
 2. A Docker engine answers: testcontainers' KafkaContainer.
 3. Otherwise: kstream's local broker (KRaft, jars from Maven Central) on
-   ``KSTREAM_TEST_BROKER_PORT`` (default 39192, apart from the demo's 39092 so
+   ``KSTREAM_TEST_BROKER_PORT`` (default 23192, apart from the demo's 23092 so
    tests that restart their broker never touch a user's).
 
 Tests never skip for lack of a broker: the project can always start one.
@@ -22,7 +22,7 @@ from kstream.admin import Admin
 from kstream.broker import LocalBroker
 from kstream.testing import unique_name
 
-TEST_BROKER_PORT = int(os.environ.get("KSTREAM_TEST_BROKER_PORT", "39192"))
+TEST_BROKER_PORT = int(os.environ.get("KSTREAM_TEST_BROKER_PORT", "23192"))
 
 
 def _docker_available() -> bool:

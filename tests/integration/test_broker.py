@@ -17,7 +17,7 @@ from kstream.testing import read_all, unique_name
 
 pytestmark = pytest.mark.broker
 
-PORT = int(os.environ.get("KSTREAM_TEST_LIFECYCLE_PORT", "39292"))
+PORT = int(os.environ.get("KSTREAM_TEST_LIFECYCLE_PORT", "23292"))
 
 
 def kstream(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
