@@ -71,6 +71,25 @@ class Admin:
         if not md.brokers:
             raise KafkaUnavailableError(f"Kafka at {self.bootstrap} reports no brokers")
 
+    def broker_config(self, name: str) -> str | None:
+        """The value of broker setting `name` on (any) one broker, or None if unknown."""
+        # Exported at run time; the package's type stubs leave them out.
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            ConfigResource,
+            ResourceType,
+        )
+
+        md = self._client.list_topics(timeout=ADMIN_TIMEOUT_S)
+        if not md.brokers:
+            return None
+        resource = ConfigResource(ResourceType.BROKER, str(next(iter(md.brokers))))
+        for fut in self._client.describe_configs([resource]).values():
+            entries = fut.result(timeout=ADMIN_TIMEOUT_S)
+            entry = entries.get(name)
+            if entry is not None and entry.value is not None:
+                return str(entry.value)
+        return None
+
     def partitions(self, topic: str) -> int | None:
         """Number of partitions of `topic`, or None if it does not exist."""
         md = self._client.list_topics(topic=topic, timeout=ADMIN_TIMEOUT_S)

@@ -24,6 +24,7 @@ from kstream.errors import ConfigurationError, JobFailedError, KStreamError
 
 if TYPE_CHECKING:
     from kstream.job import Job
+    from kstream.sink import Guarantee
 
 __all__ = ["app", "main"]
 
@@ -111,6 +112,23 @@ JobNameOption = Annotated[
 ]
 
 
+GuaranteeOption = Annotated[
+    str,
+    typer.Option(
+        "--guarantee", help="Output guarantee: exactly-once, at-least-once or at-most-once."
+    ),
+]
+
+
+def _guarantee(value: str) -> Guarantee:
+    from kstream.sink import GUARANTEES
+
+    for g in GUARANTEES:
+        if value == g:
+            return g
+    raise ConfigurationError(f"--guarantee must be one of {', '.join(GUARANTEES)}, got {value!r}")
+
+
 def _logging(verbose: bool) -> None:
     from rich.logging import RichHandler
 
@@ -157,6 +175,15 @@ def run_command(
             "with `kstream worker`.",
         ),
     ] = True,
+    guarantee: GuaranteeOption = "exactly-once",
+    transaction_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--transaction-timeout",
+            help="Seconds a sink transaction may stay open (exactly-once); "
+            "default: enough for two checkpoint intervals plus timeouts.",
+        ),
+    ] = None,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
@@ -183,6 +210,8 @@ def run_command(
         ),
         spawn=spawn,
         say=_say,
+        guarantee=_guarantee(guarantee),
+        transaction_timeout_s=transaction_timeout,
     )
     stop = _stop_flag()
     runner.prepare()
@@ -217,6 +246,8 @@ def worker_command(
     bootstrap_servers: BootstrapOption = None,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
+    guarantee: GuaranteeOption = "exactly-once",
+    transaction_timeout: Annotated[float, typer.Option("--transaction-timeout")] = 600.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
@@ -234,6 +265,8 @@ def worker_command(
         workers=workers,
         bootstrap=resolve(bootstrap_servers, _say),
         state_dir=state_dir.resolve(),
+        guarantee=_guarantee(guarantee),
+        transaction_timeout_ms=int(transaction_timeout * 1000),
     )
     try:
         w.run(stop)
@@ -325,12 +358,21 @@ def demo_wordcount(
     workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 3,
     kill: Annotated[int, typer.Option("--kill", help="Random worker SIGKILLs.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option("--checkpoint-interval")] = 1.0,
+    guarantee: GuaranteeOption = "exactly-once",
+    audit: Annotated[
+        bool,
+        typer.Option(
+            "--audit/--no-audit",
+            help="Finish with the Spark audit of the output (needs the audit extra of kstream).",
+        ),
+    ] = True,
     bootstrap_servers: BootstrapOption = None,
 ) -> None:
     """Run the word count on the local broker while killing workers; verify the counts."""
     from kstream.demo import wordcount_demo
 
     logging.basicConfig(level=logging.WARNING)
+    chosen = _guarantee(guarantee)
     outcome = wordcount_demo(
         lines=lines,
         workers=workers,
@@ -339,9 +381,46 @@ def demo_wordcount(
         checkpoint_interval=checkpoint_interval,
         say=_say,
         console=out,
+        guarantee=chosen,
     )
+    audited_clean = _demo_audit(outcome.input_topic, outcome.output_topic, outcome.bootstrap, audit)
     if not outcome.check.state_exact:
         raise JobFailedError("word counts do not match the input")
+    if chosen == "exactly-once" and not (outcome.check.output_exact and audited_clean):
+        raise JobFailedError("exactly-once output has duplicates, gaps or disorder")
+
+
+def _demo_audit(input_topic: str, output_topic: str, bootstrap: str, wanted: bool) -> bool:
+    """Audit the demo's output with Spark; True when clean or not run."""
+    if not wanted:
+        return True
+    from kstream.audit.jars import require_pyspark
+    from kstream.audit.run import run_audit
+    from kstream.errors import EnvironmentSetupError
+
+    try:
+        require_pyspark()
+    except EnvironmentSetupError as exc:
+        _say(f"Spark audit skipped: {exc}")
+        return True
+    _say("auditing the output with Spark (read_committed, running-count check)")
+    result = run_audit(
+        input_topic=input_topic,
+        output_topic=output_topic,
+        bootstrap=bootstrap,
+        report_dir=Path("audit-reports") / output_topic,
+        progress=err.is_terminal,
+    )
+    verdict = "clean" if result.clean else "VIOLATIONS"
+    out.print(
+        f"audit {verdict}: {result.output_records:,} outputs, {result.expected_outputs:,} "
+        f"expected; duplicates={result.duplicates} lost={result.lost} "
+        f"unexpected={result.unexpected} out_of_order={result.out_of_order} "
+        f"({result.seconds:.0f} s)",
+        highlight=False,
+    )
+    out.print(f"audit report: {result.report_html}", highlight=False)
+    return result.clean
 
 
 def main() -> None:

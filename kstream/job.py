@@ -35,6 +35,7 @@ __all__ = [
     "Stage",
     "Stream",
     "ValueState",
+    "sink_nodes",
 ]
 
 ErrorPolicy = Literal["dead-letter", "skip", "fail"]
@@ -108,6 +109,13 @@ class Stage:
     @property
     def keyed(self) -> bool:
         return self.key_fn is not None
+
+
+def sink_nodes(node: Node) -> list[Node]:
+    """The sink nodes under `node`, depth-first in child order (the order subtasks open them)."""
+    if node.kind == "sink":
+        return [node]
+    return [s for c in node.children for s in sink_nodes(c)]
 
 
 class Job:

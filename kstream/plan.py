@@ -11,13 +11,18 @@ from dataclasses import dataclass
 from kstream.channel import channel_partitions, channel_topic
 from kstream.control import control_topic
 from kstream.errors import ConfigurationError
-from kstream.job import Job, Stage
+from kstream.job import Job, Stage, sink_nodes
 
-__all__ = ["Plan", "TaskSpec", "dead_letter_topic", "plan"]
+__all__ = ["Plan", "TaskSpec", "commit_topic", "dead_letter_topic", "plan"]
 
 
 def dead_letter_topic(job: str) -> str:
     return f"kstream.{job}.dead-letters"
+
+
+def commit_topic(job: str) -> str:
+    """Commit markers of transactional sinks: one partition per sink subtask."""
+    return f"kstream.{job}.commits"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +74,27 @@ class Plan:
             task.index, up, task.parallelism
         )
 
+    def marker_partition(self, task: TaskSpec, ordinal: int) -> int:
+        """Commit-marker partition of the `ordinal`-th sink (in `sink_nodes` order) of `task`."""
+        base = 0
+        for stage in self.job.stages:
+            for i, _ in enumerate(sink_nodes(stage.root)):
+                if stage.index == task.stage and i == ordinal:
+                    return base + task.index
+                base += self.parallelism[stage.index]
+        raise ConfigurationError(f"{task.id} has no sink number {ordinal}")
+
+    def sink_subtasks(self) -> int:
+        return sum(
+            len(sink_nodes(stage.root)) * self.parallelism[stage.index] for stage in self.job.stages
+        )
+
     def internal_topics(self) -> dict[str, int]:
         return {
             **self.channel_topics(),
             control_topic(self.job.name): 1,
             dead_letter_topic(self.job.name): 1,
+            commit_topic(self.job.name): max(1, self.sink_subtasks()),
         }
 
     def stage(self, task: TaskSpec) -> Stage:

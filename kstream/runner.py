@@ -41,9 +41,10 @@ from kstream.coordinator import (
     WorkerLost,
     replay,
 )
-from kstream.errors import JobFailedError
+from kstream.errors import JobFailedError, TimeoutConfigError
 from kstream.job import Job, Node
 from kstream.plan import Plan, plan
+from kstream.sink import Guarantee
 from kstream.snapshot import LocalCheckpointStorage
 from kstream.worker import EXIT_JOB_FAILED
 
@@ -94,6 +95,8 @@ class Runner:
         spawn: bool = True,
         say: Callable[[str], None] = print,
         worker_env: dict[str, str] | None = None,
+        guarantee: Guarantee = "exactly-once",
+        transaction_timeout_s: float | None = None,
     ) -> None:
         self.job = job
         self.spec = spec
@@ -105,6 +108,8 @@ class Runner:
         self.spawn = spawn
         self.say = say
         self.worker_env = worker_env or {}
+        self.guarantee: Guarantee = guarantee
+        self.transaction_timeout_s = transaction_timeout_s
         self.plan: Plan = plan(job, workers)
         self.stats = RunStats()
         self.storage = LocalCheckpointStorage(self.state_dir / job.name / "checkpoints")
@@ -132,6 +137,10 @@ class Runner:
             check = getattr(sink, "check", None)
             if check is not None:
                 check(self.bootstrap)
+        if self.guarantee == "exactly-once":
+            self.transaction_timeout_s = transaction_timeout(
+                self.config, self.transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
+            )
         admin.create_topics(self.plan.internal_topics())
 
     def start(self) -> None:
@@ -172,7 +181,11 @@ class Runner:
             self.bootstrap,
             "--state-dir",
             str(self.state_dir),
+            "--guarantee",
+            self.guarantee,
         ]
+        if self.transaction_timeout_s is not None:
+            cmd += ["--transaction-timeout", str(self.transaction_timeout_s)]
         for k, v in self.params.items():
             cmd += ["-p", f"{k}={v}"]
         return cmd
@@ -389,6 +402,40 @@ class Runner:
             self.reader.close()
         if self.control is not None:
             self.control.flush()
+
+
+BROKER_MAX_TXN = "transaction.max.timeout.ms"
+
+
+def transaction_timeout(
+    config: CoordinatorConfig, requested_s: float | None, broker_max_ms: str | None
+) -> float:
+    """The producers' transaction timeout, checked against checkpointing and the broker.
+
+    An epoch's transaction lives from its first record until the checkpoint after
+    it completes: up to one interval plus one checkpoint timeout, twice if that
+    checkpoint fails and the epoch waits for the next. A transaction the broker
+    times out is aborted, silently losing the epoch, so a setting that allows
+    that is refused at start-up.
+    """
+    need = 2 * (config.interval + config.timeout)
+    cap = int(broker_max_ms) / 1000 if broker_max_ms else None
+    if requested_s is not None and requested_s < need:
+        raise TimeoutConfigError(
+            f"--transaction-timeout {requested_s:g}s is shorter than 2 x (checkpoint interval "
+            f"{config.interval:g}s + checkpoint timeout {config.timeout:g}s) = {need:g}s: a "
+            "pre-committed transaction could expire before its checkpoint completes"
+        )
+    chosen = requested_s if requested_s is not None else max(need, 600.0)
+    if cap is not None and chosen > cap:
+        if requested_s is None and need <= cap:
+            return cap
+        raise TimeoutConfigError(
+            f"transactions must live {chosen:g}s but the broker caps them at "
+            f"{BROKER_MAX_TXN}={cap * 1000:.0f}; raise that or shorten the checkpoint "
+            "interval/timeout"
+        )
+    return chosen
 
 
 def _sinks(job: Job) -> list[Any]:

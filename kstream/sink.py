@@ -13,8 +13,14 @@ call                when                                              idempotent
                     snapshot and before its ack; must make epoch n
                     durable-but-invisible (or, without transactions,
                     just durable). Returns what the snapshot must keep.
-`commit(n)`         the coordinator declared checkpoint n complete    yes
-`abort(n)`          checkpoint n failed (timed out or declined)       yes
+`commit(n)`         the coordinator declared checkpoint n complete:   yes
+                    publish every pre-committed epoch <= n
+`abort(n)`          checkpoint n failed (timed out or declined) and   yes
+                    the job goes on: epoch n stays pending and is
+                    committed with the next completed checkpoint
+                    (its effects are in the state already). Epochs
+                    after a restored checkpoint are discarded by
+                    `recover` instead.
 `recover(n, kept)`  before anything else after a restore from         yes
                     checkpoint n, with what `pre_commit(n)` returned
 `close()`           the subtask stops (no commit implied)             yes
@@ -28,12 +34,29 @@ had run once.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from confluent_kafka import Producer
 
-__all__ = ["SinkContext", "SinkWriter"]
+__all__ = ["GUARANTEES", "Guarantee", "SinkContext", "SinkSnapshot", "SinkWriter"]
+
+
+Guarantee = Literal["exactly-once", "at-least-once", "at-most-once"]
+GUARANTEES: tuple[Guarantee, ...] = ("exactly-once", "at-least-once", "at-most-once")
+
+
+@dataclass(frozen=True, slots=True)
+class SinkSnapshot:
+    """What a sink keeps in a checkpoint: small JSON-able `meta` and a picklable `payload`.
+
+    The payload (e.g. the write-ahead records of epochs not yet committed) is
+    serialized off the processing thread by the checkpoint storage.
+    """
+
+    meta: dict[str, Any] = field(default_factory=dict)
+    payload: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +69,14 @@ class SinkContext:
     generation: int
     #: The worker's shared idempotent producer (for sinks without transactions).
     producer: Producer
+    guarantee: Guarantee = "exactly-once"
+    #: Partition of the job's commit-marker topic owned by this sink subtask.
+    marker_partition: int = 0
+    #: `transaction.timeout.ms` for transactional producers.
+    transaction_timeout_ms: int = 600_000
+    #: Serve pending `complete`/`abort` control messages now (a sink waiting
+    #: for a commit to free a transactional producer calls this).
+    pump: Callable[[], None] = lambda: None
 
 
 class SinkWriter(ABC):
@@ -58,16 +89,16 @@ class SinkWriter(ABC):
         """Epoch `epoch` starts."""
 
     @abstractmethod
-    def pre_commit(self, epoch: int) -> dict[str, Any]:
+    def pre_commit(self, epoch: int) -> SinkSnapshot:
         """Make epoch `epoch` durable; return what the snapshot must hold for it."""
 
     def commit(self, epoch: int) -> None:  # noqa: B027 - optional hook
-        """Publish epoch `epoch` (checkpoint complete)."""
+        """Publish every pre-committed epoch up to `epoch` (checkpoint complete)."""
 
     def abort(self, epoch: int) -> None:  # noqa: B027 - optional hook
-        """Discard epoch `epoch` (checkpoint failed)."""
+        """Checkpoint `epoch` failed; keep its epoch for the next completed checkpoint."""
 
-    def recover(self, epoch: int | None, kept: dict[str, Any]) -> None:  # noqa: B027
+    def recover(self, epoch: int | None, kept: SinkSnapshot | None) -> None:  # noqa: B027
         """Restore after a rollback to checkpoint `epoch` (None: fresh start)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook

@@ -3,6 +3,7 @@
 Layout of the local implementation (``<state-dir>/<job>/checkpoints``)::
 
     chk-<n>/<task>/db/          RocksDB checkpoint of the subtask's state (absent if stateless)
+    chk-<n>/<task>/sink-<i>.pickle  a sink's payload (write-ahead records), if any
     chk-<n>/<task>/meta.json    `SnapshotMeta`, written last (atomic rename): its
                                 presence means the snapshot is complete
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -62,8 +64,17 @@ class SnapshotMeta:
 class CheckpointStorage(Protocol):
     """Durable storage of snapshots. Methods may block; workers call `store` off-thread."""
 
-    def store(self, meta: SnapshotMeta, staged_db: Path | None) -> None:
-        """Make the snapshot durable; `staged_db` (a local RocksDB checkpoint) may be moved."""
+    def store(
+        self, meta: SnapshotMeta, staged_db: Path | None, payloads: dict[str, Any] | None = None
+    ) -> None:
+        """Make the snapshot durable; `staged_db` (a local RocksDB checkpoint) may be moved.
+
+        `payloads` (sink name -> picklable object) are serialized here, off the
+        processing thread.
+        """
+
+    def load_payload(self, checkpoint: int, task: str, name: str) -> Any:
+        """A sink payload stored with the snapshot, or None."""
 
     def load(self, checkpoint: int, task: str) -> SnapshotMeta:
         """The metadata of a stored snapshot; `CheckpointError` if absent."""
@@ -94,13 +105,23 @@ class LocalCheckpointStorage:
     def _dir(self, checkpoint: int, task: str) -> Path:
         return self.root / f"chk-{checkpoint}" / task
 
-    def store(self, meta: SnapshotMeta, staged_db: Path | None) -> None:
+    def store(
+        self, meta: SnapshotMeta, staged_db: Path | None, payloads: dict[str, Any] | None = None
+    ) -> None:
         target = self._dir(meta.checkpoint, meta.task)
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         if staged_db is not None:
             shutil.copytree(staged_db, target / "db", copy_function=_link_or_copy)
             shutil.rmtree(staged_db, ignore_errors=True)
+        for i, (name, payload) in enumerate(sorted((payloads or {}).items())):
+            if payload is None:
+                continue
+            path = target / f"sink-{i}.pickle"
+            with path.open("wb") as f:
+                pickle.dump((name, payload), f, protocol=pickle.HIGHEST_PROTOCOL)
+                f.flush()
+                os.fsync(f.fileno())
         tmp = target / "meta.json.tmp"
         with tmp.open("w") as f:
             f.write(meta.to_json())
@@ -116,6 +137,14 @@ class LocalCheckpointStorage:
             raise CheckpointError(
                 f"checkpoint {checkpoint} has no snapshot of {task} in {self.root}"
             ) from None
+
+    def load_payload(self, checkpoint: int, task: str, name: str) -> Any:
+        for path in sorted(self._dir(checkpoint, task).glob("sink-*.pickle")):
+            with path.open("rb") as f:
+                stored, payload = pickle.load(f)
+            if stored == name:
+                return payload
+        return None
 
     def fetch_db(self, checkpoint: int, task: str, target: Path) -> bool:
         src = self._dir(checkpoint, task) / "db"

@@ -52,7 +52,7 @@ from kstream.errors import ConfigurationError, JobFailedError
 from kstream.fault import Faults
 from kstream.job import Node
 from kstream.plan import Plan, TaskSpec, dead_letter_topic
-from kstream.sink import SinkContext, SinkWriter
+from kstream.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.snapshot import CheckpointStorage, SnapshotMeta
 from kstream.state import StateStore, key_bytes
 
@@ -79,6 +79,10 @@ class TaskRuntime:
     executor: Executor
     send_control: Callable[[dict[str, Any]], None]
     faults: Faults = field(default_factory=Faults)
+    guarantee: Guarantee = "exactly-once"
+    transaction_timeout_ms: int = 600_000
+    #: Serve pending complete/abort control messages (see `SinkContext.pump`).
+    pump: Callable[[], None] = lambda: None
 
 
 @dataclass
@@ -127,9 +131,14 @@ class Subtask:
                 StateStore.wipe(db_path)
             self.state = StateStore(db_path)
         self.push: Callable[..., None] = self._compile(self.stage.root, top=True)
-        kept = self.restored.sink if self.restored else {}
         for name, writer in self.sinks.items():
-            writer.recover(restore_from, kept.get(name, {}))
+            kept = None
+            if self.restored is not None and restore_from is not None:
+                kept = SinkSnapshot(
+                    self.restored.sink.get(name, {}),
+                    rt.storage.load_payload(restore_from, self.id, name),
+                )
+            writer.recover(restore_from, kept)
             writer.begin_epoch(self._epoch)
         self.consumer = Consumer(
             {
@@ -199,12 +208,21 @@ class Subtask:
             opener = getattr(node.sink, "open", None)
             if opener is None:
                 raise ConfigurationError(f"sink {node.sink.name} cannot be opened")
+            ordinal = len(self.sinks)
             writer: SinkWriter = opener(
                 SinkContext(
-                    self.rt.bootstrap, self.job.name, self.id, self.rt.generation, self.rt.producer
+                    self.rt.bootstrap,
+                    self.job.name,
+                    self.id,
+                    self.rt.generation,
+                    self.rt.producer,
+                    guarantee=self.rt.guarantee,
+                    marker_partition=self.rt.plan.marker_partition(self.spec, ordinal),
+                    transaction_timeout_ms=self.rt.transaction_timeout_ms,
+                    pump=self.rt.pump,
                 )
             )
-            self.sinks[f"{node.sink.name}#{len(self.sinks)}"] = writer
+            self.sinks[f"{node.sink.name}#{ordinal}"] = writer
             return writer.write
         if node.kind == "edge":
             assert node.edge_to is not None
@@ -289,6 +307,7 @@ class Subtask:
             size = self.state.checkpoint(staged)
         self.rt.faults.hit("snapshotting", checkpoint)
         kept = {name: w.pre_commit(checkpoint) for name, w in self.sinks.items()}
+        self.rt.faults.hit("pre-committed", checkpoint)
         for cw in self.writers:
             cw.barrier(checkpoint)
         self._epoch = checkpoint + 1
@@ -305,12 +324,17 @@ class Subtask:
             size=size,
             alignment_ms=alignment_ms,
             sync_ms=sync_ms,
-            sink=kept,
+            sink={name: k.meta for name, k in kept.items()},
         )
         self.stats.snapshots += 1
         self.stats.last_sync_ms = sync_ms
+        payloads = {name: k.payload for name, k in kept.items()}
         self.pending.append(
-            PendingAck(meta, self.rt.executor.submit(self.rt.storage.store, meta, staged), self.id)
+            PendingAck(
+                meta,
+                self.rt.executor.submit(self.rt.storage.store, meta, staged, payloads),
+                self.id,
+            )
         )
 
     def decline(self, checkpoint: int, reason: str) -> None:
@@ -377,6 +401,16 @@ class SourceTask(Subtask):
         }
         if self.restored is not None:
             self.positions.update(self.restored.source_offsets.get(self.topic, {}))
+        self._at_most_once = rt.guarantee == "at-most-once"
+        if self._at_most_once and self.positions:
+            # Never replay: resume after the last record handed to processing, as
+            # committed before processing it, if that is past the checkpoint.
+            committed = self.consumer.committed(
+                [TopicPartition(self.topic, p) for p in self.positions], timeout=30
+            )
+            for tp in committed:
+                if tp.offset >= 0 and tp.offset > self.positions.get(tp.partition, -1):
+                    self.positions[tp.partition] = tp.offset
         self._triggered: list[int] = []
         if self.positions:
             self.consumer.assign(
@@ -394,6 +428,14 @@ class SourceTask(Subtask):
         if not self.positions:
             return 0
         msgs = self.consumer.consume(BATCH, timeout)
+        if self._at_most_once and msgs:
+            last: dict[int, int] = {}
+            for m in msgs:
+                last[m.partition() or 0] = (m.offset() or 0) + 1
+            self.consumer.commit(
+                offsets=[TopicPartition(self.topic, p, o) for p, o in last.items()],
+                asynchronous=False,
+            )
         push, loads, positions = self.push, self.loads, self.positions
         for m in msgs:
             if m.error() is not None:

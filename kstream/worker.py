@@ -24,6 +24,7 @@ from kstream.errors import JobFailedError, KafkaUnavailableError
 from kstream.fault import Faults
 from kstream.job import Job
 from kstream.plan import plan
+from kstream.sink import Guarantee
 from kstream.snapshot import LocalCheckpointStorage
 from kstream.task import Subtask, TaskRuntime, open_task
 
@@ -39,6 +40,10 @@ JOIN_TIMEOUT_S = 60.0
 EXIT_JOB_FAILED = 3
 
 
+class _RollbackError(Exception):
+    """A `recover` arrived while a subtask waited inside `_pump`."""
+
+
 class Worker:
     """Worker `index` of `workers` for `job`."""
 
@@ -50,6 +55,8 @@ class Worker:
         workers: int,
         bootstrap: str,
         state_dir: Path,
+        guarantee: Guarantee = "exactly-once",
+        transaction_timeout_ms: int = 600_000,
     ) -> None:
         self.job = job
         self.index = index
@@ -78,9 +85,14 @@ class Worker:
         )
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
         self.faults = Faults.from_env()
+        self.guarantee: Guarantee = guarantee
+        self.transaction_timeout_ms = transaction_timeout_ms
         self.generation = 0
         self.tasks: list[Subtask] = []
         self._last_heartbeat = 0.0
+        self._reader: ControlReader | None = None
+        #: Control messages read by `_pump` to be handled by the main loop.
+        self._deferred: list[dict[str, Any]] = []
 
     def _send(self, message: dict[str, Any]) -> None:
         self.control.send(message)
@@ -128,6 +140,9 @@ class Worker:
             executor=self.executor,
             send_control=self._send,
             faults=self.faults,
+            guarantee=self.guarantee,
+            transaction_timeout_ms=self.transaction_timeout_ms,
+            pump=self._pump,
         )
         self.tasks = [open_task(rt, spec, checkpoint) for spec in self.specs]
         log.info(
@@ -162,6 +177,25 @@ class Worker:
             for t in self.tasks:
                 t.on_abort(n)
 
+    def _pump(self) -> None:
+        """Serve `complete`/`abort` of this generation now, from inside a subtask.
+
+        A transactional sink whose producers all hold pre-committed epochs waits
+        here for a checkpoint to complete. Other messages are deferred to the main
+        loop; a rollback interrupts the wait (the subtask is being replaced).
+        """
+        assert self._reader is not None
+        for _, msg in self._reader.poll(0.05):
+            kind, gen = msg.get("type"), msg.get("generation")
+            if kind in ("complete", "abort") and gen == self.generation:
+                self._on_control(msg)
+            else:
+                self._deferred.append(msg)
+                if kind == "recover" and isinstance(gen, int) and gen > self.generation:
+                    raise _RollbackError
+        self._send_acks()
+        self._heartbeat()
+
     def _send_acks(self) -> None:
         for t in self.tasks:
             while t.pending and t.pending[0].future.done():
@@ -171,7 +205,6 @@ class Worker:
                     t.decline(p.meta.checkpoint, f"snapshot not stored: {exc}")
                     continue
                 m = p.meta
-                self.faults.hit("pre-committed", m.checkpoint)
                 self._send(
                     {
                         "type": "ack",
@@ -205,22 +238,32 @@ class Worker:
     def run(self, should_stop: Callable[[], bool]) -> None:
         """Run until `should_stop()`; raises `JobFailedError` when the job must stop."""
         reader = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.w")
+        self._reader = reader
         try:
             self._join(reader)
             idle = False
             while not should_stop():
-                for _, msg in reader.poll(0):
+                messages, self._deferred = self._deferred, []
+                for msg in messages + [m for _, m in reader.poll(0)]:
                     self._on_control(msg)
                 processed = 0
-                for t in self.tasks:
-                    processed += t.poll(0.02 if idle else 0.0)
-                if processed:
+                try:
                     for t in self.tasks:
-                        t.flush()
+                        processed += t.poll(0.02 if idle else 0.0)
+                    if processed:
+                        for t in self.tasks:
+                            t.flush()
+                except _RollbackError:
+                    continue  # the deferred `recover` replaces every subtask
                 idle = processed == 0
                 self.producer.poll(0)
                 self._send_acks()
                 self._heartbeat()
+            # A clean stop: commit what completed checkpoints cover before leaving,
+            # so the output of the last checkpoint does not wait for the next run.
+            for _, msg in reader.read_to_end():
+                if msg.get("type") in ("complete", "abort"):
+                    self._on_control(msg)
         except JobFailedError as exc:
             self.control.send({"type": "failed", "worker": self.name, "reason": str(exc)})
             raise
