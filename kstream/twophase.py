@@ -1,0 +1,159 @@
+"""The two-phase commit of one transactional sink subtask, as a pure state machine.
+
+A sink subtask writes each checkpoint epoch's output in its own Kafka
+transaction. Kafka allows one open transaction per producer, and epoch n's
+transaction must stay open (pre-committed) until the coordinator declares
+checkpoint n complete, while epoch n+1 is already being written. So the sink
+keeps a small pool of transactional producers ("slots"), and `EpochLedger`
+decides which slot holds which epoch and which transactions to commit:
+
+==========================  =================================================
+event                       actions
+==========================  =================================================
+`write()` (first of epoch)  `Begin(slot)` on a free slot, or `Wait()` when
+                            every slot holds a pre-committed epoch (serve
+                            checkpoint completions, then ask again)
+`pre_commit(n)`             `Seal(slot, n)`: write the commit marker of n in
+                            the same transaction and flush; nothing for an
+                            empty epoch (no transaction was begun)
+`complete(n)`               `Commit(slot, e)` for every sealed e <= n, oldest
+                            first (a failed checkpoint's epoch rides along
+                            with the next completed one)
+`abort(n)`                  none: the state already holds epoch n's effects,
+                            so its output must not be dropped while the job
+                            goes on
+`recover(n, kept, last)`    `Replay(e)` for each kept epoch e with
+                            last < e <= n, oldest first
+==========================  =================================================
+
+Why `recover` is right (the commit window): a snapshot of checkpoint n holds a
+write-ahead copy of every epoch <= n not yet committed when it was taken. The
+commit marker of epoch e is written in e's own transaction, so "the marker of e
+is committed" is the same fact as "e's output is committed". After a crash the
+writer fences every slot (which aborts whatever the dead process left open),
+reads the newest committed marker `last`, and the ledger replays exactly the
+kept epochs after it. Epochs after n were never part of a completed checkpoint:
+upstream regenerates them from the restored positions. Commits go oldest
+first, so every epoch <= `last` is committed and every kept epoch > `last` is
+not: each epoch is published exactly once.
+
+The ledger does no I/O and reads no clock; impossible calls (an epoch sealed
+twice, epochs out of order) raise `ProtocolError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kstream.errors import ConfigurationError, ProtocolError
+
+__all__ = ["Action", "Begin", "Commit", "EpochLedger", "Replay", "Seal", "Wait"]
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    """Begin a transaction on producer `slot`: the open epoch's records go there."""
+
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """No slot is free: serve checkpoint completions (which commit), then retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seal:
+    """Pre-commit: write epoch `epoch`'s commit marker into `slot`'s transaction, flush."""
+
+    slot: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Commit `slot`'s transaction, which holds epoch `epoch` and its marker."""
+
+    slot: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """Re-produce kept epoch `epoch` with its marker in a fresh transaction and commit it."""
+
+    epoch: int
+
+
+Action = Begin | Wait | Seal | Commit | Replay
+
+
+@dataclass
+class EpochLedger:
+    """Which producer slot holds which epoch, for one sink subtask (see the module doc)."""
+
+    pool: int
+    #: Slot of the epoch being written (its transaction is open), or None.
+    open_slot: int | None = None
+    #: Pre-committed epochs -> their slot, waiting for their checkpoint to complete.
+    sealed: dict[int, int] = field(default_factory=dict)
+    #: The newest epoch sealed so far (epoch ids only grow).
+    last_sealed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.pool < 2:
+            # One slot would make epoch n+1 wait for checkpoint n's completion.
+            raise ConfigurationError(f"a transactional sink needs >= 2 producers, got {self.pool}")
+
+    @property
+    def pending(self) -> list[int]:
+        """Sealed epochs not yet committed, oldest first."""
+        return sorted(self.sealed)
+
+    def write(self) -> list[Action]:
+        """A record is about to be written: make sure a transaction is open."""
+        if self.open_slot is not None:
+            return []
+        busy = set(self.sealed.values())
+        for slot in range(self.pool):
+            if slot not in busy:
+                self.open_slot = slot
+                return [Begin(slot)]
+        return [Wait()]
+
+    def pre_commit(self, epoch: int) -> list[Action]:
+        """Barrier `epoch` reached the sink: seal the open epoch under that id."""
+        if epoch <= self.last_sealed:
+            raise ProtocolError(f"epoch {epoch} pre-committed after epoch {self.last_sealed}")
+        self.last_sealed = epoch
+        if self.open_slot is None:
+            return []  # an empty epoch: no transaction, nothing to commit
+        slot, self.open_slot = self.open_slot, None
+        self.sealed[epoch] = slot
+        return [Seal(slot, epoch)]
+
+    def complete(self, checkpoint: int) -> list[Action]:
+        """Checkpoint `checkpoint` completed: commit every sealed epoch up to it."""
+        done = [e for e in self.pending if e <= checkpoint]
+        return [Commit(self.sealed.pop(e), e) for e in done]
+
+    def abort(self, checkpoint: int) -> list[Action]:
+        """Checkpoint `checkpoint` failed; its epoch stays sealed for the next completion."""
+        return []
+
+    def recover(
+        self, restored: int | None, kept: Iterable[int], last_committed: int
+    ) -> list[Action]:
+        """After a rollback to `restored`: the kept epochs to publish again.
+
+        `kept` are the epochs whose write-ahead copies the snapshot of
+        `restored` holds; `last_committed` is the newest epoch whose commit
+        marker is committed (0 if none). Every slot must have been fenced first.
+        """
+        self.open_slot = None
+        self.sealed.clear()
+        newest = max(self.last_sealed, last_committed, restored or 0)
+        replay = sorted(e for e in set(kept) if last_committed < e <= (restored or 0))
+        self.last_sealed = newest
+        return [Replay(e) for e in replay]
