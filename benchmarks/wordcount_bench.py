@@ -1,12 +1,15 @@
 """Word-count throughput: kstream against a plain confluent-kafka loop, side by side.
 
-    python benchmarks/wordcount_bench.py [--lines 200000] [--workers 2]
+    python benchmarks/wordcount_bench.py [--lines 200000] [--workers 2] [--probes 20]
 
-Both read the same input topic on the same broker in the same run. The plain
+All read the same input topic on the same broker in the same run. The plain
 loop reads lines in batches and writes one record per word with no state and
-no guarantees; kstream runs the exactly-once-state word count (two stages,
-RocksDB state, barrier checkpoints every second). Prints words/s for both,
-their ratio, and kstream's synchronous snapshot pause.
+no guarantees; kstream runs the word count (two stages, RocksDB state, barrier
+checkpoints every second) once with exactly-once output (transactions) and
+once with at-least-once output. Prints words/s for each, their ratios,
+kstream's synchronous snapshot pause, and how long a new input line takes to
+become visible to a read_committed reader of the output (probes sent once the
+backlog is processed).
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import argparse
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
 from kstream.admin import Admin
 from kstream.cluster import bootstrap_servers
@@ -25,7 +29,12 @@ from kstream.coordinator import CoordinatorConfig
 from kstream.demo import _generate
 from kstream.examples import wordcount
 from kstream.runner import Runner
-from kstream.testing import produce, unique_name
+from kstream.sink import Guarantee
+from kstream.testing import produce, read_all, unique_name
+
+CHECKPOINT_INTERVAL_S = 1.0
+PROBE_TIMEOUT_S = 60.0
+GUARANTEES_RUN: tuple[Guarantee, ...] = ("exactly-once", "at-least-once")
 
 
 def plain_loop(bootstrap: str, src: str, dst: str, ends: dict[int, int]) -> float:
@@ -71,10 +80,25 @@ def plain_loop(bootstrap: str, src: str, dst: str, ends: dict[int, int]) -> floa
     return seconds
 
 
+@dataclass
+class KstreamResult:
+    total_s: float
+    steady_s: float
+    sync_ms: list[float]
+    #: Seconds from producing a probe line to reading its output with read_committed.
+    visibility_s: list[float] = field(default_factory=list)
+
+
 def kstream_run(
-    bootstrap: str, src: str, dst: str, ends: dict[int, int], workers: int
-) -> tuple[float, float, list[float]]:
-    """(seconds from start, seconds from first progress, sync pauses in ms)."""
+    bootstrap: str,
+    src: str,
+    dst: str,
+    ends: dict[int, int],
+    workers: int,
+    guarantee: Guarantee,
+    probes: int,
+) -> KstreamResult:
+    """Run the word count over the whole input, then time `probes` single-line round trips."""
     params = {"input": src, "output": dst, "name": unique_name("bench")}
     with tempfile.TemporaryDirectory() as state:
         runner = Runner(
@@ -84,8 +108,9 @@ def kstream_run(
             bootstrap=bootstrap,
             workers=workers,
             state_dir=Path(state),
-            config=CoordinatorConfig(interval=1.0),
+            config=CoordinatorConfig(interval=CHECKPOINT_INTERVAL_S),
             say=lambda _: None,
+            guarantee=guarantee,
         )
         runner.prepare()
         started = time.perf_counter()
@@ -99,10 +124,52 @@ def kstream_run(
                     first_progress = time.perf_counter()
                 if all(offsets.get(p, 0) >= e for p, e in ends.items() if e > 0):
                     break
+            done = time.perf_counter()
+            visibility = _probe(runner, bootstrap, src, dst, probes)
         finally:
             runner.stop()
-        done = time.perf_counter()
-        return done - started, done - (first_progress or started), runner.stats.sync_ms
+        return KstreamResult(
+            done - started, done - (first_progress or started), runner.stats.sync_ms, visibility
+        )
+
+
+def _probe(runner: Runner, bootstrap: str, src: str, dst: str, probes: int) -> list[float]:
+    """Latency until a new input line's output is visible to a read_committed reader."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique_name("probe"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 0})
+    md = consumer.list_topics(dst, timeout=30)
+    consumer.assign([TopicPartition(dst, p, OFFSET_END) for p in md.topics[dst].partitions])
+    out = []
+    try:
+        for i in range(probes):
+            word = f"probe{i}".encode()
+            producer.produce(src, word)
+            producer.flush(30)
+            t0 = time.perf_counter()
+            seen = False
+            while not seen:
+                runner.step(0.005)
+                for m in consumer.consume(100, 0.005):
+                    if m.error() is None and m.key() == word:
+                        seen = True
+                if time.perf_counter() - t0 > PROBE_TIMEOUT_S:
+                    raise TimeoutError(f"probe {i} not visible within {PROBE_TIMEOUT_S:.0f}s")
+            out.append(time.perf_counter() - t0)
+    finally:
+        consumer.close()
+    return out
+
+
+def committed_count(bootstrap: str, topic: str) -> int:
+    return len(read_all(bootstrap, topic))
 
 
 def main() -> None:
@@ -110,39 +177,60 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=200_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--probes", type=int, default=20)
     ap.add_argument("--bootstrap-servers")
     args = ap.parse_args()
     bootstrap = bootstrap_servers(args.bootstrap_servers)
     admin = Admin(bootstrap)
-    src, out1, out2 = unique_name("bench-in"), unique_name("bench-plain"), unique_name("bench-ks")
-    admin.create_topics({src: args.partitions, out1: args.partitions, out2: args.partitions})
+    src = unique_name("bench-in")
+    outs = {name: unique_name(f"bench-{name}") for name in ("plain", *GUARANTEES_RUN)}
+    admin.create_topics({src: args.partitions, **dict.fromkeys(outs.values(), args.partitions)})
     lines = _generate(args.lines, seed=3)
     words = sum(len(line.split()) for line in lines)
     produce(bootstrap, src, [(None, line.encode()) for line in lines])
     ends = {p: high for p, (_, high) in admin.watermarks(src).items()}
-    print(f"input: {args.lines:,} lines, {words:,} words, {args.partitions} partitions")
+    print(
+        f"input: {args.lines:,} lines, {words:,} words, {args.partitions} partitions; "
+        f"checkpoint interval {CHECKPOINT_INTERVAL_S:g} s"
+    )
 
-    plain_s = plain_loop(bootstrap, src, out1, ends)
-    total_s, steady_s, sync = kstream_run(bootstrap, src, out2, ends, args.workers)
+    plain_s = plain_loop(bootstrap, src, outs["plain"], ends)
     print(f"plain confluent-kafka loop : {words / plain_s:>10,.0f} words/s ({plain_s:.1f} s)")
-    print(
-        f"kstream word count         : {words / total_s:>10,.0f} words/s ({total_s:.1f} s, "
-        f"{args.workers} workers, incl. start-up)"
-    )
-    print(f"kstream after first output : {words / steady_s:>10,.0f} words/s ({steady_s:.1f} s)")
-    print(
-        f"ratio kstream/plain        : {plain_s / total_s:.2f} (incl. start-up), "
-        f"{plain_s / steady_s:.2f} (after first checkpoint)"
-    )
-    produced = sum(high for _, high in admin.watermarks(out2).values())
-    verdict = "ok" if produced == words else f"WRONG: expected {words:,}"
-    print(f"kstream output records     : {produced:,} ({verdict})")
-    if sync:
+    results: dict[str, KstreamResult] = {}
+    for guarantee in GUARANTEES_RUN:
+        r = kstream_run(bootstrap, src, outs[guarantee], ends, args.workers, guarantee, args.probes)
+        results[guarantee] = r
+        produced = committed_count(bootstrap, outs[guarantee])
+        # The probes add one output each; at-least-once may add replays (there are no faults here).
+        expected = words + args.probes
+        verdict = "ok" if produced == expected else f"WRONG: expected {expected:,}"
         print(
-            f"synchronous snapshot pause : median {statistics.median(sync):.1f} ms, "
-            f"max {max(sync):.1f} ms over {len(sync)} checkpoints"
+            f"kstream {guarantee:<14}     : {words / r.total_s:>10,.0f} words/s ({r.total_s:.1f} s "
+            f"incl. start-up; {words / r.steady_s:,.0f} words/s after first checkpoint); "
+            f"{produced:,} committed outputs ({verdict})"
         )
-    admin.delete_topics([src, out1, out2])
+        if r.sync_ms:
+            print(
+                f"  synchronous snapshot pause : median {statistics.median(r.sync_ms):.1f} ms, "
+                f"max {max(r.sync_ms):.1f} ms over {len(r.sync_ms)} checkpoints"
+            )
+        if r.visibility_s:
+            vis = sorted(r.visibility_s)
+            print(
+                f"  input -> read_committed output: median {statistics.median(vis) * 1000:.0f} ms, "
+                f"max {vis[-1] * 1000:.0f} ms over {len(vis)} probes"
+            )
+    eos, alo = results["exactly-once"], results["at-least-once"]
+    print(
+        f"ratio kstream/plain        : {plain_s / eos.total_s:.2f} exactly-once, "
+        f"{plain_s / alo.total_s:.2f} at-least-once (incl. start-up); "
+        f"{plain_s / eos.steady_s:.2f} / {plain_s / alo.steady_s:.2f} after first checkpoint"
+    )
+    print(
+        f"ratio exactly-once/at-least-once throughput: {alo.steady_s / eos.steady_s:.3f} "
+        f"(after first checkpoint), {alo.total_s / eos.total_s:.3f} (incl. start-up)"
+    )
+    admin.delete_topics([src, *outs.values()])
 
 
 if __name__ == "__main__":

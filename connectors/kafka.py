@@ -22,9 +22,11 @@ from typing import Any, Literal
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kstream.admin import Admin
-from kstream.errors import ConfigurationError, KafkaUnavailableError
+from kstream.errors import ConfigurationError, KafkaUnavailableError, ProtocolError
+from kstream.plan import commit_topic
 from kstream.serde import Serde, serde
 from kstream.sink import SinkContext, SinkSnapshot, SinkWriter
+from kstream.twophase import EpochLedger, Wait
 
 __all__ = ["LINEAGE_HEADERS", "KafkaSink", "KafkaSource", "TransactionalWriter"]
 
@@ -81,14 +83,18 @@ class KafkaSink:
 
     The job's guarantee picks the writer: exactly-once (transactions, the
     default), at-least-once (flush at each checkpoint, replays after a
-    recovery) or at-most-once (no flush, no replay). With `lineage=True` every
-    output carries the source position of the record behind it (exactly-once
-    and at-least-once only), in the `LINEAGE_HEADERS`.
+    recovery) or at-most-once (no flush, no replay).
+
+    With `lineage=True` every output carries the position of the source record
+    behind it in the `LINEAGE_HEADERS` (topic, partition, offset as decimal
+    text), which `kstream audit --check lineage` verifies. Lineage needs the sink
+    in its source's stage (no `key_by` before it): positions do not cross channels.
     """
 
     topic: str
     key_serde: str | Serde = "str"
     value_serde: str | Serde = "str"
+    lineage: bool = False
 
     @property
     def name(self) -> str:
@@ -101,25 +107,69 @@ class KafkaSink:
             )
 
     def open(self, ctx: SinkContext) -> SinkWriter:
+        if self.lineage and ctx.source_position is None:
+            raise ConfigurationError(
+                f"sink {self.topic!r}: lineage=True needs the sink in its source's stage "
+                "(no key_by or rebalance before it)"
+            )
         if ctx.guarantee == "exactly-once":
             return TransactionalWriter(self, ctx)
-        return _PlainWriter(self, ctx.producer, flush=ctx.guarantee == "at-least-once")
+        return _PlainWriter(self, ctx, flush=ctx.guarantee == "at-least-once")
 
 
-def _split(value: Any) -> tuple[Any, Any]:
-    if isinstance(value, tuple) and len(value) == 2:
-        return value[0], value[1]
-    return None, value
+#: Kafka record headers, as confluent-kafka takes them.
+Headers = list[tuple[str, str | bytes | None]]
+#: One serialized output: key, value, headers (None without lineage).
+Row = tuple[bytes | None, bytes | None, Headers | None]
+
+
+class _Encoder:
+    """Turns a result into a `Row`: serdes, and lineage headers when asked for."""
+
+    def __init__(self, sink: KafkaSink, ctx: SinkContext) -> None:
+        self._key = serde(sink.key_serde)
+        self._value = serde(sink.value_serde)
+        self._position = ctx.source_position if sink.lineage else None
+
+    def row(self, value: Any) -> Row:
+        if isinstance(value, tuple) and len(value) == 2:
+            key, val = value
+        else:
+            key, val = None, value
+        headers: Headers | None = None
+        if self._position is not None:
+            where = self._position()
+            if where is not None:
+                topic, partition, offset = where
+                headers = [
+                    (LINEAGE_HEADERS[0], topic.encode()),
+                    (LINEAGE_HEADERS[1], str(partition).encode()),
+                    (LINEAGE_HEADERS[2], str(offset).encode()),
+                ]
+        return (None if key is None else self._key.dumps(key), self._value.dumps(val), headers)
+
+
+def _produce(producer: Producer, topic: str, row: Row, **kwargs: Any) -> None:
+    """Produce one row, serving delivery reports while the local queue is full."""
+    kdata, data, headers = row
+    while True:
+        try:
+            if headers is None:
+                producer.produce(topic, data, kdata, **kwargs)
+            else:
+                producer.produce(topic, data, kdata, headers=headers, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)
 
 
 class _PlainWriter(SinkWriter):
     """At-least-once (flush at each checkpoint) or at-most-once (never wait)."""
 
-    def __init__(self, sink: KafkaSink, producer: Producer, *, flush: bool) -> None:
+    def __init__(self, sink: KafkaSink, ctx: SinkContext, *, flush: bool) -> None:
         self._topic = sink.topic
-        self._key = serde(sink.key_serde)
-        self._value = serde(sink.value_serde)
-        self._producer = producer
+        self._encoder = _Encoder(sink, ctx)
+        self._producer = ctx.producer
         self._flush = flush
         self._errors: list[KafkaError] = []
 
@@ -128,15 +178,9 @@ class _PlainWriter(SinkWriter):
             self._errors.append(err)
 
     def write(self, value: Any) -> None:
-        key, val = _split(value)
-        data = self._value.dumps(val)
-        kdata = None if key is None else self._key.dumps(key)
-        while True:
-            try:
-                self._producer.produce(self._topic, data, kdata, on_delivery=self._on_delivery)
-                return
-            except BufferError:
-                self._producer.poll(0.05)  # local queue full: serve deliveries
+        _produce(
+            self._producer, self._topic, self._encoder.row(value), on_delivery=self._on_delivery
+        )
 
     def pre_commit(self, epoch: int) -> SinkSnapshot:
         if self._flush and self._producer.flush(FLUSH_TIMEOUT_S):
@@ -148,44 +192,40 @@ class _PlainWriter(SinkWriter):
         return SinkSnapshot()
 
 
-@dataclass
-class _Epoch:
-    """A pre-committed epoch: its producer slot and its write-ahead records."""
-
-    slot: int
-    records: list[tuple[bytes | None, bytes | None]]
-    began: float
-
-
 class TransactionalWriter(SinkWriter):
     """Exactly-once Kafka output: one Kafka transaction per checkpoint epoch.
 
-    * Epoch n's records go into a transaction on one of a small pool of
-      producers (transactional ids ``kstream.<job>.<task>.<sink>.<slot>``), so
-      epoch n+1 can start while n waits for the checkpoint to complete.
-    * `pre_commit(n)` adds a commit marker (epoch n) for this sink subtask to
-      the job's commit topic *in the same transaction*, flushes, and returns
-      the records of every epoch not yet committed (write-ahead copy).
-    * `commit(n)` commits the transactions of all pre-committed epochs <= n.
+    The protocol (which slot, what to commit, what to replay) is decided by
+    `kstream.twophase.EpochLedger`; this class does the Kafka I/O:
+
+    * each epoch's records go into a transaction on one of `POOL_SIZE`
+      producers (transactional ids ``kstream.<job>.<task>.<topic>.<slot>``), so
+      epoch n+1 is written while epoch n waits for its checkpoint to complete;
+    * `pre_commit(n)` writes epoch n's commit marker into the job's commit
+      topic *in the same transaction*, flushes, and returns the records of
+      every sealed, uncommitted epoch (the write-ahead copy the snapshot keeps);
+    * `commit(n)` commits the transactions of all sealed epochs <= n;
     * `recover(n, kept)` fences every slot (`init_transactions` aborts what a
-      crashed predecessor left open), reads this subtask's last committed
-      marker, and re-produces each kept epoch newer than it in a fresh
-      transaction with its marker. So an epoch is committed exactly once even
-      if the crash came after checkpoint n completed and before its commit.
+      crashed predecessor left open), reads this subtask's newest committed
+      marker and re-publishes each kept epoch after it, so an epoch is committed
+      exactly once even if the crash came after checkpoint n completed and
+      before its commit.
     """
 
     def __init__(self, sink: KafkaSink, ctx: SinkContext) -> None:
         self._topic = sink.topic
-        self._key = serde(sink.key_serde)
-        self._value = serde(sink.value_serde)
+        self._encoder = _Encoder(sink, ctx)
         self._ctx = ctx
         self._tid = f"kstream.{ctx.job}.{ctx.task}.{sink.topic}"
-        self._marker_topic = f"kstream.{ctx.job}.commits"
+        self._marker_topic = commit_topic(ctx.job)
         self._producers: dict[int, Producer] = {}
-        self._pending: dict[int, _Epoch] = {}
-        self._slot: int | None = None
-        self._records: list[tuple[bytes | None, bytes | None]] = []
+        self._ledger = EpochLedger(POOL_SIZE)
+        #: The open epoch's producer and records (None: no transaction open).
+        self._open: Producer | None = None
+        self._rows: list[Row] = []
         self._began = 0.0
+        #: Sealed epochs' records (write-ahead copies) and when their transaction began.
+        self._sealed: dict[int, tuple[list[Row], float]] = {}
         self._warned: set[int] = set()
 
     # -- producers ----------------------------------------------------------
@@ -211,106 +251,80 @@ class TransactionalWriter(SinkWriter):
             self._producers[slot] = producer
         return producer
 
-    def _free_slot(self) -> int:
-        busy = {e.slot for e in self._pending.values()}
-        while True:
-            for slot in range(POOL_SIZE):
-                if slot not in busy:
-                    return slot
-            # Every slot holds a pre-committed epoch: wait for a checkpoint to complete.
-            self._ctx.pump()
-            busy = {e.slot for e in self._pending.values()}
+    def _marker(self, producer: Producer, epoch: int) -> None:
+        producer.produce(
+            self._marker_topic,
+            json.dumps({"epoch": epoch, "generation": self._ctx.generation}).encode(),
+            self._tid.encode(),
+            partition=self._ctx.marker_partition,
+        )
 
     # -- the protocol -------------------------------------------------------
 
     def write(self, value: Any) -> None:
-        if self._slot is None:
-            self._slot = self._free_slot()
-            self._producer(self._slot).begin_transaction()
-            self._began = time.monotonic()
-        key, val = _split(value)
-        kdata = None if key is None else self._key.dumps(key)
-        data = self._value.dumps(val)
-        self._records.append((kdata, data))
-        producer = self._producers[self._slot]
-        while True:
-            try:
-                producer.produce(self._topic, data, kdata)
-                return
-            except BufferError:
-                producer.poll(0.05)  # local queue full: serve deliveries
+        producer = self._open
+        if producer is None:
+            producer = self._begin()
+        row = self._encoder.row(value)
+        self._rows.append(row)
+        _produce(producer, self._topic, row)
+
+    def _begin(self) -> Producer:
+        action = self._ledger.write()
+        while isinstance(action, Wait):
+            # Every slot holds a sealed epoch: serve completions until one commits.
+            self._ctx.pump()
+            action = self._ledger.write()
+        if action is None:
+            raise ProtocolError(f"{self._tid}: a transaction is open but no producer holds it")
+        producer = self._producer(action.slot)
+        producer.begin_transaction()
+        self._open, self._began = producer, time.monotonic()
+        return producer
 
     def pre_commit(self, epoch: int) -> SinkSnapshot:
-        if self._slot is not None:
-            # Empty epochs open no transaction: there is nothing to commit.
-            producer = self._producers[self._slot]
-            producer.produce(
-                self._marker_topic,
-                json.dumps({"epoch": epoch, "generation": self._ctx.generation}).encode(),
-                self._tid.encode(),
-                partition=self._ctx.marker_partition,
-            )
+        producer = self._open
+        if self._ledger.pre_commit(epoch) is not None and producer is not None:
+            self._marker(producer, epoch)
             if producer.flush(FLUSH_TIMEOUT_S):
                 raise KafkaUnavailableError(f"sink {self._topic}: deliveries pending after flush")
-            self._pending[epoch] = _Epoch(self._slot, self._records, self._began)
-            self._slot = None
-            self._records = []
+            self._sealed[epoch] = (self._rows, self._began)
+            self._open, self._rows = None, []
         self._warn_if_old()
         return SinkSnapshot(
-            meta={"pending": sorted(self._pending)},
-            payload={e: p.records for e, p in self._pending.items()} or None,
+            meta={"pending": sorted(self._sealed)},
+            payload={e: rows for e, (rows, _) in self._sealed.items()} or None,
         )
 
     def commit(self, epoch: int) -> None:
-        for e in sorted(e for e in self._pending if e <= epoch):
-            slot = self._pending[e].slot
-            producer = self._producers[slot]
-            _retry(producer.commit_transaction, "commit")
-            del self._pending[e]
+        for action in self._ledger.complete(epoch):
+            _retry(self._producers[action.slot].commit_transaction, "commit")
+            del self._sealed[action.epoch]
+            self._warned.discard(action.epoch)
 
     def abort(self, epoch: int) -> None:
-        # Checkpoint `epoch` failed, but the job goes on: the state already holds the
-        # epoch's effects, so its output must not be dropped. It stays pending and is
-        # committed with the next checkpoint that completes. Transactions that a
-        # rollback discards are aborted by `recover` (fencing), not here.
-        if epoch in self._pending:
+        self._ledger.abort(epoch)
+        if epoch in self._sealed:
             log.info("%s: checkpoint %d failed; its epoch waits for the next one", self._tid, epoch)
 
     def recover(self, epoch: int | None, kept: SinkSnapshot | None) -> None:
         for slot in range(POOL_SIZE):
             self._producer(slot)  # fence zombies, abort what they left open
-        epochs: dict[int, list[tuple[bytes | None, bytes | None]]] = (
-            kept.payload if kept is not None and kept.payload else {}
-        )
-        if not epochs:
-            return
-        last = self._last_committed()
-        for e in sorted(epochs):
-            if e <= last:
-                continue
-            if epoch is not None and e > epoch:
-                continue  # not part of the restored checkpoint: regenerated by replay
-            producer = self._producer(0)
+        epochs: dict[int, list[Row]] = kept.payload if kept is not None and kept.payload else {}
+        last = self._last_committed() if epochs else 0
+        for action in self._ledger.recover(epoch, epochs, last):
+            rows = epochs[action.epoch]
+            producer = self._producers[0]
             producer.begin_transaction()
-            for kdata, data in epochs[e]:
-                while True:
-                    try:
-                        producer.produce(self._topic, data, kdata)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-            producer.produce(
-                self._marker_topic,
-                json.dumps({"epoch": e, "generation": self._ctx.generation}).encode(),
-                self._tid.encode(),
-                partition=self._ctx.marker_partition,
-            )
+            for row in rows:
+                _produce(producer, self._topic, row)
+            self._marker(producer, action.epoch)
             _retry(producer.commit_transaction, "commit")
             log.info(
-                "%s: re-committed epoch %d (%d records) after recovery",
+                "%s: re-published epoch %d (%d records) after recovery",
                 self._tid,
-                e,
-                len(epochs[e]),
+                action.epoch,
+                len(rows),
             )
 
     def _last_committed(self) -> int:
@@ -351,15 +365,15 @@ class TransactionalWriter(SinkWriter):
     def _warn_if_old(self) -> None:
         limit = self._ctx.transaction_timeout_ms / 1000
         now = time.monotonic()
-        for e, p in self._pending.items():
-            if now - p.began > WARN_FRACTION * limit and e not in self._warned:
+        for e, (_, began) in self._sealed.items():
+            if now - began > WARN_FRACTION * limit and e not in self._warned:
                 self._warned.add(e)
                 log.warning(
                     "%s: the transaction of epoch %d is %.0fs old, near transaction.timeout.ms "
                     "(%.0fs): if it expires before checkpoint %d completes the broker aborts it",
                     self._tid,
                     e,
-                    now - p.began,
+                    now - began,
                     limit,
                     e,
                 )
@@ -367,10 +381,10 @@ class TransactionalWriter(SinkWriter):
     def close(self) -> None:
         # Open transactions would hold back read_committed readers of the topic
         # until they time out. Aborting them is safe: an epoch whose checkpoint
-        # completed is re-committed from its write-ahead copy at the next start.
-        slots = {e.slot for e in self._pending.values()}
-        if self._slot is not None:
-            slots.add(self._slot)
+        # completed is re-published from its write-ahead copy at the next start.
+        slots = set(self._ledger.sealed.values())
+        if self._ledger.open_slot is not None:
+            slots.add(self._ledger.open_slot)
         for slot in slots:
             try:
                 self._producers[slot].abort_transaction(CLOSE_TIMEOUT_S)

@@ -440,7 +440,11 @@ class LocalBroker:
             # Reap it if we are its parent (this process started it).
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
-            if not self._is_our_jvm(pid):
+            # A JVM's main thread shows as a zombie while its other threads still
+            # exit and hold the listening sockets: gone means the ports are free too.
+            if not self._is_our_jvm(pid) and not any(
+                _port_is_open(p) for p in (self.port, self.controller_port)
+            ):
                 return True
             time.sleep(0.1)
         return False

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
-import signal
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from confluent_kafka import Producer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -19,16 +18,19 @@ from kstream.admin import Admin
 from kstream.broker import cache_dir
 from kstream.cluster import bootstrap_servers
 from kstream.coordinator import CoordinatorConfig
+from kstream.errors import KafkaUnavailableError
 from kstream.examples import wordcount
 from kstream.runner import Runner
 from kstream.sink import Guarantee
-from kstream.testing import ReadRecord, produce, read_all, unique_name
+from kstream.testing import ReadRecord, produce, read_all, run_until_consumed, unique_name
 
 __all__ = ["WordcountOutcome", "check_running_counts", "smoke", "wordcount_demo"]
 
 Say = Callable[[str], None]
 #: The demo gives up if the job has not processed its input within this time.
 DEMO_TIMEOUT_S = 600.0
+#: How long writing the demo's input may wait for the broker's acknowledgements.
+FEED_TIMEOUT_S = 120.0
 
 
 def smoke(records: int, bootstrap: str | None, say: Say) -> bool:
@@ -131,6 +133,53 @@ def _generate(n: int, seed: int) -> list[str]:
     return [" ".join(rnd.choices(vocab, weights, k=rnd.randint(4, 12))) for _ in range(n)]
 
 
+#: Partitions of the demo's input and output topics.
+INPUT_PARTITIONS = 3
+
+
+class _Feeder:
+    """Writes the demo's lines to `topic`, line i to partition i % `INPUT_PARTITIONS`,
+    all at once (`rate` None) or at `rate` lines per second from the first `feed`."""
+
+    def __init__(self, bootstrap: str, topic: str, lines: list[str], rate: float | None) -> None:
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0}
+        )
+        self._topic = topic
+        self._lines = lines
+        self._rate = rate
+        self._sent = 0
+        self._started: float | None = None
+        #: Offset after the last line of each partition (no transactions: offsets = counts).
+        self.ends = {
+            p: len(range(p, len(lines), INPUT_PARTITIONS)) for p in range(INPUT_PARTITIONS)
+        }
+
+    def feed(self) -> None:
+        """Write the lines that are due by now."""
+        if self._sent == len(self._lines):
+            return
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
+        due = len(self._lines)
+        if self._rate is not None:
+            due = min(due, int((now - self._started) * self._rate) + 1)
+        for i in range(self._sent, due):
+            while True:
+                try:
+                    self._producer.produce(
+                        self._topic, self._lines[i].encode(), partition=i % INPUT_PARTITIONS
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)  # local queue full: let deliveries drain
+        self._sent = due
+        self._producer.poll(0)
+        if self._sent == len(self._lines) and self._producer.flush(FEED_TIMEOUT_S):
+            raise KafkaUnavailableError(f"input lines not acknowledged by {self._topic}")
+
+
 def wordcount_demo(
     *,
     lines: int,
@@ -145,11 +194,14 @@ def wordcount_demo(
     kill_after: int = 0,
     worker_env: dict[str, str] | None = None,
     chaos: Callable[[Runner], None] | None = None,
+    rate: float | None = None,
 ) -> WordcountOutcome:
     """Run the word count with `workers` workers, SIGKILL a random worker `kills` times,
     wait until every input line is processed, and check the counts against the input.
 
-    Random kills start once checkpoint `kill_after` has completed. `worker_env`
+    With `rate`, the lines are written at that many lines per second while the
+    job runs (a live stream), else all before it starts. Random kills start once
+    checkpoint `kill_after` has completed. `worker_env`
     is added to the workers' environment (e.g. `KSTREAM_FAULT`); `chaos`, if
     given, is called with the runner on every round of the supervision loop
     (fault-injection tests use it to kill and restart the broker).
@@ -159,12 +211,15 @@ def wordcount_demo(
     admin.check_reachable()
     run_id = unique_name("demo")
     input_topic, output_topic = f"{run_id}-words", f"{run_id}-word-counts"
-    admin.create_topics({input_topic: 3, output_topic: 3})
+    admin.create_topics({input_topic: INPUT_PARTITIONS, output_topic: INPUT_PARTITIONS})
     text = _generate(lines, seed)
-    produce(servers, input_topic, [(None, line.encode()) for line in text])
     total_words = sum(len(line.split()) for line in text)
-    say(f"wrote {lines} lines ({total_words} words) to {input_topic}")
-    ends = {p: high for p, (_, high) in admin.watermarks(input_topic).items()}
+    feeder = _Feeder(servers, input_topic, text, rate)
+    if rate is None:
+        feeder.feed()
+        say(f"wrote {lines} lines ({total_words} words) to {input_topic}")
+    else:
+        say(f"writing {lines} lines ({total_words} words) to {input_topic} at {rate:g} lines/s")
 
     params = {"input": input_topic, "output": output_topic, "name": f"wordcount-{run_id}"}
     job = wordcount.job(params)
@@ -182,49 +237,35 @@ def wordcount_demo(
         worker_env=worker_env,
     )
     runner.prepare()
-    rnd = random.Random(seed)
-    done_kills = 0
-    # A kill waits for a checkpoint completed after the previous recovery, so every
-    # kill interrupts a running job (that made progress) rather than one restoring.
-    kill_after_checkpoint = kill_after
+
+    def each_round(r: Runner) -> None:
+        feeder.feed()
+        if chaos is not None:
+            chaos(r)
+
     started = time.monotonic()
-    runner.start()
-    try:
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed:,}/{task.total:,} lines"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress:
-            bar = progress.add_task("word count", total=lines)
-            while True:
-                runner.step()
-                if chaos is not None:
-                    chaos(runner)
-                offsets = runner.stats.source_offsets.get(input_topic, {})
-                done = sum(max(0, offsets.get(p, 0)) for p in ends)
-                progress.update(bar, completed=min(done, lines))
-                if all(offsets.get(p, 0) >= high for p, high in ends.items() if high > 0):
-                    break
-                if time.monotonic() - started > DEMO_TIMEOUT_S:
-                    raise TimeoutError(f"the job did not finish within {DEMO_TIMEOUT_S:.0f}s")
-                latest = runner.stats.latest or 0
-                if done_kills < kills and latest > kill_after_checkpoint:
-                    pids = runner.worker_pids()
-                    if pids:
-                        index = rnd.choice(sorted(pids))
-                        os.kill(pids[index], signal.SIGKILL)
-                        done_kills += 1
-                        kill_after_checkpoint = latest
-                        say(
-                            f"SIGKILLed worker {index} (pid {pids[index]}) "
-                            f"after checkpoint {latest}"
-                        )
-        seconds = time.monotonic() - started
-    finally:
-        runner.stop()
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} lines"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        bar = progress.add_task("word count", total=lines)
+        done_kills = run_until_consumed(
+            runner,
+            input_topic,
+            feeder.ends,
+            kills=kills,
+            kill_after=kill_after,
+            seed=seed,
+            say=say,
+            chaos=each_round,
+            on_progress=lambda done: progress.update(bar, completed=min(done, lines)),
+            timeout=DEMO_TIMEOUT_S,
+        )
+    seconds = time.monotonic() - started
     output = read_all(servers, output_topic)
     check = check_running_counts(text, output)
     outcome = WordcountOutcome(

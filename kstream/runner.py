@@ -41,8 +41,8 @@ from kstream.coordinator import (
     WorkerLost,
     replay,
 )
-from kstream.errors import JobFailedError, TimeoutConfigError
-from kstream.job import Job, Node
+from kstream.errors import ConfigurationError, JobFailedError, TimeoutConfigError
+from kstream.job import Job, sink_nodes
 from kstream.plan import Plan, plan
 from kstream.sink import Guarantee
 from kstream.snapshot import LocalCheckpointStorage
@@ -133,10 +133,17 @@ class Runner:
         for stage in self.job.stages:
             if stage.source is not None:
                 stage.source.partitions(self.bootstrap)  # raises for a missing topic
-        for sink in _sinks(self.job):
-            check = getattr(sink, "check", None)
-            if check is not None:
-                check(self.bootstrap)
+        for stage in self.job.stages:
+            for node in sink_nodes(stage.root):
+                if stage.source is None and getattr(node.sink, "lineage", False):
+                    name = getattr(node.sink, "name", node.name)
+                    raise ConfigurationError(
+                        f"sink {name}: lineage needs the sink in its source's stage "
+                        "(no key_by or rebalance before it): positions do not cross channels"
+                    )
+                check = getattr(node.sink, "check", None)
+                if check is not None:
+                    check(self.bootstrap)
         if self.guarantee == "exactly-once":
             self.transaction_timeout_s = transaction_timeout(
                 self.config, self.transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
@@ -436,17 +443,3 @@ def transaction_timeout(
             "interval/timeout"
         )
     return chosen
-
-
-def _sinks(job: Job) -> list[Any]:
-    out: list[Any] = []
-
-    def walk(node: Node) -> None:
-        if node.sink is not None:
-            out.append(node.sink)
-        for c in node.children:
-            walk(c)
-
-    for stage in job.stages:
-        walk(stage.root)
-    return out

@@ -220,6 +220,7 @@ class Subtask:
                     marker_partition=self.rt.plan.marker_partition(self.spec, ordinal),
                     transaction_timeout_ms=self.rt.transaction_timeout_ms,
                     pump=self.rt.pump,
+                    source_position=self._source_position(),
                 )
             )
             self.sinks[f"{node.sink.name}#{ordinal}"] = writer
@@ -238,6 +239,10 @@ class Subtask:
             self.writers.append(cw)
             return cw.send
         raise ConfigurationError(f"unknown operator kind {node.kind}")
+
+    def _source_position(self) -> Callable[[], tuple[str, int, int] | None] | None:
+        """How sinks of this stage learn the source record behind a result (sources only)."""
+        return None
 
     # -- errors -------------------------------------------------------------
 
@@ -389,6 +394,8 @@ class SourceTask(Subtask):
     """Reads the input partitions p with p % parallelism == index of a Kafka source."""
 
     def __init__(self, rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> None:
+        #: The record being pushed through the chain (for lineage headers).
+        self._current: Message | None = None
         super().__init__(rt, spec, restore_from)
         source = self.stage.source
         assert source is not None
@@ -420,6 +427,15 @@ class SourceTask(Subtask):
     def trigger(self, checkpoint: int) -> None:
         self._triggered.append(checkpoint)
 
+    def _source_position(self) -> Callable[[], tuple[str, int, int] | None] | None:
+        def position() -> tuple[str, int, int] | None:
+            m = self._current
+            if m is None:
+                return None
+            return (m.topic() or "", m.partition() or 0, m.offset() or 0)
+
+        return position
+
     def poll(self, timeout: float) -> int:
         # Triggers are served between batches: a batch is all-before or all-after.
         while self._triggered:
@@ -441,6 +457,7 @@ class SourceTask(Subtask):
             if m.error() is not None:
                 _raise_if_fatal(m)
                 continue
+            self._current = m
             try:
                 push(loads(m.value()))
             except Exception as exc:

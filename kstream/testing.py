@@ -6,20 +6,28 @@ against a real cluster. Nothing here fakes Kafka.
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kstream.admin import Admin, retrying
 from kstream.errors import KafkaUnavailableError
 
+if TYPE_CHECKING:
+    from kstream.runner import Runner
+
 __all__ = [
     "ReadRecord",
     "produce",
     "read_all",
+    "run_until_consumed",
     "unique_name",
 ]
 
@@ -180,3 +188,57 @@ def read_all(
         return out
     finally:
         consumer.close()
+
+
+def run_until_consumed(
+    runner: Runner,
+    input_topic: str,
+    ends: dict[int, int],
+    *,
+    kills: int = 0,
+    kill_after: int = 0,
+    seed: int = 0,
+    say: Callable[[str], None] = print,
+    chaos: Callable[[Runner], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    timeout: float = 600.0,
+) -> int:
+    """Start `runner`'s job and supervise it until a completed checkpoint covers
+    `input_topic` up to `ends` (partition -> end offset); then stop it.
+
+    Meanwhile SIGKILL a random worker `kills` times: the first once checkpoint
+    `kill_after` has completed, each next one once a checkpoint completed after
+    the previous kill (so every kill hits a job that made progress, not one
+    still restoring). `chaos(runner)` runs on every supervision round (tests
+    kill and restart the broker from it); `on_progress` gets the number of input
+    records a completed checkpoint covers. Returns the number of kills done;
+    raises `TimeoutError` after `timeout` seconds.
+    """
+    rnd = random.Random(seed)
+    done_kills = 0
+    kill_after_checkpoint = kill_after
+    started = time.monotonic()
+    runner.start()
+    try:
+        while True:
+            runner.step()
+            if chaos is not None:
+                chaos(runner)
+            offsets = runner.stats.source_offsets.get(input_topic, {})
+            if on_progress is not None:
+                on_progress(sum(max(0, offsets.get(p, 0)) for p in ends))
+            if all(offsets.get(p, 0) >= high for p, high in ends.items() if high > 0):
+                return done_kills
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(f"the job did not finish within {timeout:.0f}s")
+            latest = runner.stats.latest or 0
+            if done_kills < kills and latest > kill_after_checkpoint:
+                pids = runner.worker_pids()
+                if pids:
+                    index = rnd.choice(sorted(pids))
+                    os.kill(pids[index], signal.SIGKILL)
+                    done_kills += 1
+                    kill_after_checkpoint = latest
+                    say(f"SIGKILLed worker {index} (pid {pids[index]}) after checkpoint {latest}")
+    finally:
+        runner.stop()

@@ -111,40 +111,42 @@ class EpochLedger:
         """Sealed epochs not yet committed, oldest first."""
         return sorted(self.sealed)
 
-    def write(self) -> list[Action]:
-        """A record is about to be written: make sure a transaction is open."""
+    def write(self) -> Begin | Wait | None:
+        """A record is about to be written: make sure a transaction is open (None: it is)."""
         if self.open_slot is not None:
-            return []
+            return None
         busy = set(self.sealed.values())
         for slot in range(self.pool):
             if slot not in busy:
                 self.open_slot = slot
-                return [Begin(slot)]
-        return [Wait()]
+                return Begin(slot)
+        return Wait()
 
-    def pre_commit(self, epoch: int) -> list[Action]:
+    def pre_commit(self, epoch: int) -> Seal | None:
         """Barrier `epoch` reached the sink: seal the open epoch under that id."""
         if epoch <= self.last_sealed:
             raise ProtocolError(f"epoch {epoch} pre-committed after epoch {self.last_sealed}")
         self.last_sealed = epoch
         if self.open_slot is None:
-            return []  # an empty epoch: no transaction, nothing to commit
+            return None  # an empty epoch: no transaction, nothing to commit
         slot, self.open_slot = self.open_slot, None
         self.sealed[epoch] = slot
-        return [Seal(slot, epoch)]
+        return Seal(slot, epoch)
 
-    def complete(self, checkpoint: int) -> list[Action]:
+    def complete(self, checkpoint: int) -> list[Commit]:
         """Checkpoint `checkpoint` completed: commit every sealed epoch up to it."""
         done = [e for e in self.pending if e <= checkpoint]
         return [Commit(self.sealed.pop(e), e) for e in done]
 
-    def abort(self, checkpoint: int) -> list[Action]:
-        """Checkpoint `checkpoint` failed; its epoch stays sealed for the next completion."""
-        return []
+    def abort(self, checkpoint: int) -> None:
+        """Checkpoint `checkpoint` failed; its epoch stays sealed for the next completion.
+
+        Nothing to do, by design: see the module doc.
+        """
 
     def recover(
         self, restored: int | None, kept: Iterable[int], last_committed: int
-    ) -> list[Action]:
+    ) -> list[Replay]:
         """After a rollback to `restored`: the kept epochs to publish again.
 
         `kept` are the epochs whose write-ahead copies the snapshot of
