@@ -127,26 +127,28 @@ class _Encoder:
     """Turns a result into a `Row`: serdes, and lineage headers when asked for."""
 
     def __init__(self, sink: KafkaSink, ctx: SinkContext) -> None:
-        self._key = serde(sink.key_serde)
-        self._value = serde(sink.value_serde)
+        self._key = serde(sink.key_serde).dumps
+        self._value = serde(sink.value_serde).dumps
         self._position = ctx.source_position if sink.lineage else None
 
     def row(self, value: Any) -> Row:
         if isinstance(value, tuple) and len(value) == 2:
             key, val = value
+            kdata = None if key is None else self._key(key)
         else:
-            key, val = None, value
+            kdata, val = None, value
+        if self._position is None:
+            return (kdata, self._value(val), None)
         headers: Headers | None = None
-        if self._position is not None:
-            where = self._position()
-            if where is not None:
-                topic, partition, offset = where
-                headers = [
-                    (LINEAGE_HEADERS[0], topic.encode()),
-                    (LINEAGE_HEADERS[1], str(partition).encode()),
-                    (LINEAGE_HEADERS[2], str(offset).encode()),
-                ]
-        return (None if key is None else self._key.dumps(key), self._value.dumps(val), headers)
+        where = self._position()
+        if where is not None:
+            topic, partition, offset = where
+            headers = [
+                (LINEAGE_HEADERS[0], topic.encode()),
+                (LINEAGE_HEADERS[1], str(partition).encode()),
+                (LINEAGE_HEADERS[2], str(offset).encode()),
+            ]
+        return (kdata, self._value(val), headers)
 
 
 def _produce(producer: Producer, topic: str, row: Row, **kwargs: Any) -> None:
@@ -214,7 +216,7 @@ class TransactionalWriter(SinkWriter):
 
     def __init__(self, sink: KafkaSink, ctx: SinkContext) -> None:
         self._topic = sink.topic
-        self._encoder = _Encoder(sink, ctx)
+        self._row = _Encoder(sink, ctx).row
         self._ctx = ctx
         self._tid = f"kstream.{ctx.job}.{ctx.task}.{sink.topic}"
         self._marker_topic = commit_topic(ctx.job)
@@ -262,12 +264,17 @@ class TransactionalWriter(SinkWriter):
     # -- the protocol -------------------------------------------------------
 
     def write(self, value: Any) -> None:
-        producer = self._open
-        if producer is None:
-            producer = self._begin()
-        row = self._encoder.row(value)
+        # The hot path: once per output record. `_produce` only when the queue is full.
+        producer = self._open or self._begin()
+        row = self._row(value)
         self._rows.append(row)
-        _produce(producer, self._topic, row)
+        try:
+            if row[2] is None:
+                producer.produce(self._topic, row[1], row[0])
+            else:
+                producer.produce(self._topic, row[1], row[0], headers=row[2])
+        except BufferError:
+            _produce(producer, self._topic, row)
 
     def _begin(self) -> Producer:
         action = self._ledger.write()

@@ -50,6 +50,8 @@ class StrSerde:
     name = "str"
 
     def dumps(self, value: Any) -> bytes | None:
+        if type(value) is str:  # the common case first: this runs once per output
+            return value.encode()
         if value is None:
             return None
         if isinstance(value, bytes):

@@ -49,10 +49,12 @@ GUARANTEES: tuple[Guarantee, ...] = ("exactly-once", "at-least-once", "at-most-o
 
 @dataclass(frozen=True, slots=True)
 class SinkSnapshot:
-    """What a sink keeps in a checkpoint: small JSON-able `meta` and a picklable `payload`.
+    """What a sink keeps in a checkpoint: small JSON-able `meta` and a bulky `payload`.
 
     The payload (e.g. the write-ahead records of epochs not yet committed) is
-    serialized off the processing thread by the checkpoint storage.
+    serialized off the processing thread by the checkpoint storage with
+    `marshal`, so it must be built of bytes, str, int, float, bool, None,
+    tuples, lists and dicts.
     """
 
     meta: dict[str, Any] = field(default_factory=dict)
