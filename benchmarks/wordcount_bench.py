@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kstream.admin import Admin
 from kstream.cluster import bootstrap_servers
@@ -143,7 +143,14 @@ def _probe(runner: Runner, bootstrap: str, src: str, dst: str, probes: int) -> l
     )
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 0})
     md = consumer.list_topics(dst, timeout=30)
-    consumer.assign([TopicPartition(dst, p, OFFSET_END) for p in md.topics[dst].partitions])
+    # Start at the high watermark, not OFFSET_END: for a read_committed consumer
+    # that is the last stable offset, which the backlog's last open transaction
+    # may hold far back, and reading up from there would be timed as latency.
+    start = []
+    for p in md.topics[dst].partitions:
+        _, high = consumer.get_watermark_offsets(TopicPartition(dst, p), timeout=30)
+        start.append(TopicPartition(dst, p, high))
+    consumer.assign(start)
     out = []
     try:
         for i in range(probes):
@@ -154,7 +161,7 @@ def _probe(runner: Runner, bootstrap: str, src: str, dst: str, probes: int) -> l
             seen = False
             while not seen:
                 runner.step(0.005)
-                for m in consumer.consume(100, 0.005):
+                for m in consumer.consume(10_000, 0.005):
                     if m.error() is None and m.key() == word:
                         seen = True
                 if time.perf_counter() - t0 > PROBE_TIMEOUT_S:
