@@ -39,6 +39,9 @@ POOL_SIZE = 3
 TXN_TIMEOUT_S = 60.0
 #: Bound on aborting open transactions when a subtask closes.
 CLOSE_TIMEOUT_S = 10.0
+#: Commit markers read at once when a recovery looks for the newest committed one
+#: (then 4x as many further back, until one is found).
+MARKER_WINDOW = 256
 #: Warn when a pending transaction has used this share of its timeout.
 WARN_FRACTION = 0.5
 
@@ -335,7 +338,14 @@ class TransactionalWriter(SinkWriter):
             )
 
     def _last_committed(self) -> int:
-        """The newest epoch whose commit marker is committed in this subtask's partition."""
+        """The newest epoch whose commit marker is committed in this subtask's partition.
+
+        Markers are written in epoch order (each is flushed at its pre-commit, and
+        a recovery re-publishes only epochs newer than any committed one), so the
+        newest committed marker is the last committed one in the partition: read
+        windows backwards from the end until one holds a committed marker, rather
+        than the whole history of a long-running job.
+        """
         consumer = Consumer(
             {
                 "bootstrap.servers": self._ctx.bootstrap,
@@ -348,26 +358,40 @@ class TransactionalWriter(SinkWriter):
         )
         tp = TopicPartition(self._marker_topic, self._ctx.marker_partition)
         try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False)
-            # Only this subtask writes the partition, and every slot was just fenced,
-            # so the last stable offset is the end: this read cannot stall.
-            consumer.assign([TopicPartition(tp.topic, tp.partition, low)])
-            last = 0
-            deadline = time.monotonic() + TXN_TIMEOUT_S
-            while high > low:
-                for m in consumer.consume(500, 1.0):
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            return last
-                        continue
-                    if m.key() == self._tid.encode():
-                        last = max(last, int(json.loads(m.value() or b"{}").get("epoch", 0)))
-                if time.monotonic() > deadline:
-                    raise KafkaUnavailableError(f"cannot read {self._marker_topic}")
-            return last
+            low, end = consumer.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False)
+            window = MARKER_WINDOW
+            while end > low:
+                start = max(low, end - window)
+                last = self._newest_marker(consumer, tp, start, end)
+                if last:
+                    return last
+                end, window = start, window * 4
+            return 0
         finally:
             consumer.close()
+
+    def _newest_marker(self, consumer: Consumer, tp: TopicPartition, start: int, end: int) -> int:
+        """The newest epoch among this subtask's committed markers at offsets [start, end)."""
+        # Only this subtask writes the partition, and every slot was just fenced,
+        # so the last stable offset is the end: this read cannot stall.
+        consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
+        key = self._tid.encode()
+        last = 0
+        deadline = time.monotonic() + TXN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for m in consumer.consume(500, 1.0):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return last
+                    continue
+                if (m.offset() or 0) >= end:
+                    return last
+                if m.key() == key:
+                    last = max(last, int(json.loads(m.value() or b"{}").get("epoch", 0)))
+        raise KafkaUnavailableError(
+            f"cannot read {tp.topic}[{tp.partition}] within {TXN_TIMEOUT_S:.0f}s"
+        )
 
     def _warn_if_old(self) -> None:
         limit = self._ctx.transaction_timeout_ms / 1000
