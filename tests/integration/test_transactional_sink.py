@@ -83,6 +83,9 @@ def test_the_newest_committed_marker_is_found_behind_many_aborted_ones(
     for epoch in range(6, 36):
         zombie.begin_transaction()
         zombie.produce(commit_topic(job), json.dumps({"epoch": epoch}).encode(), key, partition=0)
+        zombie.flush(30)  # in the log before the abort, not purged from the local queue
         zombie.abort_transaction(30)
+    low, high = Admin(bootstrap).watermarks(commit_topic(job))[0]
+    assert high - low >= 5 * 2 + 30 * 2  # data and transaction markers
     monkeypatch.setattr(kafka_connector, "MARKER_WINDOW", 4)  # 4, 16, 64 offsets back
     assert _writer(bootstrap, job, topic)._last_committed() == 5
