@@ -154,46 +154,42 @@ class _Encoder:
         return (kdata, self._value(val), headers)
 
 
-def _produce(producer: Producer, topic: str, row: Row, **kwargs: Any) -> None:
+def _produce(producer: Producer, topic: str, row: Row) -> None:
     """Produce one row, serving delivery reports while the local queue is full."""
     kdata, data, headers = row
     while True:
         try:
             if headers is None:
-                producer.produce(topic, data, kdata, **kwargs)
+                producer.produce(topic, data, kdata)
             else:
-                producer.produce(topic, data, kdata, headers=headers, **kwargs)
+                producer.produce(topic, data, kdata, headers=headers)
             return
         except BufferError:
             producer.poll(0.05)
 
 
 class _PlainWriter(SinkWriter):
-    """At-least-once (flush at each checkpoint) or at-most-once (never wait)."""
+    """At-least-once (flush at each checkpoint) or at-most-once (never wait).
+
+    Writes through the worker's shared idempotent producer, whose delivery
+    errors the worker collects (`SinkContext.raise_if_undelivered`).
+    """
 
     def __init__(self, sink: KafkaSink, ctx: SinkContext, *, flush: bool) -> None:
         self._topic = sink.topic
-        self._encoder = _Encoder(sink, ctx)
+        self._row = _Encoder(sink, ctx).row
         self._producer = ctx.producer
         self._flush = flush
-        self._errors: list[KafkaError] = []
-
-    def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            self._errors.append(err)
+        self._raise_if_undelivered = ctx.raise_if_undelivered
 
     def write(self, value: Any) -> None:
-        _produce(
-            self._producer, self._topic, self._encoder.row(value), on_delivery=self._on_delivery
-        )
+        _produce(self._producer, self._topic, self._row(value))
 
     def pre_commit(self, epoch: int) -> SinkSnapshot:
-        if self._flush and self._producer.flush(FLUSH_TIMEOUT_S):
-            raise KafkaUnavailableError(f"sink {self._topic}: deliveries pending after flush")
-        if self._errors:
-            err = self._errors[0]
-            self._errors.clear()
-            raise KafkaUnavailableError(f"sink {self._topic}: delivery failed: {err.str()}")
+        if self._flush:
+            if self._producer.flush(FLUSH_TIMEOUT_S):
+                raise KafkaUnavailableError(f"sink {self._topic}: deliveries pending after flush")
+            self._raise_if_undelivered()
         return SinkSnapshot()
 
 
@@ -267,17 +263,10 @@ class TransactionalWriter(SinkWriter):
     # -- the protocol -------------------------------------------------------
 
     def write(self, value: Any) -> None:
-        # The hot path: once per output record. `_produce` only when the queue is full.
         producer = self._open or self._begin()
         row = self._row(value)
         self._rows.append(row)
-        try:
-            if row[2] is None:
-                producer.produce(self._topic, row[1], row[0])
-            else:
-                producer.produce(self._topic, row[1], row[0], headers=row[2])
-        except BufferError:
-            _produce(producer, self._topic, row)
+        _produce(producer, self._topic, row)
 
     def _begin(self) -> Producer:
         action = self._ledger.write()

@@ -79,6 +79,9 @@ class SinkContext:
     #: Serve pending `complete`/`abort` control messages now (a sink waiting
     #: for a commit to free a transactional producer calls this).
     pump: Callable[[], None] = lambda: None
+    #: Raises `KafkaUnavailableError` if the shared `producer` failed to deliver
+    #: a record (its delivery errors are collected producer-wide).
+    raise_if_undelivered: Callable[[], None] = lambda: None
     #: (topic, partition, offset) of the source record being processed, for
     #: lineage headers; None when the sink is not in a source's stage.
     source_position: Callable[[], tuple[str, int, int] | None] | None = None

@@ -83,6 +83,8 @@ class TaskRuntime:
     transaction_timeout_ms: int = 600_000
     #: Serve pending complete/abort control messages (see `SinkContext.pump`).
     pump: Callable[[], None] = lambda: None
+    #: Raise if the shared producer lost a record (see `SinkContext`).
+    raise_if_undelivered: Callable[[], None] = lambda: None
 
 
 @dataclass
@@ -220,6 +222,7 @@ class Subtask:
                     marker_partition=self.rt.plan.marker_partition(self.spec, ordinal),
                     transaction_timeout_ms=self.rt.transaction_timeout_ms,
                     pump=self.rt.pump,
+                    raise_if_undelivered=self.rt.raise_if_undelivered,
                     source_position=self._source_position(),
                 )
             )

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 
 from kstream.control import ControlReader, ControlWriter
 from kstream.errors import JobFailedError, KafkaUnavailableError
@@ -68,6 +68,9 @@ class Worker:
         self.storage = LocalCheckpointStorage(root / "checkpoints")
         self.state_root = root / f"worker-{index}"
         self.control = ControlWriter(bootstrap, job.name)
+        #: Records of the shared producer (channels, plain sinks, dead letters) that
+        #: Kafka did not take: the job must roll back, or they would be lost.
+        self._undelivered: list[str] = []
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -78,8 +81,9 @@ class Worker:
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1_048_576,
                 # Per-record delivery callbacks cost a Python call each; only
-                # failures need one (the sinks' pre-commit checks them).
+                # failures need one, and one producer-wide callback sees them all.
                 "delivery.report.only.error": True,
+                "on_delivery": self._on_delivery_error,
                 "log_level": 0,
             }
         )
@@ -93,6 +97,22 @@ class Worker:
         self._reader: ControlReader | None = None
         #: Control messages read by `_pump` to be handled by the main loop.
         self._deferred: list[dict[str, Any]] = []
+
+    def _on_delivery_error(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._undelivered.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+
+    def raise_if_undelivered(self) -> None:
+        """Raise `KafkaUnavailableError` if a record of the shared producer was lost.
+
+        The worker then dies and the job rolls back to its latest checkpoint,
+        which no lost record can be part of: a checkpoint is acked only after
+        this check (and a sink's pre-commit flushes and checks first).
+        """
+        if self._undelivered:
+            raise KafkaUnavailableError(
+                f"{len(self._undelivered)} records not delivered, e.g. {self._undelivered[0]}"
+            )
 
     def _send(self, message: dict[str, Any]) -> None:
         self.control.send(message)
@@ -143,6 +163,7 @@ class Worker:
             guarantee=self.guarantee,
             transaction_timeout_ms=self.transaction_timeout_ms,
             pump=self._pump,
+            raise_if_undelivered=self.raise_if_undelivered,
         )
         self.tasks = [open_task(rt, spec, checkpoint) for spec in self.specs]
         log.info(
@@ -257,6 +278,7 @@ class Worker:
                     continue  # the deferred `recover` replaces every subtask
                 idle = processed == 0
                 self.producer.poll(0)
+                self.raise_if_undelivered()
                 self._send_acks()
                 self._heartbeat()
             # A clean stop: commit what completed checkpoints cover before leaving,

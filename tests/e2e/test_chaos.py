@@ -6,10 +6,9 @@ exactly the counts 1..N in order."""
 from __future__ import annotations
 
 import pytest
-from rich.console import Console
+from wordcount_runs import assert_exactly_once, run_wordcount
 
 from kstream.broker import LocalBroker
-from kstream.demo import WordcountOutcome, wordcount_demo
 from kstream.fault import POINTS
 from kstream.runner import Runner
 
@@ -22,30 +21,18 @@ FAULT_AT = 3
 RATE = 4000.0
 
 
-def _assert_exactly_once(outcome: WordcountOutcome) -> None:
-    check = outcome.check
-    assert check.words > 1000
-    assert check.wrong_final == []
-    assert check.duplicates == 0
-    assert check.missing == 0
-    assert check.out_of_order == 0
-    assert check.outputs == outcome.words
-
-
 @pytest.mark.parametrize("point", sorted(POINTS))
 def test_a_worker_killed_at_a_protocol_point_and_at_random_leaves_output_exactly_once(
     bootstrap: str, point: str
 ) -> None:
     messages: list[str] = []
-    outcome = wordcount_demo(
+    outcome = run_wordcount(
+        bootstrap,
+        messages,
         lines=40_000,
         rate=RATE,
-        workers=3,
         kills=1,
-        bootstrap=bootstrap,
         checkpoint_interval=0.3,
-        say=messages.append,
-        console=Console(quiet=True),
         seed=sorted(POINTS).index(point),
         kill_after=FAULT_AT,
         worker_env={"KSTREAM_FAULT": f"{point}@{FAULT_AT}"},
@@ -54,7 +41,7 @@ def test_a_worker_killed_at_a_protocol_point_and_at_random_leaves_output_exactly
     assert outcome.kills == 1, log
     # The armed point killed at least one worker (every worker that reached it dies).
     assert outcome.recoveries >= 1 + outcome.kills, log
-    _assert_exactly_once(outcome)
+    assert_exactly_once(outcome)
 
 
 def test_a_broker_sigkill_and_restart_leaves_output_exactly_once(
@@ -72,19 +59,17 @@ def test_a_broker_sigkill_and_restart_leaves_output_exactly_once(
             restarted.append(latest)
 
     messages: list[str] = []
-    outcome = wordcount_demo(
+    outcome = run_wordcount(
+        bootstrap,
+        messages,
         lines=40_000,
         rate=RATE,
-        workers=3,
         kills=1,
-        bootstrap=bootstrap,
         checkpoint_interval=0.3,
-        say=messages.append,
-        console=Console(quiet=True),
         seed=29,
         kill_after=4,
         chaos=restart_broker,
     )
     assert restarted, "\n".join(messages)
     assert outcome.kills == 1, "\n".join(messages)
-    _assert_exactly_once(outcome)
+    assert_exactly_once(outcome)

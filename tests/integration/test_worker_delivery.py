@@ -1,0 +1,34 @@
+"""A record the worker's shared producer cannot deliver must stop the worker (and so
+roll the job back), never vanish: channels and plain sinks write through it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kstream.admin import Admin
+from kstream.errors import KafkaUnavailableError
+from kstream.examples import wordcount
+from kstream.testing import unique_name
+from kstream.worker import Worker
+
+pytestmark = pytest.mark.broker
+
+
+def test_an_undelivered_record_raises(bootstrap: str, tmp_path: Path) -> None:
+    topic = unique_name("undelivered")
+    Admin(bootstrap).create_topics({topic: 1})
+    worker = Worker(
+        wordcount.job({"name": unique_name("job")}),
+        index=0,
+        workers=1,
+        bootstrap=bootstrap,
+        state_dir=tmp_path,
+    )
+    worker.raise_if_undelivered()  # nothing lost yet
+    # Queued before the producer knows the topic's metadata, so it fails on delivery.
+    worker.producer.produce(topic, b"lost", partition=5)
+    assert worker.producer.flush(30) == 0
+    with pytest.raises(KafkaUnavailableError, match=r"1 records not delivered.*\[5\]"):
+        worker.raise_if_undelivered()
