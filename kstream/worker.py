@@ -75,6 +75,10 @@ class Worker:
             {
                 "bootstrap.servers": bootstrap,
                 "enable.idempotence": True,
+                # A channel with a gap (a record lost, a later barrier delivered)
+                # would break the snapshot's consistency: make any gap fatal, so the
+                # worker dies and the job rolls back instead.
+                "enable.gapless.guarantee": True,
                 "linger.ms": 5,
                 "batch.size": 1_000_000,
                 "compression.type": "lz4",
