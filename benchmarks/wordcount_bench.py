@@ -217,65 +217,84 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--probes", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds, each guarantee once per round")
     ap.add_argument("--bootstrap-servers")
     args = ap.parse_args()
     bootstrap = bootstrap_servers(args.bootstrap_servers)
     admin = Admin(bootstrap)
     src = unique_name("bench-in")
-    outs = {name: unique_name(f"bench-{name}") for name in ("plain", *GUARANTEES_RUN)}
-    admin.create_topics({src: args.partitions, **dict.fromkeys(outs.values(), args.partitions)})
+    admin.create_topics({src: args.partitions})
     lines = _generate(args.lines, seed=3)
     words = sum(len(line.split()) for line in lines)
     produce(bootstrap, src, [(None, line.encode()) for line in lines])
-    ends = {p: high for p, (_, high) in admin.watermarks(src).items()}
     print(
         f"input: {args.lines:,} lines, {words:,} words, {args.partitions} partitions; "
-        f"{args.workers} kstream workers, checkpoint interval {CHECKPOINT_INTERVAL_S:g} s"
+        f"{args.workers} kstream workers, checkpoint interval {CHECKPOINT_INTERVAL_S:g} s; "
+        f"{args.rounds} rounds, the guarantees' order alternating"
     )
     print("words/s: whole run incl. start-up | while output flows (first to last output written)")
-
-    plain_s = plain_loop(bootstrap, src, outs["plain"], ends)
-    _, plain_span = output_figures(bootstrap, outs["plain"])
-    print(f"plain confluent-kafka loop  : {words / plain_s:>10,.0f} | {words / plain_span:>10,.0f}")
-    spans: dict[str, float] = {}
-    totals: dict[str, float] = {}
-    for run, guarantee in enumerate(GUARANTEES_RUN):
-        # Earlier runs' probe lines are in the input too: read them as well.
+    # Per round, figure -> (seconds incl. start-up, seconds while output flows).
+    rounds: list[dict[str, tuple[float, float]]] = []
+    kstream_runs = 0
+    created = [src]
+    for n in range(args.rounds):
         ends = {p: high for p, (_, high) in admin.watermarks(src).items()}
-        r = kstream_run(bootstrap, src, outs[guarantee], ends, args.workers, guarantee, args.probes)
-        produced, span = output_figures(bootstrap, outs[guarantee], skip_last=args.probes)
-        spans[guarantee], totals[guarantee] = span, r.total_s
-        # Each probe line (this run's and earlier runs') adds one output. Without
-        # faults nothing is replayed, unless a worker was declared lost (then
-        # at-least-once may repeat output).
-        expected = words + args.probes * (run + 1)
-        verdict = "ok" if produced == expected else f"expected {expected:,}"
-        print(
-            f"kstream {guarantee:<14}      : {words / r.total_s:>10,.0f} | {words / span:>10,.0f}"
-            f"   {produced:,} committed outputs ({verdict}; {r.recoveries} recoveries)"
-        )
-        if r.sync_ms:
-            print(
-                f"  synchronous snapshot pause : median {statistics.median(r.sync_ms):.1f} ms, "
-                f"max {max(r.sync_ms):.1f} ms over {len(r.sync_ms)} checkpoints"
-            )
-        if r.visibility_s:
-            vis = sorted(r.visibility_s)
-            print(
-                f"  input -> read_committed output: median {statistics.median(vis) * 1000:.0f} ms, "
-                f"max {vis[-1] * 1000:.0f} ms over {len(vis)} probes"
-            )
-    eos, alo = "exactly-once", "at-least-once"
+        figures: dict[str, tuple[float, float]] = {}
+        plain_out = unique_name("bench-plain")
+        admin.create_topics({plain_out: args.partitions})
+        created.append(plain_out)
+        plain_s = plain_loop(bootstrap, src, plain_out, ends)
+        figures["plain"] = (plain_s, output_figures(bootstrap, plain_out)[1])
+        print(f"round {n + 1}")
+        _line("plain confluent-kafka loop", words, *figures["plain"], "")
+        order = GUARANTEES_RUN if n % 2 == 0 else tuple(reversed(GUARANTEES_RUN))
+        for guarantee in order:
+            out = unique_name(f"bench-{guarantee}")
+            admin.create_topics({out: args.partitions})
+            created.append(out)
+            # Earlier runs' probe lines are in the input too: read them as well.
+            ends = {p: high for p, (_, high) in admin.watermarks(src).items()}
+            r = kstream_run(bootstrap, src, out, ends, args.workers, guarantee, args.probes)
+            kstream_runs += 1
+            produced, span = output_figures(bootstrap, out, skip_last=args.probes)
+            figures[guarantee] = (r.total_s, span)
+            # Each probe line (this run's and earlier runs') adds one output. Without
+            # faults nothing is replayed, unless a worker was declared lost (then
+            # at-least-once may repeat output).
+            expected = words + args.probes * kstream_runs
+            verdict = "ok" if produced == expected else f"expected {expected:,}"
+            note = f"{produced:,} committed outputs ({verdict}; {r.recoveries} recoveries)"
+            _line(f"kstream {guarantee}", words, r.total_s, span, note)
+            if r.sync_ms:
+                print(
+                    f"    synchronous snapshot pause: median {statistics.median(r.sync_ms):.1f} ms"
+                    f", max {max(r.sync_ms):.1f} ms over {len(r.sync_ms)} checkpoints"
+                )
+            if r.visibility_s:
+                vis = sorted(r.visibility_s)
+                print(
+                    f"    input -> read_committed output: median "
+                    f"{statistics.median(vis) * 1000:.0f} ms, max {vis[-1] * 1000:.0f} ms "
+                    f"over {len(vis)} probes"
+                )
+        rounds.append(figures)
     print(
-        f"ratio kstream/plain         : exactly-once {plain_s / totals[eos]:.2f} | "
-        f"{plain_span / spans[eos]:.2f}; at-least-once {plain_s / totals[alo]:.2f} | "
-        f"{plain_span / spans[alo]:.2f}"
+        f"ratios, median of {args.rounds} rounds (each ratio from one round's side-by-side runs):"
     )
-    print(
-        f"ratio exactly-once/at-least-once: {totals[alo] / totals[eos]:.3f} | "
-        f"{spans[alo] / spans[eos]:.3f}"
-    )
-    admin.delete_topics([src, *outs.values()])
+    for name, num, den in (
+        ("kstream exactly-once / plain loop", "plain", "exactly-once"),
+        ("kstream at-least-once / plain loop", "plain", "at-least-once"),
+        ("exactly-once / at-least-once", "at-least-once", "exactly-once"),
+    ):
+        # Throughput ratio a/b = time(b) / time(a).
+        total = statistics.median(f[num][0] / f[den][0] for f in rounds)
+        flow = statistics.median(f[num][1] / f[den][1] for f in rounds)
+        print(f"  {name:<36}: {total:.2f} incl. start-up | {flow:.2f} while output flows")
+    admin.delete_topics(created)
+
+
+def _line(name: str, words: int, total_s: float, span_s: float, note: str) -> None:
+    print(f"  {name:<28}: {words / total_s:>10,.0f} | {words / span_s:>10,.0f}   {note}")
 
 
 if __name__ == "__main__":

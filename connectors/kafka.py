@@ -12,6 +12,7 @@ checkpoint protocol, described in docs/architecture.md.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -283,17 +284,24 @@ class TransactionalWriter(SinkWriter):
 
     def pre_commit(self, epoch: int) -> SinkSnapshot:
         producer = self._open
+        finish = None
         if self._ledger.pre_commit(epoch) is not None and producer is not None:
             self._marker(producer, epoch)
-            if producer.flush(FLUSH_TIMEOUT_S):
-                raise KafkaUnavailableError(f"sink {self._topic}: deliveries pending after flush")
             self._sealed[epoch] = (self._rows, self._began)
             self._open, self._rows = None, []
+            # The next epoch writes to another producer, so waiting for this one's
+            # acknowledgements can leave the processing thread: the ack waits for it.
+            finish = functools.partial(self._await_delivery, producer)
         self._warn_if_old()
         return SinkSnapshot(
             meta={"pending": sorted(self._sealed)},
             payload={e: rows for e, (rows, _) in self._sealed.items()} or None,
+            finish=finish,
         )
+
+    def _await_delivery(self, producer: Producer) -> None:
+        if producer.flush(FLUSH_TIMEOUT_S):
+            raise KafkaUnavailableError(f"sink {self._topic}: deliveries pending after flush")
 
     def commit(self, epoch: int) -> None:
         for action in self._ledger.complete(epoch):

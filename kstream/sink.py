@@ -12,7 +12,9 @@ call                when                                              idempotent
 `pre_commit(n)`     barrier n reached this subtask, after its state   no
                     snapshot and before its ack; must make epoch n
                     durable-but-invisible (or, without transactions,
-                    just durable). Returns what the snapshot must keep.
+                    just durable), by itself or in the returned
+                    snapshot's `finish`, which runs before the ack.
+                    Returns what the snapshot must keep.
 `commit(n)`         the coordinator declared checkpoint n complete:   yes
                     publish every pre-committed epoch <= n
 `abort(n)`          checkpoint n failed (timed out or declined) and   yes
@@ -59,6 +61,10 @@ class SinkSnapshot:
 
     meta: dict[str, Any] = field(default_factory=dict)
     payload: Any = None
+    #: Work that must succeed before the snapshot counts, run on the upload
+    #: thread before it is stored (e.g. waiting until a sealed transaction's
+    #: records are acknowledged). Raising declines the checkpoint.
+    finish: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

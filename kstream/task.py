@@ -337,10 +337,13 @@ class Subtask:
         self.stats.snapshots += 1
         self.stats.last_sync_ms = sync_ms
         payloads = {name: k.payload for name, k in kept.items()}
+        finishers = [k.finish for k in kept.values() if k.finish is not None]
         self.pending.append(
             PendingAck(
                 meta,
-                self.rt.executor.submit(self.rt.storage.store, meta, staged, payloads),
+                self.rt.executor.submit(
+                    _finish_and_store, self.rt.storage, meta, staged, payloads, finishers
+                ),
                 self.id,
             )
         )
@@ -383,6 +386,19 @@ class Subtask:
         self.consumer.close()
         if self.state is not None:
             self.state.close()
+
+
+def _finish_and_store(
+    storage: CheckpointStorage,
+    meta: SnapshotMeta,
+    staged: Path | None,
+    payloads: dict[str, Any],
+    finishers: list[Callable[[], None]],
+) -> None:
+    """The asynchronous part of a snapshot: the sinks' finishing work, then the copy."""
+    for finish in finishers:
+        finish()
+    storage.store(meta, staged, payloads)
 
 
 def _has_process(node: Node) -> bool:
