@@ -139,15 +139,7 @@ def running_count(
                 sf.lit(None).cast("string").alias("source"),
             )
         )
-        found = flags.where(sf.col("kind").isNotNull()).select(
-            "kind",
-            sf.lit(output_topic).alias("topic"),
-            "partition",
-            "offset",
-            sf.col("k").alias("key"),
-            sf.substring("text", 1, VALUE_CHARS).alias("value"),
-            sf.lit(None).cast("string").alias("source"),
-        )
+        found = _flagged(flags, output_topic, sf.lit(None).cast("string"))
         return _details(figures, found.unionByName(missing), bin_width), stats
     finally:
         counts.unpersist()
@@ -231,15 +223,7 @@ def lineage(
             sf.col("st").isNotNull() & sf.col("sp").isNotNull() & sf.col("so").isNotNull(),
             sf.concat_ws("/", "st", "sp", "so"),
         )
-        found = flags.where(sf.col("kind").isNotNull()).select(
-            "kind",
-            sf.lit(output_topic).alias("topic"),
-            "partition",
-            "offset",
-            sf.col("k").alias("key"),
-            sf.substring("text", 1, VALUE_CHARS).alias("value"),
-            source.alias("source"),
-        )
+        found = _flagged(flags, output_topic, source)
         return _details(figures, found.unionByName(missing), bin_width), stats
     finally:
         committed.unpersist()
@@ -265,6 +249,21 @@ def input_stats(
 
 
 # -- shared passes --------------------------------------------------------------
+
+
+def _flagged(flags: DataFrame, output_topic: str, source: Column) -> DataFrame:
+    """The output records a check flagged, as violation rows (`source`: their lineage)."""
+    from pyspark.sql import functions as sf
+
+    return flags.where(sf.col("kind").isNotNull()).select(
+        "kind",
+        sf.lit(output_topic).alias("topic"),
+        "partition",
+        "offset",
+        sf.col("k").alias("key"),
+        sf.substring("text", 1, VALUE_CHARS).alias("value"),
+        source.alias("source"),
+    )
 
 
 def _is(kind: ViolationKind) -> Column:

@@ -5,6 +5,8 @@ exactly the counts 1..N in order."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from wordcount_runs import assert_exactly_once, run_wordcount
 
@@ -19,6 +21,14 @@ FAULT_AT = 3
 #: Input lines per second while the job runs: the faults must hit a job with
 #: work in flight, not one that already drained its input.
 RATE = 4000.0
+#: What every chaos run shares: 40,000 lines fed at `RATE`, one random worker
+#: SIGKILL, frequent checkpoints.
+CHAOS_RUN: dict[str, Any] = {
+    "lines": 40_000,
+    "rate": RATE,
+    "kills": 1,
+    "checkpoint_interval": 0.3,
+}
 
 
 @pytest.mark.parametrize("point", sorted(POINTS))
@@ -29,10 +39,7 @@ def test_a_worker_killed_at_a_protocol_point_and_at_random_leaves_output_exactly
     outcome = run_wordcount(
         bootstrap,
         messages,
-        lines=40_000,
-        rate=RATE,
-        kills=1,
-        checkpoint_interval=0.3,
+        **CHAOS_RUN,
         seed=sorted(POINTS).index(point),
         kill_after=FAULT_AT,
         worker_env={"KSTREAM_FAULT": f"{point}@{FAULT_AT}"},
@@ -62,10 +69,7 @@ def test_a_broker_sigkill_and_restart_leaves_output_exactly_once(
     outcome = run_wordcount(
         bootstrap,
         messages,
-        lines=40_000,
-        rate=RATE,
-        kills=1,
-        checkpoint_interval=0.3,
+        **CHAOS_RUN,
         seed=29,
         kill_after=4,
         chaos=restart_broker,
