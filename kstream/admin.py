@@ -134,6 +134,28 @@ class Admin:
                     raise ConfigurationError(
                         f"topic {name} exists with {have} partitions, expected {topics[name]}"
                     ) from None
+        self._await_visible(topics)
+
+    def _await_visible(self, topics: Mapping[str, int]) -> None:
+        """Wait until the metadata shows every topic with a leader for each partition.
+
+        A created topic reaches the brokers' metadata a moment later (seconds on a
+        broker with many partitions), and a client that looks it up before then
+        finds nothing.
+        """
+        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        waiting = set(topics)
+        while True:
+            md = self._client.list_topics(timeout=ADMIN_TIMEOUT_S)
+            waiting = {name for name in waiting if not _led(md.topics.get(name))}
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(
+                    f"created topics not visible after {ADMIN_TIMEOUT_S:.0f}s: "
+                    + ", ".join(sorted(waiting))
+                )
+            time.sleep(0.05)  # polling the cluster's metadata: there is no event to wait on
 
     def delete_topics(self, names: Iterable[str]) -> None:
         """Delete topics; missing ones are ignored."""
@@ -186,3 +208,11 @@ class Admin:
             }
         finally:
             consumer.close()
+
+
+def _led(topic: object) -> bool:
+    """Whether topic metadata (or None) shows the topic with a leader for every partition."""
+    if topic is None or getattr(topic, "error", None) is not None:
+        return False
+    partitions = getattr(topic, "partitions", {})
+    return bool(partitions) and all(p.error is None and p.leader >= 0 for p in partitions.values())

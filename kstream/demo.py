@@ -9,7 +9,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Producer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -18,19 +17,23 @@ from kstream.admin import Admin
 from kstream.broker import cache_dir
 from kstream.cluster import bootstrap_servers
 from kstream.coordinator import CoordinatorConfig
-from kstream.errors import KafkaUnavailableError
 from kstream.examples import wordcount
 from kstream.runner import Runner
 from kstream.sink import Guarantee
-from kstream.testing import ReadRecord, produce, read_all, run_until_consumed, unique_name
+from kstream.testing import (
+    Feeder,
+    ReadRecord,
+    produce,
+    read_all,
+    run_until_consumed,
+    unique_name,
+)
 
 __all__ = ["WordcountOutcome", "check_running_counts", "smoke", "wordcount_demo"]
 
 Say = Callable[[str], None]
 #: The demo gives up if the job has not processed its input within this time.
 DEMO_TIMEOUT_S = 600.0
-#: How long writing the demo's input may wait for the broker's acknowledgements.
-FEED_TIMEOUT_S = 120.0
 
 
 def smoke(records: int, bootstrap: str | None, say: Say) -> bool:
@@ -137,49 +140,6 @@ def _generate(n: int, seed: int) -> list[str]:
 INPUT_PARTITIONS = 3
 
 
-class _Feeder:
-    """Writes the demo's lines to `topic`, line i to partition i % `INPUT_PARTITIONS`,
-    all at once (`rate` None) or at `rate` lines per second from the first `feed`."""
-
-    def __init__(self, bootstrap: str, topic: str, lines: list[str], rate: float | None) -> None:
-        self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0}
-        )
-        self._topic = topic
-        self._lines = lines
-        self._rate = rate
-        self._sent = 0
-        self._started: float | None = None
-        #: Offset after the last line of each partition (no transactions: offsets = counts).
-        self.ends = {
-            p: len(range(p, len(lines), INPUT_PARTITIONS)) for p in range(INPUT_PARTITIONS)
-        }
-
-    def feed(self) -> None:
-        """Write the lines that are due by now."""
-        if self._sent == len(self._lines):
-            return
-        now = time.monotonic()
-        if self._started is None:
-            self._started = now
-        due = len(self._lines)
-        if self._rate is not None:
-            due = min(due, int((now - self._started) * self._rate) + 1)
-        for i in range(self._sent, due):
-            while True:
-                try:
-                    self._producer.produce(
-                        self._topic, self._lines[i].encode(), partition=i % INPUT_PARTITIONS
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)  # local queue full: let deliveries drain
-        self._sent = due
-        self._producer.poll(0)
-        if self._sent == len(self._lines) and self._producer.flush(FEED_TIMEOUT_S):
-            raise KafkaUnavailableError(f"input lines not acknowledged by {self._topic}")
-
-
 def wordcount_demo(
     *,
     lines: int,
@@ -214,7 +174,7 @@ def wordcount_demo(
     admin.create_topics({input_topic: INPUT_PARTITIONS, output_topic: INPUT_PARTITIONS})
     text = _generate(lines, seed)
     total_words = sum(len(line.split()) for line in text)
-    feeder = _Feeder(servers, input_topic, text, rate)
+    feeder = Feeder(servers, input_topic, [line.encode() for line in text], INPUT_PARTITIONS, rate)
     if rate is None:
         feeder.feed()
         say(f"wrote {lines} lines ({total_words} words) to {input_topic}")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kstream.runner import Runner
 
 __all__ = [
+    "Feeder",
     "ReadRecord",
     "produce",
     "read_all",
@@ -33,6 +34,8 @@ __all__ = [
 
 #: Upper bound for reading a topic to its end: generous for CI's slow disks.
 READ_TIMEOUT_S = 60.0
+#: How long a `Feeder` may wait for the broker's acknowledgements of its last records.
+FEED_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,3 +245,51 @@ def run_until_consumed(
                     say(f"SIGKILLed worker {index} (pid {pids[index]}) after checkpoint {latest}")
     finally:
         runner.stop()
+
+
+class Feeder:
+    """Writes `values` to `topic` while a job runs, value i to partition i % `partitions`:
+    all at once (`rate` None) or `rate` values per second from the first `feed`.
+
+    Fault-injection tests feed input at a rate so that their faults hit a job
+    with work in flight rather than one that already drained its input.
+    """
+
+    def __init__(
+        self, bootstrap: str, topic: str, values: list[bytes], partitions: int, rate: float | None
+    ) -> None:
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0}
+        )
+        self._topic = topic
+        self._values = values
+        self._partitions = partitions
+        self._rate = rate
+        self._sent = 0
+        self._started: float | None = None
+        #: Offset after the last value of each partition (no transactions: offsets = counts).
+        self.ends = {p: len(range(p, len(values), partitions)) for p in range(partitions)}
+
+    def feed(self) -> None:
+        """Write the values that are due by now; after the last, wait for their acks."""
+        if self._sent == len(self._values):
+            return
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
+        due = len(self._values)
+        if self._rate is not None:
+            due = min(due, int((now - self._started) * self._rate) + 1)
+        for i in range(self._sent, due):
+            while True:
+                try:
+                    self._producer.produce(
+                        self._topic, self._values[i], partition=i % self._partitions
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)  # local queue full: let deliveries drain
+        self._sent = due
+        self._producer.poll(0)
+        if self._sent == len(self._values) and self._producer.flush(FEED_TIMEOUT_S):
+            raise KafkaUnavailableError(f"input not acknowledged by {self._topic}")

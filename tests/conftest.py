@@ -44,6 +44,10 @@ def local_broker() -> Iterator[LocalBroker | None]:
         return
     broker = LocalBroker(TEST_BROKER_PORT)
     was_running = broker.status().running
+    if not was_running:
+        # The suite's own broker is disposable: start from empty storage, so that
+        # topics of earlier runs do not pile up and slow it down.
+        broker.wipe()
     broker.start()
     yield broker
     # Leave a broker somebody else started (another test session, a developer) running.

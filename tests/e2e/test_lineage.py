@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from kstream.admin import Admin
-from kstream.audit.checks import Record, lineage
+from kstream.audit.checks import CheckResult, Record, lineage
 from kstream.coordinator import CoordinatorConfig
 from kstream.errors import ConfigurationError
 from kstream.job import Job
 from kstream.runner import Runner
+from kstream.sink import Guarantee
 from kstream.spec import load_job
-from kstream.testing import produce, read_all, run_until_consumed, unique_name
+from kstream.testing import Feeder, read_all, run_until_consumed, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
@@ -38,12 +39,15 @@ def _records(bootstrap: str, topic: str) -> list[Record]:
     ]
 
 
-def test_every_input_has_exactly_one_output_naming_it(bootstrap: str, tmp_path: Path) -> None:
+def _run_with_kills(
+    bootstrap: str, tmp_path: Path, guarantee: Guarantee
+) -> tuple[CheckResult, list[Record], list[Record]]:
+    """The 1:1 job over 30,000 lines with 2 workers and 2 SIGKILLs; the lineage check."""
     admin = Admin(bootstrap)
     src, dst = unique_name("lin-in"), unique_name("lin-out")
     admin.create_topics({src: 3, dst: 2})
-    produce(bootstrap, src, [(None, f"line {i}".encode()) for i in range(30_000)])
-    ends = {p: high for p, (_, high) in admin.watermarks(src).items()}
+    # Fed while the job runs, so that the kills hit work in flight.
+    feeder = Feeder(bootstrap, src, [f"line {i}".encode() for i in range(30_000)], 3, 5000.0)
     job_file = tmp_path / "lineage_job.py"
     job_file.write_text(JOB_FILE)
     params = {"input": src, "output": dst, "name": unique_name("lineage")}
@@ -57,14 +61,28 @@ def test_every_input_has_exactly_one_output_naming_it(bootstrap: str, tmp_path: 
         state_dir=tmp_path / "state",
         config=CoordinatorConfig(interval=0.3),
         say=lambda _: None,
+        guarantee=guarantee,
     )
     runner.prepare()
-    kills = run_until_consumed(runner, src, ends, kills=2, seed=3, say=lambda _: None)
+    kills = run_until_consumed(
+        runner,
+        src,
+        feeder.ends,
+        kills=2,
+        seed=3,
+        say=lambda _: None,
+        chaos=lambda _: feeder.feed(),
+    )
     assert kills == 2
     assert runner.stats.recoveries >= 2
-
     inputs, outputs = _records(bootstrap, src), _records(bootstrap, dst)
-    result = lineage(inputs, outputs, input_topic=src, output_topic=dst)
+    return lineage(inputs, outputs, input_topic=src, output_topic=dst), inputs, outputs
+
+
+def test_exactly_once_every_input_has_exactly_one_output_naming_it(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    result, inputs, outputs = _run_with_kills(bootstrap, tmp_path, "exactly-once")
     assert (result.duplicates, result.lost, result.unexpected) == (0, 0, 0)
     assert len(outputs) == len(inputs) == 30_000
     by_position = {(r.partition, r.offset): r.value for r in inputs}
@@ -72,6 +90,18 @@ def test_every_input_has_exactly_one_output_naming_it(bootstrap: str, tmp_path: 
         h = dict(out.headers)
         source = (int(h["kstream.src.partition"] or b""), int(h["kstream.src.offset"] or b""))
         assert out.value == (by_position[source] or b"").upper()
+
+
+def test_at_most_once_never_outputs_an_input_twice(bootstrap: str, tmp_path: Path) -> None:
+    result, inputs, outputs = _run_with_kills(bootstrap, tmp_path, "at-most-once")
+    assert (result.duplicates, result.unexpected) == (0, 0)
+    assert len(outputs) == len(inputs) - result.lost
+
+
+def test_at_least_once_never_loses_an_input(bootstrap: str, tmp_path: Path) -> None:
+    result, inputs, outputs = _run_with_kills(bootstrap, tmp_path, "at-least-once")
+    assert (result.lost, result.unexpected) == (0, 0)
+    assert len(outputs) == len(inputs) + result.duplicates
 
 
 def test_lineage_behind_a_channel_is_refused_before_anything_runs(
