@@ -30,7 +30,7 @@ from kstream.demo import _generate
 from kstream.examples import wordcount
 from kstream.runner import Runner
 from kstream.sink import Guarantee
-from kstream.testing import produce, read_all, unique_name
+from kstream.testing import produce, read_all, unique_name, wait_settled
 
 CHECKPOINT_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 60.0
@@ -181,6 +181,7 @@ def output_figures(bootstrap: str, topic: str, skip_last: int = 0) -> tuple[int,
     wait for the final checkpoint. The last `skip_last` records (the probes) are
     left out of the span.
     """
+    wait_settled(bootstrap, topic)
     committed = len(read_all(bootstrap, topic))
     consumer = Consumer(
         {

@@ -27,6 +27,7 @@ from kstream.testing import (
     read_all,
     run_until_consumed,
     unique_name,
+    wait_settled,
 )
 
 __all__ = ["WordcountOutcome", "check_running_counts", "smoke", "wordcount_demo"]
@@ -226,6 +227,9 @@ def wordcount_demo(
             timeout=DEMO_TIMEOUT_S,
         )
     seconds = time.monotonic() - started
+    # The workers committed before they stopped; their commit markers may still be
+    # on their way into the partitions.
+    wait_settled(servers, output_topic)
     output = read_all(servers, output_topic)
     check = check_running_counts(text, output)
     outcome = WordcountOutcome(

@@ -30,6 +30,7 @@ __all__ = [
     "read_all",
     "run_until_consumed",
     "unique_name",
+    "wait_settled",
 ]
 
 #: Upper bound for reading a topic to its end: generous for CI's slow disks.
@@ -118,6 +119,48 @@ def produce(
         else:
             producer.commit_transaction(READ_TIMEOUT_S)
     return count
+
+
+def wait_settled(bootstrap: str, topic: str, timeout: float = READ_TIMEOUT_S) -> None:
+    """Wait until no transaction is open on any partition of `topic`.
+
+    `commit_transaction` returns once the commit is decided; the brokers write
+    the commit markers into the partitions just after, and until then a
+    read_committed reader does not see the records. Once the writers have
+    stopped, "settled" means every partition's last stable offset has reached
+    its high watermark; call this before reading a finished job's output.
+    """
+    watermarks: dict[str, Consumer] = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        watermarks[isolation] = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": unique_name("kstream-settle"),
+                "isolation.level": isolation,
+                "log_level": 0,
+            }
+        )
+    try:
+        n = Admin(bootstrap).partitions(topic) or 0
+        deadline = time.monotonic() + timeout
+        while True:
+            ends = {
+                isolation: [
+                    c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                    for p in range(n)
+                ]
+                for isolation, c in watermarks.items()
+            }
+            if ends["read_committed"] == ends["read_uncommitted"]:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(
+                    f"{topic} still has open transactions after {timeout:.0f}s"
+                )
+            time.sleep(0.05)  # polling the brokers' offsets: there is no event to wait on
+    finally:
+        for c in watermarks.values():
+            c.close()
 
 
 def read_all(

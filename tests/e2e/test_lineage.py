@@ -15,7 +15,7 @@ from kstream.job import Job
 from kstream.runner import Runner
 from kstream.sink import Guarantee
 from kstream.spec import load_job
-from kstream.testing import Feeder, read_all, run_until_consumed, unique_name
+from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
@@ -75,6 +75,7 @@ def _run_with_kills(
     )
     assert kills == 2
     assert runner.stats.recoveries >= 2
+    wait_settled(bootstrap, dst)  # the last commit's markers are in the log
     inputs, outputs = _records(bootstrap, src), _records(bootstrap, dst)
     return lineage(inputs, outputs, input_topic=src, output_topic=dst), inputs, outputs
 

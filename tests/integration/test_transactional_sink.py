@@ -12,7 +12,7 @@ from kstream.connectors import kafka as kafka_connector
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
 from kstream.plan import commit_topic
 from kstream.sink import SinkContext
-from kstream.testing import read_all, unique_name
+from kstream.testing import read_all, unique_name, wait_settled
 
 pytestmark = pytest.mark.broker
 
@@ -42,8 +42,8 @@ def test_an_epoch_is_visible_only_once_its_checkpoint_completes(
     writer.write(("b", 1))  # epoch 2, in another producer's transaction
     assert read_all(bootstrap, topic) == []
     writer.commit(1)
-    assert [r.key for r in read_all(bootstrap, topic)] == [b"a"]
     writer.close()  # aborts epoch 2
+    wait_settled(bootstrap, topic)  # the commit and abort markers are in the log
     assert [r.key for r in read_all(bootstrap, topic)] == [b"a"]
 
 
@@ -62,6 +62,7 @@ def test_a_crash_after_completion_before_commit_publishes_the_epoch_exactly_once
     for _ in range(2):
         successor = _writer(bootstrap, job, topic)
         successor.recover(2, kept)
+    wait_settled(bootstrap, topic)
     assert [r.key for r in read_all(bootstrap, topic)] == [b"a", b"b"]
 
 
