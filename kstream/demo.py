@@ -102,9 +102,10 @@ def check_running_counts(lines: list[str], output: list[ReadRecord]) -> CountChe
     for r in sorted(output, key=lambda r: (r.partition, r.offset)):
         word, value = (r.key or b"").decode(), int(r.value or b"0")
         seen[word].append(value)
-        if value < highest.get((r.partition, word), 0):
+        top = highest.get((r.partition, word), 0)
+        if value < top:
             check.out_of_order += 1
-        highest[(r.partition, word)] = max(value, highest.get((r.partition, word), 0))
+        highest[(r.partition, word)] = max(value, top)
     for word, n in truth.items():
         values = seen.get(word, [])
         if max(values, default=0) != n:
