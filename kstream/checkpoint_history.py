@@ -85,7 +85,7 @@ class CheckpointTracker:
             self.generation = max(self.generation, g)
             why = str(message.get("reason") or "recovery")
             return self._end_older_than(g, f"rolled back in generation {g} ({why})")
-        if g is not None and kind in ("trigger", "complete", "abort"):
+        if g is not None:
             self.generation = max(self.generation, g)
         if n is None:
             return []

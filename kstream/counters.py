@@ -8,13 +8,17 @@ therefore only grows within one process; a restarted worker is a new process
 and starts again from zero. `JobCounters` keeps the latest report of every
 process ever seen and sums them, so nothing counted before a restart is lost.
 
+Workers also report right before each checkpoint ack, so what a completed
+checkpoint covers has always been reported.
+
 What the figures mean: work is counted when it is done, not when a checkpoint
-makes it durable. After a recovery the job replays its input from the restored
-checkpoint, and the replayed records are read, written (under exactly-once the
-aborted copies never become visible) and dead-lettered again — and counted
-again. Work a killed process did after its last heartbeat (at most one
-heartbeat period) is not counted. In a run without recoveries the figures are
-exact once every worker has sent its final heartbeat.
+makes it durable. Every record is counted at least once: work a killed
+process did after its last report lies after its last acked checkpoint, so the
+rollback replays it and the new process counts it. After a recovery the
+replayed records are read, written (under exactly-once the aborted copies
+never become visible) and dead-lettered again — and counted again. In a run
+without recoveries the figures are exact once every worker has sent its final
+report at a clean stop.
 """
 
 from __future__ import annotations

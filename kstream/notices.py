@@ -43,8 +43,14 @@ class Notices:
         """Lines held back whose period is over."""
         return [line for k in self._kinds.values() for line in self._release(k, now)]
 
-    def _release(self, k: _Kind, now: float) -> list[str]:
-        if k.held == 0 or (k.last_shown is not None and now - k.last_shown < self.period):
+    def flush(self, now: float) -> list[str]:
+        """Every line held back, period or not (the run is ending)."""
+        return [line for k in self._kinds.values() for line in self._release(k, now, force=True)]
+
+    def _release(self, k: _Kind, now: float, force: bool = False) -> list[str]:
+        if k.held == 0:
+            return []
+        if not force and k.last_shown is not None and now - k.last_shown < self.period:
             return []
         line = k.example if k.held == 1 else f"{k.example} (+{k.held - 1} more)"
         k.last_shown, k.held, k.example = now, 0, ""

@@ -166,8 +166,14 @@ def started_with(job: Job, existing: dict[str, int], workers: int) -> str | None
     worker count the job was started with (the count whose plan matches the
     topics), or says the stages' parallelism changed when no count matches.
     """
-    wanted = plan(job, workers).internal_topics()
-    wrong = sorted(t for t, n in existing.items() if t in wanted and wanted[t] != n)
+    p = plan(job, workers)
+    wanted = p.internal_topics()
+    channels = p.channel_topics()
+    # A channel topic tells the layout best (upstream x downstream subtasks): name it first.
+    wrong = sorted(
+        (t for t, n in existing.items() if t in wanted and wanted[t] != n),
+        key=lambda t: (t not in channels, t),
+    )
     if not wrong:
         return None
     topic = wrong[0]

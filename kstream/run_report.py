@@ -71,6 +71,10 @@ class RunReport:
         """Notices held back whose period is over."""
         return self.notices.tick(now)
 
+    def flush(self, now: float) -> list[str]:
+        """Every notice still held back: the run ends."""
+        return self.notices.flush(now)
+
     def _ended(self, record: CheckpointRecord, now: float) -> list[str]:
         if record.status == "completed":
             self.completed += 1

@@ -469,6 +469,7 @@ class Runner:
             self.coordinator.pending.clear()
         except KafkaUnavailableError as exc:
             log.warning("final control messages not read or written: %s", exc)
+        self._notify(self.report.flush(time.monotonic()))
 
 
 BROKER_MAX_TXN = "transaction.max.timeout.ms"

@@ -228,8 +228,16 @@ class Worker:
         self._heartbeat()
 
     def _send_acks(self) -> None:
+        reported = False
         for t in self.tasks:
             while t.pending and t.pending[0].future.done():
+                if not reported:
+                    # Counters go out before the ack, in the same ordered stream: once
+                    # a checkpoint completes, everything before its barriers has been
+                    # counted, and what a killed process did after it is replayed (and
+                    # counted) after the rollback. No record goes uncounted.
+                    self._heartbeat(force=True)
+                    reported = True
                 p = t.pending.pop(0)
                 exc = p.future.exception()
                 if exc is not None:
