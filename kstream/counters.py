@@ -16,9 +16,10 @@ makes it durable. Every record is counted at least once: work a killed
 process did after its last report lies after its last acked checkpoint, so the
 rollback replays it and the new process counts it. After a recovery the
 replayed records are read, written (under exactly-once the aborted copies
-never become visible) and dead-lettered again — and counted again. In a run
-without recoveries the figures are exact once every worker has sent its final
-report at a clean stop.
+never become visible) and dead-lettered again — and counted again. Under
+at-most-once a rollback skips instead of replaying, so what a killed process
+did after its last report may go uncounted. In a run without recoveries the
+figures are exact once every worker has sent its final report at a clean stop.
 """
 
 from __future__ import annotations

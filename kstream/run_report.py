@@ -102,7 +102,8 @@ class RunReport:
         lines = [
             f"job {self.job} stopped{ran}",
             f"  records: {total.records_in:,} read from sources, {total.records_out:,} written "
-            f"to sinks, {total.dead_letters:,} dead letters ({dead_letter_topic(self.job)})",
+            f"to sinks, {total.dead_letters:,} dead letter{'' if total.dead_letters == 1 else 's'} "
+            f"({dead_letter_topic(self.job)})",
             f"  checkpoints: {self.completed:,} completed"
             + (f" (latest {self.latest})" if self.latest is not None else "")
             + f", {self.aborted:,} aborted",
