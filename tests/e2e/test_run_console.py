@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_cli_run import JOB_FILE, kstream, wait_for
+from test_cli_run import JOB_FILE, kstream, wait_for, worker_processes
 
 from kstream.admin import Admin
 from kstream.control import read_history
@@ -126,3 +126,54 @@ def test_checkpoints_lists_rolled_back_checkpoints_as_aborted(
     # The run stopped cleanly: nothing is left in progress.
     assert "in progress" not in status.values(), out
     assert all(s == "completed" or s.startswith("aborted: ") for s in status.values()), out
+
+
+def test_run_tells_when_a_worker_stops_answering(bootstrap: str, tmp_path: Path) -> None:
+    src, dst, name = unique_name("in"), unique_name("out"), unique_name("silent")
+    Admin(bootstrap).create_topics({src: 2, dst: 2})
+    (tmp_path / "myjob.py").write_text(JOB_FILE)
+    proc = kstream(
+        "run", "myjob.py:job", "-p", f"input={src}", "-p", f"output={dst}",
+        "--bootstrap-servers", bootstrap, "--workers", "2", "--job-name", name,
+        "--state-dir", str(tmp_path / "state"), "--checkpoint-interval", "0.5",
+        cwd=tmp_path,
+    )  # fmt: skip
+
+    def silent_recoveries() -> list[dict[str, object]]:
+        return [
+            m
+            for m in read_history(bootstrap, name)
+            if m["type"] == "recover" and "silent" in str(m.get("reason"))
+        ]
+
+    try:
+        wait_for(lambda: len(worker_processes(name)) == 2, 60, "two worker processes")
+        wait_for(
+            lambda: any(m["type"] == "complete" for m in read_history(bootstrap, name)),
+            120,
+            "a first checkpoint",
+        )
+        frozen = worker_processes(name)[0]
+        os.kill(frozen, signal.SIGSTOP)  # alive, but it answers nothing
+        try:
+            wait_for(lambda: silent_recoveries(), 120, "the coordinator to notice the silence")
+        finally:
+            os.kill(frozen, signal.SIGCONT)
+        seen = len(read_history(bootstrap, name))
+        wait_for(
+            lambda: any(m["type"] == "complete" for m in read_history(bootstrap, name)[seen:]),
+            120,
+            "a checkpoint after the frozen worker came back",
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    said = [line.removeprefix("kstream: ") for line in stderr.splitlines()]
+    assert any(
+        re.fullmatch(
+            r"recovery: worker w[01] silent for more than 15s; rolling back to checkpoint \d+.*", s
+        )
+        for s in said
+    ), stderr
+    assert re.fullmatch(r"  recoveries: \d+ - worker w[01] silent for more than 15s.*", said[-2])
