@@ -6,6 +6,7 @@ turn Kafka's errors into kstream's, so callers never see a bare KafkaException.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
@@ -61,7 +62,14 @@ class Admin:
         self._client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
 
     def check_reachable(self, timeout: float = 10.0) -> None:
-        """Raise `KafkaUnavailableError` unless the cluster answers within `timeout`."""
+        """Raise `KafkaUnavailableError` unless the cluster answers within `timeout`.
+
+        A bootstrap address that refuses connections fails at once: librdkafka
+        would retry it until the timeout and report only a generic transport error.
+        """
+        refused = _refusing(self.bootstrap)
+        if refused is not None:
+            raise KafkaUnavailableError(f"Kafka at {self.bootstrap} did not answer ({refused})")
         try:
             md = self._client.list_topics(timeout=timeout)
         except KafkaException as exc:
@@ -216,3 +224,31 @@ def _led(topic: object) -> bool:
         return False
     partitions = getattr(topic, "partitions", {})
     return bool(partitions) and all(p.error is None and p.leader >= 0 for p in partitions.values())
+
+
+#: A TCP connect to a live broker takes milliseconds; this only bounds a black hole.
+PROBE_TIMEOUT_S = 3.0
+
+
+def _refusing(bootstrap: str) -> str | None:
+    """Why no bootstrap address of `bootstrap` accepts a TCP connection, or None if one does.
+
+    Addresses without a port, or whose host does not resolve, are left to
+    librdkafka (None): only definite refusals and timeouts count here.
+    """
+    reasons = []
+    for address in bootstrap.split(","):
+        host, sep, port = address.strip().rpartition(":")
+        if not sep or not port.isdigit():
+            return None
+        host = host.strip("[]")
+        # A listener name prefix ("PLAINTEXT://host") is allowed by librdkafka.
+        host = host.rpartition("//")[2]
+        try:
+            with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S):
+                return None
+        except socket.gaierror:
+            return None
+        except OSError as exc:
+            reasons.append(f"{address.strip()}: {exc.strerror or exc}")
+    return "; ".join(reasons) or None

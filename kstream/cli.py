@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from kstream.broker import DEFAULT_PORT, LocalBroker
 from kstream.errors import ConfigurationError, JobFailedError, KStreamError
+from kstream.options import AT_LEAST_ONE, NON_NEGATIVE, PORT, POSITIVE
 
 if TYPE_CHECKING:
     from kstream.job import Job
@@ -46,13 +48,17 @@ out = Console()
 PortOption = Annotated[
     int,
     typer.Option(
-        "--port", envvar="KSTREAM_BROKER_PORT", help="Listener port (the controller uses port+1)."
+        "--port",
+        envvar="KSTREAM_BROKER_PORT",
+        help="Listener port (the controller uses port+1).",
+        callback=PORT,
     ),
 ]
 
 
 def _say(message: str) -> None:
-    err.print(f"[dim]kstream:[/dim] {message}", highlight=False)
+    # Messages quote topics ("t[0]@5") and user errors: print them as they are, not as markup.
+    err.print(f"[dim]kstream:[/dim] {escape(message)}", highlight=False)
 
 
 @broker_app.command("start")
@@ -82,7 +88,9 @@ def broker_status(port: PortOption = DEFAULT_PORT) -> None:
 
 @demo_app.command("smoke")
 def demo_smoke(
-    records: Annotated[int, typer.Option(help="Records per transaction.")] = 1000,
+    records: Annotated[
+        int, typer.Option(help="Records per transaction.", callback=AT_LEAST_ONE)
+    ] = 1000,
     bootstrap_servers: Annotated[
         str | None, typer.Option(help="Kafka to use instead of the local broker.")
     ] = None,
@@ -154,18 +162,30 @@ def run_command(
     spec: Annotated[str, typer.Argument(help="Job: module:attribute or path.py:attribute.")],
     param: ParamsOption = None,
     bootstrap_servers: BootstrapOption = None,
-    workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 2,
+    workers: Annotated[
+        int, typer.Option("--workers", help="Worker processes.", callback=AT_LEAST_ONE)
+    ] = 2,
     checkpoint_interval: Annotated[
-        float, typer.Option("--checkpoint-interval", help="Seconds between checkpoints.")
+        float,
+        typer.Option(
+            "--checkpoint-interval", help="Seconds between checkpoints.", callback=POSITIVE
+        ),
     ] = 1.0,
     checkpoint_timeout: Annotated[
-        float, typer.Option("--checkpoint-timeout", help="Seconds before a checkpoint fails.")
+        float,
+        typer.Option(
+            "--checkpoint-timeout", help="Seconds before a checkpoint fails.", callback=POSITIVE
+        ),
     ] = 60.0,
     max_in_flight: Annotated[
-        int, typer.Option("--max-in-flight", help="Checkpoints pending at once.")
+        int,
+        typer.Option("--max-in-flight", help="Checkpoints pending at once.", callback=AT_LEAST_ONE),
     ] = 1,
     retained: Annotated[
-        int, typer.Option("--retained", help="Completed checkpoints kept on disk.")
+        int,
+        typer.Option(
+            "--retained", help="Completed checkpoints kept on disk.", callback=AT_LEAST_ONE
+        ),
     ] = 3,
     spawn: Annotated[
         bool,
@@ -182,6 +202,7 @@ def run_command(
             "--transaction-timeout",
             help="Seconds a sink transaction may stay open (exactly-once); "
             "default: enough for two checkpoint intervals plus timeouts.",
+            callback=POSITIVE,
         ),
     ] = None,
     state_dir: StateDirOption = Path("state"),
@@ -233,21 +254,28 @@ def run_command(
                     )
     finally:
         runner.stop()
-    s = runner.stats
-    _say(f"stopped: {s.completed} checkpoints, {s.recoveries} recoveries, latest {s.latest}")
+        for line in runner.report.summary(time.monotonic()):
+            _say(line)
 
 
 @app.command("worker")
 def worker_command(
     spec: Annotated[str, typer.Argument(help="Job: module:attribute or path.py:attribute.")],
-    worker: Annotated[int, typer.Option("--worker", help="This worker's index.")],
-    workers: Annotated[int, typer.Option("--workers", help="Number of workers in the job.")],
+    worker: Annotated[
+        int, typer.Option("--worker", help="This worker's index.", callback=NON_NEGATIVE)
+    ],
+    workers: Annotated[
+        int,
+        typer.Option("--workers", help="Number of workers in the job.", callback=AT_LEAST_ONE),
+    ],
     param: ParamsOption = None,
     bootstrap_servers: BootstrapOption = None,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     guarantee: GuaranteeOption = "exactly-once",
-    transaction_timeout: Annotated[float, typer.Option("--transaction-timeout")] = 600.0,
+    transaction_timeout: Annotated[
+        float, typer.Option("--transaction-timeout", callback=POSITIVE)
+    ] = 600.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
@@ -283,43 +311,29 @@ def checkpoints_command(
     """List a job's checkpoints: id, status, trigger time, duration, alignment, size."""
     from rich.table import Table
 
+    from kstream.admin import Admin
+    from kstream.checkpoint_history import checkpoint_history
     from kstream.cluster import bootstrap_servers as resolve
     from kstream.control import read_history
 
-    history = read_history(resolve(bootstrap_servers, _say), job_name)
+    bootstrap = resolve(bootstrap_servers, _say)
+    Admin(bootstrap).check_reachable()
+    history = read_history(bootstrap, job_name)
     if not history:
         raise ConfigurationError(f"job {job_name!r} has no control topic: it never ran here")
-    rows: dict[int, dict[str, object]] = {}
-    for msg in history:
-        n = msg.get("checkpoint")
-        if not isinstance(n, int) or msg.get("type") not in ("trigger", "complete", "abort"):
-            continue
-        row = rows.setdefault(n, {"status": "in progress"})
-        if msg["type"] == "trigger":
-            row["time"] = msg.get("time")
-            row["generation"] = msg.get("generation")
-        elif msg["type"] == "complete":
-            row.update(
-                status="completed",
-                duration=msg.get("duration_s"),
-                alignment=msg.get("alignment_ms"),
-                size=msg.get("size"),
-            )
-        else:
-            row.update(status=f"aborted: {msg.get('reason', '')}")
     table = Table(title=f"checkpoints of {job_name}")
     for col in ("id", "gen", "status", "triggered", "duration s", "alignment ms", "size"):
         table.add_column(col)
-    for n, row in sorted(rows.items()):
-        t = row.get("time")
+    for r in checkpoint_history(history):
+        t = r.triggered_at
         table.add_row(
-            str(n),
-            str(row.get("generation", "")),
-            str(row["status"]),
-            time.strftime("%H:%M:%S", time.localtime(t)) if isinstance(t, (int, float)) else "",
-            f"{row['duration']:.3f}" if isinstance(row.get("duration"), (int, float)) else "",
-            f"{row['alignment']:.1f}" if isinstance(row.get("alignment"), (int, float)) else "",
-            _size(row.get("size")),
+            str(r.checkpoint),
+            "" if r.generation is None else str(r.generation),
+            escape(r.label),
+            "" if t is None else time.strftime("%H:%M:%S", time.localtime(t)),
+            "" if r.duration_s is None else f"{r.duration_s:.3f}",
+            "" if r.alignment_ms is None else f"{r.alignment_ms:.1f}",
+            _size(r.size),
         )
     out.print(table)
 
@@ -354,10 +368,18 @@ app.command("audit")(audit_command)
 
 @demo_app.command("wordcount")
 def demo_wordcount(
-    lines: Annotated[int, typer.Option("--lines", help="Input lines to generate.")] = 50_000,
-    workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 3,
-    kill: Annotated[int, typer.Option("--kill", help="Random worker SIGKILLs.")] = 2,
-    checkpoint_interval: Annotated[float, typer.Option("--checkpoint-interval")] = 1.0,
+    lines: Annotated[
+        int, typer.Option("--lines", help="Input lines to generate.", callback=AT_LEAST_ONE)
+    ] = 50_000,
+    workers: Annotated[
+        int, typer.Option("--workers", help="Worker processes.", callback=AT_LEAST_ONE)
+    ] = 3,
+    kill: Annotated[
+        int, typer.Option("--kill", help="Random worker SIGKILLs.", callback=NON_NEGATIVE)
+    ] = 2,
+    checkpoint_interval: Annotated[
+        float, typer.Option("--checkpoint-interval", callback=POSITIVE)
+    ] = 1.0,
     guarantee: GuaranteeOption = "exactly-once",
     audit: Annotated[
         bool,

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 
 from kstream.broker import ensure_local_broker
+from kstream.errors import ConfigurationError
 
 __all__ = ["bootstrap_servers"]
 
@@ -22,8 +23,17 @@ def _quiet(_: str) -> None:
 
 
 def bootstrap_servers(explicit: str | None = None, log: Callable[[str], None] = _quiet) -> str:
-    """The bootstrap address to use: `explicit`, else ``KSTREAM_BOOTSTRAP``, else local."""
-    if explicit:
+    """The bootstrap address to use: `explicit`, else ``KSTREAM_BOOTSTRAP``, else local.
+
+    An explicit but empty address is refused (`ConfigurationError`): falling back
+    to the local broker would run the job against a cluster nobody asked for.
+    """
+    if explicit is not None:
+        if not explicit.strip():
+            raise ConfigurationError(
+                "--bootstrap-servers is empty: give host:port[,host:port...], or leave the "
+                "option out to use KSTREAM_BOOTSTRAP or the local broker"
+            )
         return explicit
     env = os.environ.get("KSTREAM_BOOTSTRAP")
     if env:

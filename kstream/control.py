@@ -13,13 +13,20 @@ ack         checkpoint, generation, task, size,          subtask (worker)
 decline     checkpoint, generation, task, reason         subtask (worker)
 complete    checkpoint, generation, duration_s, size,    coordinator
             alignment_ms, time
-abort       checkpoint, generation, reason               coordinator
-heartbeat   worker, generation, time                     worker
+abort       checkpoint, generation, reason               coordinator (also for each
+                                                         pending checkpoint when
+                                                         the job stops cleanly)
+heartbeat   worker, generation, time, process,           worker (every few seconds,
+            counters {in, out, dead_letters},            before each ack, and once
+            dead_letter (latest example)                 more at a clean stop)
 failed      reason                                       worker (a fatal job error)
 =========== ============================================ ==========================
 
 The topic is the durable record of completed checkpoints: replaying it
-rebuilds the coordinator's history (`kstream.coordinator.replay`).
+rebuilds the coordinator's history (`kstream.coordinator.replay`). A checkpoint
+pending when a newer ``recover`` arrives was rolled back; no ``abort`` says so
+(`kstream.checkpoint_history` infers it). A heartbeat's counters are running
+totals of one worker process (`kstream.counters`).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ Organised by what the caller can do about an error::
     KStreamError                      every error kstream raises on purpose
     ├── ConfigurationError            the input is wrong: fix it and run again (also a ValueError)
     │   ├── SpecError                 `module:attribute` does not name a job
+    │   │   └── MissingParameterError the job function needs a `-p KEY=VALUE` it did not get
     │   └── TimeoutConfigError        transaction/checkpoint timeouts do not fit together
     ├── EnvironmentSetupError         the machine lacks something: install it, free it
     │   ├── ToolMissingError          java or mvn is not on PATH
@@ -32,6 +33,7 @@ __all__ = [
     "JobFailedError",
     "KStreamError",
     "KafkaUnavailableError",
+    "MissingParameterError",
     "PortInUseError",
     "ProtocolError",
     "RecordError",
@@ -51,6 +53,17 @@ class ConfigurationError(KStreamError, ValueError):
 
 class SpecError(ConfigurationError):
     """A job spec (`module:attribute` or `path.py:attribute`) names no job."""
+
+
+class MissingParameterError(SpecError, KeyError):
+    """A job function looked up a ``-p`` parameter that was not given.
+
+    Also a `KeyError`, so a job function may still catch it to use a default.
+    """
+
+    def __str__(self) -> str:
+        # KeyError's own __str__ would quote the message like a key.
+        return str(self.args[0]) if self.args else ""
 
 
 class TimeoutConfigError(ConfigurationError):

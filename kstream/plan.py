@@ -13,7 +13,15 @@ from kstream.control import control_topic
 from kstream.errors import ConfigurationError
 from kstream.job import Job, Stage, sink_nodes
 
-__all__ = ["Plan", "TaskSpec", "commit_topic", "dead_letter_topic", "plan"]
+__all__ = [
+    "MAX_INTERNAL_PARTITIONS",
+    "Plan",
+    "TaskSpec",
+    "commit_topic",
+    "dead_letter_topic",
+    "plan",
+    "started_with",
+]
 
 
 def dead_letter_topic(job: str) -> str:
@@ -101,11 +109,86 @@ class Plan:
         return self.job.stages[task.stage]
 
 
+#: Kafka's controller refuses to create more partitions than this in one request
+#: ("Excessively large number of partitions per request"), and a job's internal
+#: topics are created in one request. A channel between stages of parallelism
+#: P and Q has P x Q partitions, so this bounds the workers of a job.
+MAX_INTERNAL_PARTITIONS = 10_000
+
+
 def plan(job: Job, workers: int) -> Plan:
     """Plan `job` on `workers` workers; a stage without parallelism gets `job.parallelism`
-    or, failing that, one subtask per worker."""
+    or, failing that, one subtask per worker.
+
+    Raises `ConfigurationError` when the job's internal topics would need more
+    than `MAX_INTERNAL_PARTITIONS` partitions, naming the largest worker count
+    that fits.
+    """
     if workers < 1:
         raise ConfigurationError(f"--workers must be >= 1, got {workers}")
     job.validate()
+    p = _plan(job, workers)
+    need = sum(p.internal_topics().values())
+    if need > MAX_INTERNAL_PARTITIONS:
+        fits = _most_workers(job, workers)
+        biggest = max(p.channel_topics().items(), key=lambda kv: kv[1], default=None)
+        why = f" ({biggest[0]} alone: {biggest[1]:,})" if biggest else ""
+        hint = f"use --workers {fits} or fewer" if fits else "lower the stages' parallelism"
+        raise ConfigurationError(
+            f"--workers {workers} needs {need:,} partitions for the job's internal topics{why}; "
+            f"Kafka creates at most {MAX_INTERNAL_PARTITIONS:,} at once: {hint}"
+        )
+    return p
+
+
+def _plan(job: Job, workers: int) -> Plan:
     default = job.parallelism or workers
     return Plan(job, workers, tuple(s.parallelism or default for s in job.stages))
+
+
+def _most_workers(job: Job, below: int) -> int | None:
+    """The largest worker count < `below` whose internal topics fit (0 if none: None)."""
+    lo, hi = 0, below - 1  # invariant: lo fits (0 standing for none), everything > hi fails
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(_plan(job, mid).internal_topics().values()) <= MAX_INTERNAL_PARTITIONS:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo or None
+
+
+def started_with(job: Job, existing: dict[str, int], workers: int) -> str | None:
+    """Why the internal topics in `existing` (name -> partitions) do not fit `workers`.
+
+    None when every existing internal topic of the job has the partition count
+    the plan on `workers` workers needs. Otherwise a message that names the
+    worker count the job was started with (the count whose plan matches the
+    topics), or says the stages' parallelism changed when no count matches.
+    """
+    p = plan(job, workers)
+    wanted = p.internal_topics()
+    channels = p.channel_topics()
+    # A channel topic tells the layout best (upstream x downstream subtasks): name it first.
+    wrong = sorted(
+        (t for t, n in existing.items() if t in wanted and wanted[t] != n),
+        key=lambda t: (t not in channels, t),
+    )
+    if not wrong:
+        return None
+    topic = wrong[0]
+    have = f"{topic} has {existing[topic]} partitions, {wanted[topic]} with {workers} workers"
+    advice = "or start it under a new --job-name; rescaling a running job is not supported yet"
+    fits = _most_workers(job, MAX_INTERNAL_PARTITIONS + 1) or 0
+    for w in range(1, fits + 1):
+        topics = _plan(job, w).internal_topics()
+        if all(topics.get(t, n) == n for t, n in existing.items()):
+            return (
+                f"job {job.name} was started with {w} worker{'s' if w != 1 else ''} ({have}); "
+                "run it again with "
+                f"--workers {w}, {advice}"
+            )
+    return (
+        f"job {job.name} was started with another parallelism ({have}); run it with the "
+        f"parallelism it was started with, {advice}"
+    )

@@ -41,9 +41,15 @@ from kstream.coordinator import (
     WorkerLost,
     replay,
 )
-from kstream.errors import ConfigurationError, JobFailedError, TimeoutConfigError
+from kstream.errors import (
+    ConfigurationError,
+    JobFailedError,
+    KafkaUnavailableError,
+    TimeoutConfigError,
+)
 from kstream.job import Job, sink_nodes
-from kstream.plan import Plan, plan
+from kstream.plan import Plan, plan, started_with
+from kstream.run_report import RunReport
 from kstream.sink import Guarantee
 from kstream.snapshot import LocalCheckpointStorage
 from kstream.worker import EXIT_JOB_FAILED
@@ -59,6 +65,8 @@ MAX_RESTARTS = 20
 RESTART_WINDOW_S = 120.0
 #: Grace period for workers to exit on SIGTERM before they are killed.
 STOP_TIMEOUT_S = 20.0
+#: After the workers exit, how long the runner reads their final heartbeats (counts).
+WIND_UP_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -112,6 +120,8 @@ class Runner:
         self.transaction_timeout_s = transaction_timeout_s
         self.plan: Plan = plan(job, workers)
         self.stats = RunStats()
+        #: Console notices and the exit summary (see `kstream.run_report`).
+        self.report = RunReport(job.name)
         self.storage = LocalCheckpointStorage(self.state_dir / job.name / "checkpoints")
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._logs: dict[int, IO[bytes]] = {}
@@ -148,7 +158,19 @@ class Runner:
             self.transaction_timeout_s = transaction_timeout(
                 self.config, self.transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
             )
+        self._check_layout(admin)
         admin.create_topics(self.plan.internal_topics())
+
+    def _check_layout(self, admin: Admin) -> None:
+        """Refuse a worker count the job's existing internal topics were not made for."""
+        existing = {}
+        for topic in self.plan.internal_topics():
+            n = admin.partitions(topic)
+            if n is not None:
+                existing[topic] = n
+        problem = started_with(self.job, existing, self.workers)
+        if problem is not None:
+            raise ConfigurationError(problem)
 
     def start(self) -> None:
         """Resume the coordinator from the control topic, open a generation, spawn workers."""
@@ -226,7 +248,6 @@ class Runner:
                 self._failed = self._failed or f"worker {index} failed; see {self.log_path(index)}"
                 return
             how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            self.say(f"worker {index} {how}; recovering")
             self._restart_times = [t for t in self._restart_times if now - t < RESTART_WINDOW_S]
             self._restart_times.append(now)
             if len(self._restart_times) > MAX_RESTARTS:
@@ -254,6 +275,7 @@ class Runner:
                 self._execute(self.coordinator.handle(event))
         now = time.monotonic()
         self._execute(self.coordinator.handle(Tick(now)))
+        self._notify(self.report.tick(now))
         if self.spawn:
             self._check_workers(now)
         if self._failed:
@@ -286,6 +308,7 @@ class Runner:
                     now,
                 )
             if kind == "heartbeat":
+                self._notify(self.report.observe(msg, now))
                 return Heartbeat(str(msg["worker"]), int(msg["generation"]), now)
             if kind == "failed":
                 self._failed = f"worker {msg.get('worker')}: {msg.get('reason')}"
@@ -293,11 +316,20 @@ class Runner:
             log.warning("ignoring malformed control message %r", msg)
         return None
 
-    def _execute(self, commands: list[Command]) -> None:
+    def _notify(self, lines: list[str]) -> None:
+        for line in lines:
+            self.say(line)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        """Write a control message; the report hears of it."""
         assert self.control is not None
+        self.control.send(message)
+        self._notify(self.report.observe(message, time.monotonic()))
+
+    def _execute(self, commands: list[Command]) -> None:
         for c in commands:
             if isinstance(c, Trigger):
-                self.control.send(
+                self._send(
                     {
                         "type": "trigger",
                         "checkpoint": c.checkpoint,
@@ -306,7 +338,7 @@ class Runner:
                     }
                 )
             elif isinstance(c, Complete):
-                self.control.send(
+                self._send(
                     {
                         "type": "complete",
                         "checkpoint": c.checkpoint,
@@ -321,7 +353,7 @@ class Runner:
             elif isinstance(c, Abort):
                 self.stats.aborted += 1
                 self._acks.pop(c.checkpoint, None)
-                self.control.send(
+                self._send(
                     {
                         "type": "abort",
                         "checkpoint": c.checkpoint,
@@ -335,7 +367,7 @@ class Runner:
                     self.stats.recoveries += 1
                 self.stats.generation = c.generation
                 self._acks.clear()
-                self.control.send(
+                self._send(
                     {
                         "type": "recover",
                         "generation": c.generation,
@@ -405,10 +437,39 @@ class Runner:
                 proc.wait()
         for f in self._logs.values():
             f.close()
+        self._wind_up()
         if self.reader is not None:
             self.reader.close()
         if self.control is not None:
             self.control.flush()
+
+    def _wind_up(self) -> None:
+        """Collect the workers' final counts; end the checkpoints the stop leaves pending.
+
+        Checkpoints still pending can never complete (their acks would reach no
+        coordinator), so an `abort` records why they ended; the next run would
+        otherwise show them as rolled back.
+        """
+        if self.reader is None or self.control is None or self.coordinator is None:
+            return
+        try:
+            for _, msg in self.reader.read_to_end(WIND_UP_TIMEOUT_S):
+                if msg.get("type") == "heartbeat":
+                    self.report.observe(msg, time.monotonic())
+            for n in sorted(self.coordinator.pending):
+                self._send(
+                    {
+                        "type": "abort",
+                        "checkpoint": n,
+                        "generation": self.coordinator.generation,
+                        "reason": "job stopped",
+                        "time": time.time(),
+                    }
+                )
+            self.coordinator.pending.clear()
+        except KafkaUnavailableError as exc:
+            log.warning("final control messages not read or written: %s", exc)
+        self._notify(self.report.flush(time.monotonic()))
 
 
 BROKER_MAX_TXN = "transaction.max.timeout.ms"

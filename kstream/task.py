@@ -48,6 +48,7 @@ from kstream.channel import (
     channel_topic,
     decode_header,
 )
+from kstream.counters import WorkerCounters
 from kstream.errors import ConfigurationError, JobFailedError
 from kstream.fault import Faults
 from kstream.job import Node
@@ -104,6 +105,10 @@ class _Stats:
     snapshots: int = 0
     last_sync_ms: float = 0.0
     outputs: dict[str, int] = field(default_factory=dict)
+    #: Results handed to this subtask's sinks (replays after a recovery count again).
+    records_out: int = 0
+    #: The latest record sent to the dead-letter topic: where it came from and why.
+    last_dead_letter: str = ""
 
 
 class Subtask:
@@ -227,7 +232,13 @@ class Subtask:
                 )
             )
             self.sinks[f"{node.sink.name}#{ordinal}"] = writer
-            return writer.write
+            write, stats = writer.write, self.stats
+
+            def counted(value: Any) -> None:
+                stats.records_out += 1
+                write(value)
+
+            return counted
         if node.kind == "edge":
             assert node.edge_to is not None
             target = node.edge_to
@@ -282,6 +293,7 @@ class Subtask:
             dead_letter_topic(self.job.name), payload, msg.key(), headers=headers
         )
         self.stats.dead_letters += 1
+        self.stats.last_dead_letter = f"{self.id}: {where}: {type(exc).__name__}: {exc}"[:300]
         log.warning(
             "%s: record %s sent to %s: %s: %s",
             self.id,
@@ -380,6 +392,10 @@ class Subtask:
     def poll(self, timeout: float) -> int:
         raise NotImplementedError
 
+    def counters(self) -> WorkerCounters:
+        """What this subtask did so far (see `kstream.counters`)."""
+        return WorkerCounters(0, self.stats.records_out, self.stats.dead_letters)
+
     def close(self) -> None:
         for w in self.sinks.values():
             w.close()
@@ -445,6 +461,9 @@ class SourceTask(Subtask):
 
     def trigger(self, checkpoint: int) -> None:
         self._triggered.append(checkpoint)
+
+    def counters(self) -> WorkerCounters:
+        return WorkerCounters(self.stats.records, self.stats.records_out, self.stats.dead_letters)
 
     def _source_position(self) -> Callable[[], tuple[str, int, int] | None] | None:
         def position() -> tuple[str, int, int] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from kstream.control import ControlReader, ControlWriter
+from kstream.counters import WorkerCounters
 from kstream.errors import JobFailedError, KafkaUnavailableError
 from kstream.fault import Faults
 from kstream.job import Job
@@ -98,6 +100,11 @@ class Worker:
         self.generation = 0
         self.tasks: list[Subtask] = []
         self._last_heartbeat = 0.0
+        #: Identifies this process in heartbeats: its counters start at zero.
+        self.process = uuid.uuid4().hex[:12]
+        #: Counters of the subtasks this process closed (earlier generations).
+        self._counted = WorkerCounters()
+        self._last_dead_letter = ""
         self._reader: ControlReader | None = None
         #: Control messages read by `_pump` to be handled by the main loop.
         self._deferred: list[dict[str, Any]] = []
@@ -151,8 +158,7 @@ class Worker:
             self._on_control(msg)
 
     def _restore(self, generation: int, checkpoint: int | None) -> None:
-        for t in self.tasks:
-            t.close()
+        self._retire_tasks()
         self.generation = generation
         rt = TaskRuntime(
             bootstrap=self.bootstrap,
@@ -222,8 +228,16 @@ class Worker:
         self._heartbeat()
 
     def _send_acks(self) -> None:
+        reported = False
         for t in self.tasks:
             while t.pending and t.pending[0].future.done():
+                if not reported:
+                    # Counters go out before the ack, in the same ordered stream: once
+                    # a checkpoint completes, everything before its barriers has been
+                    # counted, and what a killed process did after it is replayed (and
+                    # counted) after the rollback. No record goes uncounted.
+                    self._heartbeat(force=True)
+                    reported = True
                 p = t.pending.pop(0)
                 exc = p.future.exception()
                 if exc is not None:
@@ -244,18 +258,39 @@ class Worker:
                     }
                 )
 
-    def _heartbeat(self, force: bool = False) -> None:
+    def _retire_tasks(self) -> None:
+        """Close every subtask, keeping what it counted."""
+        for t in self.tasks:
+            self._counted = self._counted + t.counters()
+            self._last_dead_letter = t.stats.last_dead_letter or self._last_dead_letter
+            t.close()
+        self.tasks = []
+
+    def counters(self) -> WorkerCounters:
+        """What this process did so far, over all its generations."""
+        total = self._counted
+        for t in self.tasks:
+            total = total + t.counters()
+        return total
+
+    def _heartbeat(self, force: bool = False, flush: bool = False) -> None:
         now = time.monotonic()
         if force or now - self._last_heartbeat >= HEARTBEAT_S:
             self._last_heartbeat = now
+            latest = self._last_dead_letter
+            for t in self.tasks:
+                latest = t.stats.last_dead_letter or latest
             self.control.send(
                 {
                     "type": "heartbeat",
                     "worker": self.name,
                     "generation": self.generation,
                     "time": time.time(),
+                    "process": self.process,
+                    "counters": self.counters().to_message(),
+                    "dead_letter": latest,
                 },
-                flush=False,
+                flush=flush,
             )
 
     # -- main loop ----------------------------------------------------------
@@ -290,13 +325,13 @@ class Worker:
             for _, msg in reader.read_to_end():
                 if msg.get("type") in ("complete", "abort"):
                     self._on_control(msg)
+            # The final counts, for the runner's summary.
+            self._heartbeat(force=True, flush=True)
         except JobFailedError as exc:
             self.control.send({"type": "failed", "worker": self.name, "reason": str(exc)})
             raise
         finally:
-            for t in self.tasks:
-                t.close()
-            self.tasks = []
+            self._retire_tasks()
             reader.close()
             self.executor.shutdown(wait=True)
             self.producer.flush(10)

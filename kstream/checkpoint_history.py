@@ -1,0 +1,145 @@
+"""What became of each checkpoint, read from the control topic (pure, no I/O).
+
+Every triggered checkpoint ends in one of three ways, and the control topic
+(`kstream.control`) says which:
+
+* ``complete`` — it completed;
+* ``abort`` — the coordinator gave it up (timed out, declined, subsumed, or
+  the job stopped cleanly while it was pending);
+* a ``recover`` of a newer generation while it was still pending — the job
+  rolled back and the checkpoint can never complete (its acks belong to a
+  generation everyone has left). No ``abort`` is written for these, so the
+  rollback is inferred here.
+
+Only a checkpoint pending in the newest generation is still *in progress*.
+`CheckpointTracker` follows the messages one at a time (the runner feeds it
+what it writes, for notices and the exit summary); `checkpoint_history`
+replays a whole history (for ``kstream checkpoints``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+__all__ = ["CheckpointRecord", "CheckpointTracker", "Status", "checkpoint_history"]
+
+Status = Literal["in progress", "completed", "aborted"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """One checkpoint as the control topic tells it.
+
+    `reason` says why an aborted checkpoint was given up; `triggered_at` is the
+    wall-clock time of its trigger (None when the trigger is not in the history).
+    """
+
+    checkpoint: int
+    generation: int | None
+    status: Status = "in progress"
+    reason: str = ""
+    triggered_at: float | None = None
+    duration_s: float | None = None
+    alignment_ms: float | None = None
+    size: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The status as one phrase: ``completed``, ``aborted: <reason>``, ``in progress``."""
+        return (
+            f"aborted: {self.reason}" if self.status == "aborted" and self.reason else self.status
+        )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(slots=True)
+class CheckpointTracker:
+    """Follows control messages in topic order; knows every checkpoint's fate so far."""
+
+    #: Checkpoints triggered and not yet ended, by id.
+    pending: dict[int, CheckpointRecord] = field(default_factory=dict)
+    #: The newest generation seen (in a trigger, a recover or any other message).
+    generation: int = 0
+
+    def observe(self, message: Mapping[str, object]) -> list[CheckpointRecord]:
+        """Feed one control message; return the checkpoints it ended, oldest first.
+
+        Messages that are not about checkpoints (acks, heartbeats, …) and
+        malformed ones end nothing.
+        """
+        kind = message.get("type")
+        n = _int(message.get("checkpoint"))
+        g = _int(message.get("generation"))
+        if kind == "recover":
+            if g is None:
+                return []
+            self.generation = max(self.generation, g)
+            why = str(message.get("reason") or "recovery")
+            return self._end_older_than(g, f"rolled back in generation {g} ({why})")
+        if g is not None:
+            self.generation = max(self.generation, g)
+        if n is None:
+            return []
+        if kind == "trigger":
+            self.pending[n] = CheckpointRecord(n, g, triggered_at=_number(message.get("time")))
+            return []
+        if kind == "complete":
+            size = _int(message.get("size"))
+            record = replace(
+                self.pending.pop(n, CheckpointRecord(n, g)),
+                status="completed",
+                duration_s=_number(message.get("duration_s")),
+                alignment_ms=_number(message.get("alignment_ms")),
+                size=size,
+            )
+            return [record]
+        if kind == "abort":
+            reason = str(message.get("reason") or "")
+            return [
+                replace(
+                    self.pending.pop(n, CheckpointRecord(n, g)), status="aborted", reason=reason
+                )
+            ]
+        return []
+
+    def _end_older_than(self, generation: int, reason: str) -> list[CheckpointRecord]:
+        ended = [
+            replace(r, status="aborted", reason=reason)
+            for n, r in sorted(self.pending.items())
+            if r.generation is None or r.generation < generation
+        ]
+        for r in ended:
+            del self.pending[r.checkpoint]
+        return ended
+
+    def open(self) -> list[CheckpointRecord]:
+        """Checkpoints not ended yet: in progress if of the newest generation, else aborted."""
+        out = []
+        for _, r in sorted(self.pending.items()):
+            if r.generation is not None and r.generation < self.generation:
+                r = replace(
+                    r, status="aborted", reason=f"superseded by generation {self.generation}"
+                )
+            out.append(r)
+        return out
+
+
+def checkpoint_history(messages: Iterable[Mapping[str, object]]) -> list[CheckpointRecord]:
+    """Every checkpoint named in `messages` (a job's control topic, in order), by id."""
+    tracker = CheckpointTracker()
+    ended: dict[int, CheckpointRecord] = {}
+    for message in messages:
+        for record in tracker.observe(message):
+            ended[record.checkpoint] = record
+    for record in tracker.open():
+        ended[record.checkpoint] = record
+    return [ended[n] for n in sorted(ended)]

@@ -1,0 +1,119 @@
+"""What the console of `kstream run` says while a job runs and when it stops (pure, no I/O).
+
+The runner feeds `RunReport` every control message it writes (triggers,
+completions, aborts, recoveries) and every heartbeat it reads, with the time;
+`RunReport` returns the notice lines to print now and, at the end, the
+summary. Notices, each rate-limited per kind by `kstream.notices.Notices`:
+
+* ``dead letter: <task>: <topic>[<partition>]@<offset>: <error> -> <topic>``
+  when a worker reports new dead letters;
+* ``checkpoint N aborted: <reason>``, also for checkpoints a recovery rolled back;
+* ``recovery: <cause>; rolling back to checkpoint N`` — a worker died or
+  stopped answering (its heartbeats stopped).
+
+The first ``recover`` of a run is its start, not a recovery.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kstream.checkpoint_history import CheckpointRecord, CheckpointTracker
+from kstream.counters import JobCounters, WorkerCounters
+from kstream.notices import Notices
+from kstream.plan import dead_letter_topic
+
+__all__ = ["RunReport"]
+
+#: The summary names this many distinct recovery causes, the most frequent first.
+MAX_CAUSES = 5
+
+
+@dataclass(slots=True)
+class RunReport:
+    """Notices and the exit summary of one run of job `job`."""
+
+    job: str
+    notices: Notices = field(default_factory=Notices)
+    checkpoints: CheckpointTracker = field(default_factory=CheckpointTracker)
+    counters: JobCounters = field(default_factory=JobCounters)
+    completed: int = 0
+    aborted: int = 0
+    latest: int | None = None
+    #: Recoveries of this run by cause.
+    recoveries: Counter[str] = field(default_factory=Counter)
+    started_at: float | None = None
+
+    def observe(self, message: Mapping[str, object], now: float) -> list[str]:
+        """Feed one control message; return the notice lines to print now."""
+        kind = message.get("type")
+        if kind == "heartbeat":
+            return self._heartbeat(message, now)
+        lines: list[str] = []
+        if kind == "recover":
+            if self.started_at is None:
+                self.started_at = now
+            else:
+                cause = str(message.get("reason") or "unknown cause")
+                self.recoveries[cause] += 1
+                to = message.get("checkpoint")
+                where = f"checkpoint {to}" if isinstance(to, int) else "the start (no checkpoint)"
+                lines += self.notices.offer(
+                    "recovery", f"recovery: {cause}; rolling back to {where}", now
+                )
+        for record in self.checkpoints.observe(message):
+            lines += self._ended(record, now)
+        return lines
+
+    def tick(self, now: float) -> list[str]:
+        """Notices held back whose period is over."""
+        return self.notices.tick(now)
+
+    def flush(self, now: float) -> list[str]:
+        """Every notice still held back: the run ends."""
+        return self.notices.flush(now)
+
+    def _ended(self, record: CheckpointRecord, now: float) -> list[str]:
+        if record.status == "completed":
+            self.completed += 1
+            self.latest = record.checkpoint
+            return []
+        self.aborted += 1
+        return self.notices.offer("abort", f"checkpoint {record.checkpoint} {record.label}", now)
+
+    def _heartbeat(self, message: Mapping[str, object], now: float) -> list[str]:
+        counters = WorkerCounters.from_message(message.get("counters"))
+        process = message.get("process")
+        if counters is None or not isinstance(process, str):
+            return []
+        added = self.counters.observe(process, counters)
+        if not added.dead_letters:
+            return []
+        example = str(message.get("dead_letter") or f"worker {message.get('worker')}")
+        text = f"dead letter: {example} -> {dead_letter_topic(self.job)}"
+        return self.notices.offer("dead letter", text, now, count=added.dead_letters)
+
+    def summary(self, now: float) -> list[str]:
+        """The lines printed when the run ends."""
+        total = self.counters.total
+        ran = "" if self.started_at is None else f" after {now - self.started_at:.0f} s"
+        lines = [
+            f"job {self.job} stopped{ran}",
+            f"  records: {total.records_in:,} read from sources, {total.records_out:,} written "
+            f"to sinks, {total.dead_letters:,} dead letter{'' if total.dead_letters == 1 else 's'} "
+            f"({dead_letter_topic(self.job)})",
+            f"  checkpoints: {self.completed:,} completed"
+            + (f" (latest {self.latest})" if self.latest is not None else "")
+            + f", {self.aborted:,} aborted",
+        ]
+        n = sum(self.recoveries.values())
+        causes = "; ".join(
+            cause if count == 1 else f"{cause} (x{count})"
+            for cause, count in self.recoveries.most_common(MAX_CAUSES)
+        ) + ("; ..." if len(self.recoveries) > MAX_CAUSES else "")
+        lines.append(f"  recoveries: {n}" + (f" - {causes}" if causes else ""))
+        if n:
+            lines.append("  (records replayed after a recovery are counted again)")
+        return lines

@@ -1,0 +1,187 @@
+"""Ordinary mistakes on the command line: one clear line on stderr, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_cli_run import JOB_FILE, kstream, wait_for, worker_processes
+
+from kstream.admin import Admin
+from kstream.control import read_history
+from kstream.testing import produce, read_all, unique_name
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+#: The `kstream` console script of this environment (not `python -m kstream`, which
+#: puts the current directory on the import path by itself).
+KSTREAM_SCRIPT = str(Path(sys.executable).with_name("kstream"))
+
+
+def one_line_error(proc: subprocess.Popen[str]) -> str:
+    """The single stderr line of a command that must fail with exit code 2."""
+    _, stderr = proc.communicate(timeout=120)
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "message"),
+    [
+        ({"bad.py": "def job(params:\n"}, ["bad.py:job"], "job file bad.py: SyntaxError at "),
+        ({"bad.py": "def job(params:\n"}, ["bad:job"], "module 'bad': SyntaxError at "),
+        (
+            {"imports.py": "import no_such_module_xyz\n"},
+            ["imports:job"],
+            "module 'imports' failed to import: ModuleNotFoundError: No module named "
+            "'no_such_module_xyz'",
+        ),
+        (
+            {"myjob.py": JOB_FILE},
+            ["myjob.py:job"],
+            "myjob.py:job: the job needs parameter 'input': pass it with -p input=VALUE",
+        ),
+        (
+            {"noargs.py": "def job():\n    pass\n"},
+            ["noargs.py:job"],
+            "noargs.py:job must take one argument, the -p parameters as a dict",
+        ),
+        (
+            {},
+            ["kstream.examples.wordcount:job", "--checkpoint-interval", "nan"],
+            "--checkpoint-interval must be a finite number > 0, got nan",
+        ),
+        (
+            {},
+            [
+                "kstream.examples.wordcount:job",
+                "-p",
+                "input={input}",
+                "-p",
+                "output={input}",
+                "--workers",
+                "200",
+            ],
+            "--workers 200 needs 40,202 partitions for the job's internal topics",
+        ),
+    ],
+    ids=[
+        "syntax-file",
+        "syntax-module",
+        "import-error",
+        "missing-param",
+        "signature",
+        "nan",
+        "too-many-workers",
+    ],
+)
+def test_mistakes_in_kstream_run_are_one_line(
+    bootstrap: str, tmp_path: Path, files: dict[str, str], args: list[str], message: str
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    if any("{input}" in a for a in args):
+        topic = unique_name("in")
+        Admin(bootstrap).create_topics({topic: 2})
+        args = [a.replace("{input}", topic) for a in args]
+    proc = kstream(
+        "run", *args, "--bootstrap-servers", bootstrap, "--state-dir", str(tmp_path / "state"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert message in one_line_error(proc)
+
+
+def test_an_empty_bootstrap_is_refused_not_replaced_by_the_local_broker(tmp_path: Path) -> None:
+    for command in (["run", "kstream.examples.wordcount:job"], ["checkpoints", "--job-name", "x"]):
+        proc = kstream(*command, "--bootstrap-servers", "", cwd=tmp_path)
+        assert "--bootstrap-servers is empty" in one_line_error(proc)
+
+
+def test_checkpoints_of_an_unreachable_cluster_is_one_line() -> None:
+    proc = kstream("checkpoints", "--job-name", "x", "--bootstrap-servers", "127.0.0.1:9")
+    assert one_line_error(proc) == (
+        "kstream: error: Kafka at 127.0.0.1:9 did not answer (127.0.0.1:9: Connection refused)"
+    )
+
+
+def started(proc: subprocess.Popen[str], name: str, bootstrap: str) -> Callable[[], bool]:
+    """A predicate: the run wrote its first `recover`; fails at once if it exited."""
+
+    def check() -> bool:
+        if proc.poll() is not None:
+            _, stderr = proc.communicate()
+            raise AssertionError(f"kstream run exited with {proc.returncode}: {stderr}")
+        return Admin(bootstrap).partitions(f"kstream.{name}.control") is not None and any(
+            m["type"] == "recover" for m in read_history(bootstrap, name)
+        )
+
+    return check
+
+
+def stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    return stderr
+
+
+def test_a_restart_with_another_worker_count_says_what_to_do(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    src, dst, name = unique_name("in"), unique_name("out"), unique_name("rescale")
+    Admin(bootstrap).create_topics({src: 2, dst: 2})
+    (tmp_path / "myjob.py").write_text(JOB_FILE)
+    common = ["-p", f"input={src}", "-p", f"output={dst}", "--job-name", name,
+              "--bootstrap-servers", bootstrap, "--state-dir", str(tmp_path / "state")]  # fmt: skip
+    first = kstream("run", "myjob.py:job", *common, "--workers", "2", cwd=tmp_path)
+    try:
+        wait_for(started(first, name, bootstrap), 120, "the first run to start")
+    finally:
+        stop(first)
+    again = kstream("run", "myjob.py:job", *common, "--workers", "3", cwd=tmp_path)
+    assert one_line_error(again) == (
+        f"kstream: error: job {name} was started with 2 workers (kstream.{name}.s1 has 4 "
+        f"partitions, 9 with 3 workers); run it again with --workers 2, or start it under a "
+        "new --job-name; rescaling a running job is not supported yet"
+    )
+
+
+def test_a_job_module_in_the_current_directory_runs_on_every_worker(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    src, dst, name = unique_name("in"), unique_name("out"), unique_name("cwd-job")
+    Admin(bootstrap).create_topics({src: 2, dst: 2})
+    lines = [f"w{i % 5} x" for i in range(200)]
+    produce(bootstrap, src, [(None, line.encode()) for line in lines])
+    (tmp_path / "probe_wc.py").write_text(JOB_FILE)
+    proc = subprocess.Popen(
+        [KSTREAM_SCRIPT, "run", "probe_wc:job", "-p", f"input={src}", "-p", f"output={dst}",
+         "--job-name", name, "--bootstrap-servers", bootstrap, "--workers", "2",
+         "--state-dir", str(tmp_path / "state"), "--checkpoint-interval", "0.5"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    truth = Counter(w for line in lines for w in line.split())
+    try:
+        is_running = started(proc, name, bootstrap)
+
+        def counted() -> bool:
+            is_running()
+            best: dict[str, int] = {}
+            for r in read_all(bootstrap, dst):
+                word = (r.key or b"").decode()
+                best[word] = max(best.get(word, 0), int(r.value or b"0"))
+            return best == dict(truth)
+
+        wait_for(counted, 120, "both workers to count every word")
+        assert len(worker_processes(name)) == 2
+    finally:
+        if proc.poll() is None:
+            stop(proc)
