@@ -43,6 +43,7 @@ from kstream.coordinator import (
 )
 from kstream.errors import ConfigurationError, JobFailedError, TimeoutConfigError
 from kstream.job import Job, sink_nodes
+from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
 from kstream.plan import Plan, plan
 from kstream.sink import Guarantee
 from kstream.snapshot import LocalCheckpointStorage
@@ -148,7 +149,10 @@ class Runner:
             self.transaction_timeout_s = transaction_timeout(
                 self.config, self.transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
             )
-        admin.create_topics(self.plan.internal_topics())
+        # Stated explicitly: a broker whose default is lower must not shrink them.
+        admin.create_topics(
+            self.plan.internal_topics(), {MAX_MESSAGE_BYTES: str(INTERNAL_TOPIC_MAX_BYTES)}
+        )
 
     def start(self) -> None:
         """Resume the coordinator from the control topic, open a generation, spawn workers."""
