@@ -39,7 +39,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
-from kstream.limits import FRAMING_BYTES, INTERNAL_TOPIC_MAX_BYTES
+from kstream.limits import FRAMING_BYTES, INTERNAL_TOPIC_MAX_BYTES, RECORD_OVERHEAD
 from kstream.state import key_bytes
 
 __all__ = [
@@ -135,7 +135,8 @@ class ChannelWriter:
         self._key_fn = key_fn
         self._next = upstream % downstream_count
         self._batches: list[list[Any]] = [[] for _ in range(downstream_count)]
-        self._max_bytes = max_bytes
+        #: Channel records have no key and no headers: the value may take the rest.
+        self._room = max_bytes - RECORD_OVERHEAD
         self._on_too_large = on_too_large
         #: Stream records per batch now (adapts to their size, see `_fitted`).
         self._cap = MAX_BATCH
@@ -171,7 +172,7 @@ class ChannelWriter:
         """Produce `batch` as one channel record, or in order as several that fit."""
         data = self._prefix + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         size, n = len(data), len(batch)
-        if size <= self._max_bytes:
+        if size <= self._room:
             self._fitted(size, n)
             self._produce(data, partition)
             self.sent += n
@@ -179,19 +180,19 @@ class ChannelWriter:
             self._reject(batch[0], size, partition)
         else:
             # Parts of about half the limit each: one more encoding pass, mostly.
-            step = -(-n // min(n, 2 * size // self._max_bytes + 1))
+            step = -(-n // min(n, 2 * size // self._room + 1))
             for i in range(0, n, step):
                 self._write_batch(batch[i : i + step], partition)
 
     def _fitted(self, size: int, n: int) -> None:
         """Adapt the count bound to the bytes per stream record of a batch that fitted."""
-        self._cap = max(1, min(MAX_BATCH, self._max_bytes * n // (2 * size)))
+        self._cap = max(1, min(MAX_BATCH, self._room * n // (2 * size)))
 
     def _reject(self, item: Any, size: int, partition: int) -> None:
         self.too_large += 1
         error = RecordTooLargeError(
             f"stream record of {size - HEADER_SIZE} bytes (pickled) cannot be written to channel "
-            f"{self._topic}[{partition}]: its records hold at most {self._max_bytes} bytes",
+            f"{self._topic}[{partition}]: its records hold at most {self._room} bytes",
             value=repr(item).encode(),
         )
         if self._on_too_large is None:

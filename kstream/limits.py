@@ -47,7 +47,12 @@ INTERNAL_TOPIC_MAX_BYTES = 1_048_588
 #: batch header (61 bytes), each record's length, attributes, deltas and header
 #: varints (under 40 bytes, 10 more per header), with ample room to spare.
 FRAMING_BYTES = 1024
-#: Framing counted per header on top of its name and value (two varints).
+#: What librdkafka adds to a record's key and value when it compares the record
+#: with ``message.max.bytes``: the largest framing of a v2 record (measured with
+#: librdkafka 2.16: a 36-byte record is the largest accepted with the limit at 72).
+RECORD_OVERHEAD = 36
+#: Framing counted per header on top of its name and value (two varints, 1-5
+#: bytes each).
 HEADER_FRAMING = 10
 #: librdkafka's bounds on ``message.max.bytes``.
 PRODUCER_MIN_BYTES = 1_000
@@ -66,8 +71,12 @@ DeadLetter = tuple[bytes | None, bytes, Headers]
 def record_bytes(
     key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, object]] = ()
 ) -> int:
-    """The size librdkafka compares with ``message.max.bytes``: key, value and headers."""
-    size = len(key or b"") + len(value or b"")
+    """The size librdkafka compares with ``message.max.bytes`` (an upper bound).
+
+    Key, value, headers and the record's framing (`RECORD_OVERHEAD`, and
+    `HEADER_FRAMING` per header).
+    """
+    size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
     for name, data in headers:
         size += len(name) + HEADER_FRAMING + (len(data) if isinstance(data, bytes | str) else 0)
     return size
