@@ -31,7 +31,7 @@ def test_the_producer_limit_is_the_smallest_topic_limit_less_framing() -> None:
 
 
 def test_a_topic_too_small_for_any_record_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigurationError, match="max.message.bytes=1500"):
+    with pytest.raises(ConfigurationError, match=r"max\.message\.bytes=1500"):
         producer_limit([1_500])
 
 
@@ -50,7 +50,9 @@ def test_a_dead_letter_that_fits_is_unchanged() -> None:
     value=st.binary(max_size=20_000),
     limit=st.integers(min_value=2_000, max_value=12_000),
 )
-def test_a_dead_letter_is_cut_to_fit_and_marked(key: bytes | None, value: bytes, limit: int) -> None:
+def test_a_dead_letter_is_cut_to_fit_and_marked(
+    key: bytes | None, value: bytes, limit: int
+) -> None:
     k, v, headers = fit_dead_letter(key, value, ERROR_HEADERS, limit)
     assert record_bytes(k, v, headers) <= limit
     marks = dict(headers)
