@@ -65,7 +65,7 @@ KEY_TRUNCATED_HEADER = "kstream.key.truncated"
 KEY_SHA256_HEADER = "kstream.key.sha256"
 
 Headers = list[tuple[str, bytes]]
-DeadLetter = tuple[bytes | None, bytes, Headers]
+DeadLetter = tuple[bytes | None, bytes | None, Headers]
 
 
 def record_bytes(
@@ -96,7 +96,9 @@ def producer_limit(topic_limits: Iterable[int]) -> int:
     return limit
 
 
-def fit_dead_letter(key: bytes | None, value: bytes, headers: Headers, limit: int) -> DeadLetter:
+def fit_dead_letter(
+    key: bytes | None, value: bytes | None, headers: Headers, limit: int
+) -> DeadLetter:
     """The dead letter (key, value, headers) cut to at most `limit` bytes, marked if cut.
 
     A dead letter must fit its topic even when the record it keeps did not fit
@@ -121,7 +123,7 @@ def fit_dead_letter(key: bytes | None, value: bytes, headers: Headers, limit: in
         ]
         key = key[: room // 4]
     keep = room - len(key or b"")
-    if len(value) > keep:
+    if value is not None and len(value) > keep:
         headers += [
             (TRUNCATED_HEADER, str(len(value)).encode()),
             (SHA256_HEADER, hashlib.sha256(value).hexdigest().encode()),

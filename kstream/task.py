@@ -291,11 +291,12 @@ class Subtask:
             ("kstream.src.partition", str(msg.partition()).encode()),
             ("kstream.src.offset", str(msg.offset()).encode()),
         ]
+        payload: bytes | None
         if isinstance(exc, RecordTooLargeError):
             key, payload = exc.key, exc.value
         else:
             key = msg.key()
-            payload = (msg.value() or b"") if item is _RAW else repr(item).encode()
+            payload = msg.value() if item is _RAW else repr(item).encode()
         self._apply_policy(exc, f"record {where}", key, payload, source)
 
     def _on_channel_record_too_large(self, item: Any, exc: RecordTooLargeError) -> None:
@@ -307,7 +308,12 @@ class Subtask:
         self._apply_policy(exc, "a stream record", exc.key, exc.value, [])
 
     def _apply_policy(
-        self, exc: BaseException, what: str, key: bytes | None, payload: bytes, source: Headers
+        self,
+        exc: BaseException,
+        what: str,
+        key: bytes | None,
+        payload: bytes | None,
+        source: Headers,
     ) -> None:
         policy = self.job.on_error
         if policy == "fail":
