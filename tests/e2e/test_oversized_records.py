@@ -108,7 +108,7 @@ def test_a_token_too_large_for_a_channel_is_one_marked_dead_letter(
 def test_an_output_too_large_for_its_topic_is_a_dead_letter_naming_its_input(
     bootstrap: str, tmp_path: Path
 ) -> None:
-    from large_output_job import BIG_FACTOR, job
+    from large_output_job import grow, job
 
     run_id = unique_name("big-out")
     src, dst = f"{run_id}-in", f"{run_id}-out"
@@ -132,5 +132,5 @@ def test_an_output_too_large_for_its_topic_is_a_dead_letter_naming_its_input(
     assert sorted(int(headers(r)["kstream.src.offset"]) for r in letters) == sorted(big)
     for r in letters:
         i = int(headers(r)["kstream.src.offset"])
-        assert r.value == f"big {i}".encode() * BIG_FACTOR  # the output itself, whole
+        assert r.value == grow(f"big {i}").encode()  # the output itself, whole
         assert b"cannot be written to " + dst.encode() in headers(r)["kstream.error"]
