@@ -24,6 +24,7 @@ count bound adapts to the bytes per stream record of the last batch written
 (aiming at half the limit), and a batch whose encoding is still too large is
 split, in order, into parts that fit. A single stream record that cannot fit
 alone is not written: it goes to `on_too_large` (the job's error policy).
+
 The generation is in the value rather than in Kafka headers because a header
 list costs Python allocations per record.
 """
