@@ -40,7 +40,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
-from kstream.limits import FRAMING_BYTES, INTERNAL_TOPIC_MAX_BYTES, RECORD_OVERHEAD
+from kstream.limits import DEFAULT_PRODUCER_BYTES, RECORD_OVERHEAD
 from kstream.state import key_bytes
 
 __all__ = [
@@ -58,8 +58,6 @@ BARRIER = 1
 #: Stream records per channel record at most: enough to amortise a produce call.
 #: Records of some kilobytes lower the bound (see the module docstring).
 MAX_BATCH = 500
-#: Largest channel record by default: what the internal topics accept.
-DEFAULT_MAX_BYTES = INTERNAL_TOPIC_MAX_BYTES - FRAMING_BYTES
 _HEADER = struct.Struct(">BI")
 _CHECKPOINT = struct.Struct(">Q")
 HEADER_SIZE = _HEADER.size
@@ -124,7 +122,7 @@ class ChannelWriter:
         generation: int,
         key_fn: Callable[[Any], Any] | None,
         *,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int = DEFAULT_PRODUCER_BYTES,
         on_too_large: Callable[[Any, RecordTooLargeError], None] | None = None,
     ) -> None:
         self._producer = producer

@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kstream.errors import KafkaUnavailableError, ProtocolError
-from kstream.limits import FRAMING_BYTES, INTERNAL_TOPIC_MAX_BYTES
+from kstream.limits import DEFAULT_PRODUCER_BYTES, record_bytes
 
 __all__ = ["ControlReader", "ControlWriter", "control_topic", "read_history"]
 
@@ -42,8 +42,9 @@ FLUSH_TIMEOUT_S = 30.0
 #: A reason (an error's text, which may quote a record) is cut to this many
 #: characters: enough to diagnose, and it keeps every control message small.
 REASON_CHARS = 2000
-#: The largest control message: what the control topic takes (kstream creates it).
-MAX_CONTROL_BYTES = INTERNAL_TOPIC_MAX_BYTES - FRAMING_BYTES
+#: The largest control message: what its producer (librdkafka's default
+#: ``message.max.bytes``) and the control topic (kstream creates it) take.
+MAX_CONTROL_BYTES = DEFAULT_PRODUCER_BYTES
 
 
 def control_topic(job: str) -> str:
@@ -75,7 +76,7 @@ class ControlWriter:
         if isinstance(reason, str) and len(reason) > REASON_CHARS:
             message = {**message, "reason": reason[:REASON_CHARS] + " [cut]"}
         data = json.dumps(message).encode()
-        if len(data) > MAX_CONTROL_BYTES:
+        if record_bytes(None, data) > MAX_CONTROL_BYTES:
             raise ProtocolError(
                 f"control message {message.get('type')!r} of {len(data)} bytes exceeds the "
                 f"{MAX_CONTROL_BYTES} bytes a record of {self.topic} may hold"

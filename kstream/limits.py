@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from kstream.errors import ConfigurationError
 
 __all__ = [
+    "DEFAULT_PRODUCER_BYTES",
     "FRAMING_BYTES",
     "INTERNAL_TOPIC_MAX_BYTES",
     "MAX_MESSAGE_BYTES",
@@ -54,6 +55,9 @@ RECORD_OVERHEAD = 36
 #: Framing counted per header on top of its name and value (two varints, 1-5
 #: bytes each).
 HEADER_FRAMING = 10
+#: librdkafka's default ``message.max.bytes``: the limit of a producer made
+#: without kstream's setting (the default where a limit is not passed in).
+DEFAULT_PRODUCER_BYTES = 1_000_000
 #: librdkafka's bounds on ``message.max.bytes``.
 PRODUCER_MIN_BYTES = 1_000
 PRODUCER_MAX_BYTES = 1_000_000_000

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from confluent_kafka import Producer
 
-from kstream.limits import FRAMING_BYTES, INTERNAL_TOPIC_MAX_BYTES
+from kstream.limits import DEFAULT_PRODUCER_BYTES
 
 __all__ = ["GUARANTEES", "Guarantee", "SinkContext", "SinkSnapshot", "SinkWriter"]
 
@@ -97,7 +97,7 @@ class SinkContext:
     source_position: Callable[[], tuple[str, int, int] | None] | None = None
     #: ``message.max.bytes`` of the shared `producer`: a larger output record
     #: written through it is a `RecordTooLargeError` (see `kstream.limits`).
-    max_record_bytes: int = INTERNAL_TOPIC_MAX_BYTES - FRAMING_BYTES
+    max_record_bytes: int = DEFAULT_PRODUCER_BYTES
 
 
 class SinkWriter(ABC):

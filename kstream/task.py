@@ -65,7 +65,7 @@ from kstream.errors import (
 )
 from kstream.fault import Faults
 from kstream.job import Node
-from kstream.limits import FRAMING_BYTES, INTERNAL_TOPIC_MAX_BYTES, Headers, fit_dead_letter
+from kstream.limits import DEFAULT_PRODUCER_BYTES, Headers, fit_dead_letter
 from kstream.plan import Plan, TaskSpec, dead_letter_topic
 from kstream.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.snapshot import CheckpointStorage, SnapshotMeta
@@ -102,7 +102,7 @@ class TaskRuntime:
     raise_if_undelivered: Callable[[], None] = lambda: None
     #: The shared producer's ``message.max.bytes``: no record it writes (channel
     #: record, plain sink output, dead letter) may be larger (`kstream.limits`).
-    max_record_bytes: int = INTERNAL_TOPIC_MAX_BYTES - FRAMING_BYTES
+    max_record_bytes: int = DEFAULT_PRODUCER_BYTES
 
 
 @dataclass

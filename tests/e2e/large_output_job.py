@@ -24,7 +24,5 @@ def grow(line: str) -> str:
 
 def job(params: dict[str, str]) -> Job:
     j = Job(params["name"])
-    j.source(KafkaSource(params["input"])).map(grow).sink(
-        KafkaSink(params["output"], lineage=True)
-    )
+    j.source(KafkaSource(params["input"])).map(grow).sink(KafkaSink(params["output"], lineage=True))
     return j

@@ -16,6 +16,7 @@ from kstream.connectors.kafka import KafkaSink, TransactionalWriter
 from kstream.control import REASON_CHARS, ControlWriter, control_topic
 from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
 from kstream.limits import (
+    DEFAULT_PRODUCER_BYTES,
     INTERNAL_TOPIC_MAX_BYTES,
     MAX_MESSAGE_BYTES,
     RECORD_OVERHEAD,
@@ -86,7 +87,7 @@ def test_a_batch_of_8kb_records_is_split_into_channel_records_that_fit(
     assert deliveries.errors == []
     items, sizes = _channel_items(bootstrap, topic)
     assert items == values  # all of them, in order
-    assert max(sizes) <= INTERNAL_TOPIC_MAX_BYTES
+    assert max(sizes) <= DEFAULT_PRODUCER_BYTES
 
 
 def test_a_stream_record_at_the_channel_limit_is_written_one_byte_over_goes_to_the_policy(
