@@ -151,7 +151,8 @@ class _Encoder:
     def row(self, value: Any) -> Row:
         row = self._encode(value)
         kdata, data, headers = row
-        # len() of both is cheap; only a row near the limit is sized exactly.
+        # len() of both is cheap; only a row near the limit is sized exactly (the
+        # only headers, lineage, are a few hundred bytes at most).
         if len(data or b"") + len(kdata or b"") + 1024 > self._max_bytes:
             size = record_bytes(kdata, data, headers or ())
             if size > self._max_bytes:
