@@ -23,7 +23,13 @@ from typing import Any, Literal
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kstream.admin import Admin
-from kstream.errors import ConfigurationError, KafkaUnavailableError, ProtocolError
+from kstream.errors import (
+    ConfigurationError,
+    KafkaUnavailableError,
+    ProtocolError,
+    RecordTooLargeError,
+)
+from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit, record_bytes
 from kstream.plan import commit_topic
 from kstream.serde import Serde, serde
 from kstream.sink import SinkContext, SinkSnapshot, SinkWriter
@@ -128,14 +134,37 @@ Row = tuple[bytes | None, bytes | None, Headers | None]
 
 
 class _Encoder:
-    """Turns a result into a `Row`: serdes, and lineage headers when asked for."""
+    """Turns a result into a `Row`: serdes, and lineage headers when asked for.
 
-    def __init__(self, sink: KafkaSink, ctx: SinkContext) -> None:
+    A row larger than `max_bytes` raises `RecordTooLargeError`: it is checked
+    here, before any producer sees it, so it can neither fail a produce call
+    nor be rejected by the broker inside a transaction.
+    """
+
+    def __init__(self, sink: KafkaSink, ctx: SinkContext, max_bytes: int) -> None:
+        self._topic = sink.topic
         self._key = serde(sink.key_serde).dumps
         self._value = serde(sink.value_serde).dumps
         self._position = ctx.source_position if sink.lineage else None
+        self._max_bytes = max_bytes
 
     def row(self, value: Any) -> Row:
+        row = self._encode(value)
+        kdata, data, headers = row
+        # len() of both is cheap; only a row near the limit is sized exactly (the
+        # only headers, lineage, are a few hundred bytes at most).
+        if len(data or b"") + len(kdata or b"") + 1024 > self._max_bytes:
+            size = record_bytes(kdata, data, headers or ())
+            if size > self._max_bytes:
+                raise RecordTooLargeError(
+                    f"output record of {size} bytes (key, value and headers) cannot be written "
+                    f"to {self._topic}: it takes records of at most {self._max_bytes} bytes",
+                    key=kdata,
+                    value=data or b"",
+                )
+        return row
+
+    def _encode(self, value: Any) -> Row:
         if isinstance(value, tuple) and len(value) == 2:
             key, val = value
             kdata = None if key is None else self._key(key)
@@ -156,7 +185,11 @@ class _Encoder:
 
 
 def _produce(producer: Producer, topic: str, row: Row) -> None:
-    """Produce one row, serving delivery reports while the local queue is full."""
+    """Produce one row, serving delivery reports while the local queue is full.
+
+    A failure is kstream's own I/O failing (rows are sized beforehand), raised as
+    `KafkaUnavailableError` so that it stops the worker, never blames a record.
+    """
     kdata, data, headers = row
     while True:
         try:
@@ -167,6 +200,8 @@ def _produce(producer: Producer, topic: str, row: Row) -> None:
             return
         except BufferError:
             producer.poll(0.05)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"cannot write to {topic}: {exc.args[0]}") from None
 
 
 class _PlainWriter(SinkWriter):
@@ -178,7 +213,7 @@ class _PlainWriter(SinkWriter):
 
     def __init__(self, sink: KafkaSink, ctx: SinkContext, *, flush: bool) -> None:
         self._topic = sink.topic
-        self._row = _Encoder(sink, ctx).row
+        self._row = _Encoder(sink, ctx, ctx.max_record_bytes).row
         self._producer = ctx.producer
         self._flush = flush
         self._raise_if_undelivered = ctx.raise_if_undelivered
@@ -216,10 +251,22 @@ class TransactionalWriter(SinkWriter):
 
     def __init__(self, sink: KafkaSink, ctx: SinkContext) -> None:
         self._topic = sink.topic
-        self._row = _Encoder(sink, ctx).row
         self._ctx = ctx
         self._tid = f"kstream.{ctx.job}.{ctx.task}.{sink.topic}"
         self._marker_topic = commit_topic(ctx.job)
+        # These producers write only the output topic and the commit markers: their
+        # records may be as large as the output topic takes (`kstream.limits`).
+        limits = {
+            t: int(v)
+            for t, v in Admin(ctx.bootstrap)
+            .topic_config([sink.topic, self._marker_topic], MAX_MESSAGE_BYTES)
+            .items()
+        }
+        self._max_bytes = producer_limit([limits.get(sink.topic, INTERNAL_TOPIC_MAX_BYTES)])
+        self._marker_max_bytes = producer_limit(
+            [limits.get(self._marker_topic, INTERNAL_TOPIC_MAX_BYTES)]
+        )
+        self._row = _Encoder(sink, ctx, self._max_bytes).row
         self._producers: dict[int, Producer] = {}
         self._ledger = EpochLedger(POOL_SIZE)
         #: The open epoch's producer and records (None: no transaction open).
@@ -240,6 +287,7 @@ class TransactionalWriter(SinkWriter):
                     "bootstrap.servers": self._ctx.bootstrap,
                     "transactional.id": f"{self._tid}.{slot}",
                     "transaction.timeout.ms": self._ctx.transaction_timeout_ms,
+                    "message.max.bytes": self._max_bytes,
                     "linger.ms": 5,
                     "batch.size": 1_000_000,
                     "compression.type": "lz4",
@@ -254,18 +302,27 @@ class TransactionalWriter(SinkWriter):
         return producer
 
     def _marker(self, producer: Producer, epoch: int) -> None:
-        producer.produce(
-            self._marker_topic,
-            json.dumps({"epoch": epoch, "generation": self._ctx.generation}).encode(),
-            self._tid.encode(),
-            partition=self._ctx.marker_partition,
-        )
+        value = json.dumps({"epoch": epoch, "generation": self._ctx.generation}).encode()
+        key = self._tid.encode()
+        # Tens of bytes plus the names of job, subtask and topic; never near a limit
+        # unless those names are absurd, and then say so rather than fail the commit.
+        if record_bytes(key, value) > min(self._marker_max_bytes, self._max_bytes):
+            raise ConfigurationError(
+                f"the commit marker of {self._tid} ({record_bytes(key, value)} bytes) exceeds "
+                f"what {self._marker_topic} takes; shorten the job or topic name"
+            )
+        try:
+            producer.produce(self._marker_topic, value, key, partition=self._ctx.marker_partition)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"cannot write a commit marker to {self._marker_topic}: {exc.args[0]}"
+            ) from None
 
     # -- the protocol -------------------------------------------------------
 
     def write(self, value: Any) -> None:
+        row = self._row(value)  # sized first: a too-large row never enters a transaction
         producer = self._open or self._begin()
-        row = self._row(value)
         self._rows.append(row)
         _produce(producer, self._topic, row)
 

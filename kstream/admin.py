@@ -98,6 +98,32 @@ class Admin:
                 return str(entry.value)
         return None
 
+    def topic_config(self, topics: Iterable[str], name: str) -> dict[str, str]:
+        """Setting `name` of each existing topic among `topics` (missing topics are left out)."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            ConfigResource,
+            ResourceType,
+        )
+
+        out: dict[str, str] = {}
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
+        if not resources:
+            return out
+        for resource, fut in self._client.describe_configs(resources).items():
+            try:
+                entries = fut.result(timeout=ADMIN_TIMEOUT_S)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise KafkaUnavailableError(
+                    f"cannot read the configuration of topic {resource.name}: {err}"
+                ) from None
+            entry = entries.get(name)
+            if entry is not None and entry.value is not None:
+                out[resource.name] = str(entry.value)
+        return out
+
     def partitions(self, topic: str) -> int | None:
         """Number of partitions of `topic`, or None if it does not exist."""
         md = self._client.list_topics(topic=topic, timeout=ADMIN_TIMEOUT_S)

@@ -16,6 +16,15 @@ One Kafka record carries a small batch of stream records: a produce call, a
 broker write and a fetch per stream record would cost more than the work
 itself. A batch never straddles a barrier (`barrier` flushes first), so FIFO
 order and the before/after split of each checkpoint hold per stream record.
+
+A batch is bounded by count (`MAX_BATCH`) and by size: its encoded record must
+fit `max_bytes` (see `kstream.limits`). Sizing each stream record would cost
+more than pickling it, so the writer sizes only what it encodes anyway: the
+count bound adapts to the bytes per stream record of the last batch written
+(aiming at half the limit), and a batch whose encoding is still too large is
+split, in order, into parts that fit. A single stream record that cannot fit
+alone is not written: it goes to `on_too_large` (the job's error policy).
+
 The generation is in the value rather than in Kafka headers because a header
 list costs Python allocations per record.
 """
@@ -28,9 +37,10 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
-from kstream.errors import ProtocolError
+from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
+from kstream.limits import DEFAULT_PRODUCER_BYTES, RECORD_OVERHEAD
 from kstream.state import key_bytes
 
 __all__ = [
@@ -45,8 +55,8 @@ __all__ = [
 
 RECORD = 0
 BARRIER = 1
-#: Stream records per channel record: large enough to amortise a produce call,
-#: small enough to keep one Kafka record well under a megabyte.
+#: Stream records per channel record at most: enough to amortise a produce call.
+#: Records of some kilobytes lower the bound (see the module docstring).
 MAX_BATCH = 500
 _HEADER = struct.Struct(">BI")
 _CHECKPOINT = struct.Struct(">Q")
@@ -94,6 +104,13 @@ class ChannelWriter:
     every processed input batch); `barrier` flushes, then writes a barrier
     into every channel this subtask owns. The shared producer is idempotent,
     so each partition keeps the order of `produce` calls.
+
+    Every channel record is at most `max_bytes`. A stream record too large
+    for that on its own is handed to `on_too_large` with a
+    `RecordTooLargeError` (without a handler, the error is raised). A batch is
+    replaced only once all its parts were produced; a failed produce raises
+    `KafkaUnavailableError`, which must stop the worker (the job rolls back),
+    never count as a record error.
     """
 
     def __init__(
@@ -104,6 +121,9 @@ class ChannelWriter:
         downstream_count: int,
         generation: int,
         key_fn: Callable[[Any], Any] | None,
+        *,
+        max_bytes: int = DEFAULT_PRODUCER_BYTES,
+        on_too_large: Callable[[Any, RecordTooLargeError], None] | None = None,
     ) -> None:
         self._producer = producer
         self._topic = topic
@@ -114,7 +134,13 @@ class ChannelWriter:
         self._key_fn = key_fn
         self._next = upstream % downstream_count
         self._batches: list[list[Any]] = [[] for _ in range(downstream_count)]
+        #: Channel records have no key and no headers: the value may take the rest.
+        self._room = max_bytes - RECORD_OVERHEAD
+        self._on_too_large = on_too_large
+        #: Stream records per batch now (adapts to their size, see `_fitted`).
+        self._cap = MAX_BATCH
         self.sent = 0
+        self.too_large = 0
 
     def send(self, value: Any) -> None:
         """Route one value to its channel's batch."""
@@ -128,7 +154,7 @@ class ChannelWriter:
             self._next = (j + 1) % self._d
             batch = self._batches[j]
             batch.append(value)
-        if len(batch) >= MAX_BATCH:
+        if len(batch) >= self._cap:
             self._write(j)
 
     def flush(self) -> None:
@@ -138,12 +164,39 @@ class ChannelWriter:
                 self._write(j)
 
     def _write(self, j: int) -> None:
-        batch = self._batches[j]
+        self._write_batch(self._batches[j], self._base + j)
         self._batches[j] = []
-        self.sent += len(batch)
-        self._produce(
-            self._prefix + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL), self._base + j
+
+    def _write_batch(self, batch: list[Any], partition: int) -> None:
+        """Produce `batch` as one channel record, or in order as several that fit."""
+        data = self._prefix + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+        size, n = len(data), len(batch)
+        if size <= self._room:
+            self._fitted(size, n)
+            self._produce(data, partition)
+            self.sent += n
+        elif n == 1:
+            self._reject(batch[0], size, partition)
+        else:
+            # Parts of about half the limit each: one more encoding pass, mostly.
+            step = -(-n // min(n, 2 * size // self._room + 1))
+            for i in range(0, n, step):
+                self._write_batch(batch[i : i + step], partition)
+
+    def _fitted(self, size: int, n: int) -> None:
+        """Adapt the count bound to the bytes per stream record of a batch that fitted."""
+        self._cap = max(1, min(MAX_BATCH, self._room * n // (2 * size)))
+
+    def _reject(self, item: Any, size: int, partition: int) -> None:
+        self.too_large += 1
+        error = RecordTooLargeError(
+            f"stream record of {size - HEADER_SIZE} bytes (pickled) cannot be written to channel "
+            f"{self._topic}[{partition}]: its records hold at most {self._room} bytes",
+            value=repr(item).encode(),
         )
+        if self._on_too_large is None:
+            raise error
+        self._on_too_large(item, error)
 
     def barrier(self, checkpoint: int) -> None:
         """Flush, then write barrier `checkpoint` into each of this subtask's channels."""
@@ -160,3 +213,8 @@ class ChannelWriter:
             except BufferError:
                 # The local queue is full: serve delivery reports until it drains.
                 self._producer.poll(0.05)
+            except KafkaException as exc:
+                # kstream's own write failed, not a user's record: stop the worker.
+                raise KafkaUnavailableError(
+                    f"cannot write to channel {self._topic}[{partition}]: {exc.args[0]}"
+                ) from None

@@ -38,13 +38,20 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from kstream.errors import KafkaUnavailableError
+from kstream.errors import KafkaUnavailableError, ProtocolError
+from kstream.limits import DEFAULT_PRODUCER_BYTES, record_bytes
 
 __all__ = ["ControlReader", "ControlWriter", "control_topic", "read_history"]
 
 Message = dict[str, Any]
 #: Control messages are few and small; a flush waits at most this long.
 FLUSH_TIMEOUT_S = 30.0
+#: A reason (an error's text, which may quote a record) is cut to this many
+#: characters: enough to diagnose, and it keeps every control message small.
+REASON_CHARS = 2000
+#: The largest control message: what its producer (librdkafka's default
+#: ``message.max.bytes``) and the control topic (kstream creates it) take.
+MAX_CONTROL_BYTES = DEFAULT_PRODUCER_BYTES
 
 
 def control_topic(job: str) -> str:
@@ -66,7 +73,22 @@ class ControlWriter:
         )
 
     def send(self, message: Message, *, flush: bool = True) -> None:
-        self._producer.produce(self.topic, json.dumps(message).encode(), partition=0)
+        """Append `message` (its ``reason`` cut to `REASON_CHARS`).
+
+        Messages are small by construction; one that is not (offsets of
+        thousands of partitions, say) raises `ProtocolError` naming its type
+        and size rather than failing inside the producer.
+        """
+        reason = message.get("reason")
+        if isinstance(reason, str) and len(reason) > REASON_CHARS:
+            message = {**message, "reason": reason[:REASON_CHARS] + " [cut]"}
+        data = json.dumps(message).encode()
+        if record_bytes(None, data) > MAX_CONTROL_BYTES:
+            raise ProtocolError(
+                f"control message {message.get('type')!r} of {len(data)} bytes exceeds the "
+                f"{MAX_CONTROL_BYTES} bytes a record of {self.topic} may hold"
+            )
+        self._producer.produce(self.topic, data, partition=0)
         if flush:
             self.flush()
         else:

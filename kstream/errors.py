@@ -14,6 +14,7 @@ Organised by what the caller can do about an error::
     ├── KafkaUnavailableError         the cluster cannot be reached: retry later
     ├── BrokerError                   the local broker failed to start or stop: read its log
     ├── RecordError                   one record could not be decoded or processed
+    │   └── RecordTooLargeError       a record exceeds what Kafka accepts on its topic
     ├── CheckpointError               a checkpoint could not be taken or restored
     ├── JobFailedError                the job stopped because of an error it was told not to skip
     └── ProtocolError                 a state machine got an event its state forbids: a bug
@@ -37,6 +38,7 @@ __all__ = [
     "PortInUseError",
     "ProtocolError",
     "RecordError",
+    "RecordTooLargeError",
     "SpecError",
     "TimeoutConfigError",
     "ToolMissingError",
@@ -96,6 +98,21 @@ class BrokerError(KStreamError):
 
 class RecordError(KStreamError):
     """A record could not be decoded, or a user function raised on it."""
+
+
+class RecordTooLargeError(RecordError):
+    """One record is larger than the largest Kafka record its topic accepts.
+
+    Raised before the record reaches a producer (so it can neither be dropped
+    half-way nor poison a transaction) and handled like any failing record: by
+    the job's error policy. `key` and `value` are the encoded record that did
+    not fit, so a dead letter can keep it.
+    """
+
+    def __init__(self, message: str, *, key: bytes | None = None, value: bytes = b"") -> None:
+        super().__init__(message)
+        self.key = key
+        self.value = value
 
 
 class CheckpointError(KStreamError):

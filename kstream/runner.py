@@ -48,6 +48,7 @@ from kstream.errors import (
     TimeoutConfigError,
 )
 from kstream.job import Job, sink_nodes
+from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
 from kstream.plan import Plan, plan, started_with
 from kstream.run_report import RunReport
 from kstream.sink import Guarantee
@@ -159,7 +160,10 @@ class Runner:
                 self.config, self.transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
             )
         self._check_layout(admin)
-        admin.create_topics(self.plan.internal_topics())
+        # Stated explicitly: a broker whose default is lower must not shrink them.
+        admin.create_topics(
+            self.plan.internal_topics(), {MAX_MESSAGE_BYTES: str(INTERNAL_TOPIC_MAX_BYTES)}
+        )
 
     def _check_layout(self, admin: Admin) -> None:
         """Refuse a worker count the job's existing internal topics were not made for."""

@@ -8,7 +8,9 @@ call                when                                              idempotent
 =================== ================================================= ==============
 `begin_epoch(n)`    before the first `write` of epoch n: at start-up   no
                     and right after `pre_commit(n-1)`
-`write(value)`      for every result, in order                        no
+`write(value)`      for every result, in order; raises                no
+                    `RecordTooLargeError`, before writing anything,
+                    for a result too large for the destination
 `pre_commit(n)`     barrier n reached this subtask, after its state   no
                     snapshot and before its ack; must make epoch n
                     durable-but-invisible (or, without transactions,
@@ -41,6 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from confluent_kafka import Producer
+
+from kstream.limits import DEFAULT_PRODUCER_BYTES
 
 __all__ = ["GUARANTEES", "Guarantee", "SinkContext", "SinkSnapshot", "SinkWriter"]
 
@@ -91,6 +95,9 @@ class SinkContext:
     #: (topic, partition, offset) of the source record being processed, for
     #: lineage headers; None when the sink is not in a source's stage.
     source_position: Callable[[], tuple[str, int, int] | None] | None = None
+    #: ``message.max.bytes`` of the shared `producer`: a larger output record
+    #: written through it is a `RecordTooLargeError` (see `kstream.limits`).
+    max_record_bytes: int = DEFAULT_PRODUCER_BYTES
 
 
 class SinkWriter(ABC):

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from kstream.barrier import (
     AbandonAlignment,
@@ -49,9 +56,17 @@ from kstream.channel import (
     decode_header,
 )
 from kstream.counters import WorkerCounters
-from kstream.errors import ConfigurationError, JobFailedError
+from kstream.errors import (
+    ConfigurationError,
+    JobFailedError,
+    KafkaUnavailableError,
+    KStreamError,
+    RecordError,
+    RecordTooLargeError,
+)
 from kstream.fault import Faults
 from kstream.job import Node
+from kstream.limits import DEFAULT_PRODUCER_BYTES, Headers, fit_dead_letter
 from kstream.plan import Plan, TaskSpec, dead_letter_topic
 from kstream.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.snapshot import CheckpointStorage, SnapshotMeta
@@ -86,6 +101,9 @@ class TaskRuntime:
     pump: Callable[[], None] = lambda: None
     #: Raise if the shared producer lost a record (see `SinkContext`).
     raise_if_undelivered: Callable[[], None] = lambda: None
+    #: The shared producer's ``message.max.bytes``: no record it writes (channel
+    #: record, plain sink output, dead letter) may be larger (`kstream.limits`).
+    max_record_bytes: int = DEFAULT_PRODUCER_BYTES
 
 
 @dataclass
@@ -229,6 +247,7 @@ class Subtask:
                     pump=self.rt.pump,
                     raise_if_undelivered=self.rt.raise_if_undelivered,
                     source_position=self._source_position(),
+                    max_record_bytes=self.rt.max_record_bytes,
                 )
             )
             self.sinks[f"{node.sink.name}#{ordinal}"] = writer
@@ -249,6 +268,8 @@ class Subtask:
                 self.rt.plan.parallelism[target.index],
                 self.rt.generation,
                 target.key_fn,
+                max_bytes=self.rt.max_record_bytes,
+                on_too_large=self._on_channel_record_too_large,
             )
             self.writers.append(cw)
             return cw.send
@@ -264,44 +285,78 @@ class Subtask:
         """Apply the job's error policy to a record that failed to decode or process.
 
         `msg` is the Kafka record it came in: a source record, or a channel record
-        holding a batch, in which case `item` is the failing stream record.
-        A `JobFailedError` (the policy of an operator further down) passes through.
+        holding a batch, in which case `item` is the failing stream record. A
+        `RecordTooLargeError` (an output too large for its topic) keeps the
+        output itself in the dead letter, with the input's position.
+
+        Errors that are not the record's pass through and stop the worker: a
+        `JobFailedError` (the policy of an operator further down) and any other
+        `KStreamError` that is not a `RecordError` (kstream's own I/O failed,
+        e.g. a produce; the job rolls back instead of blaming the record).
         """
-        if isinstance(exc, JobFailedError):
+        if isinstance(exc, KStreamError) and not isinstance(exc, RecordError):
             raise exc
         where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
-        policy = self.job.on_error
-        if policy == "fail" or isinstance(exc, JobFailedError):
-            raise JobFailedError(
-                f"{self.id}: record {where} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        if policy == "skip":
-            log.warning("%s: skipped record %s: %s: %s", self.id, where, type(exc).__name__, exc)
-            self.stats.dropped += 1
-            return
-        stack = "".join(traceback.format_exception(exc))[-8000:]
-        headers = [
-            ("kstream.error", f"{type(exc).__name__}: {exc}".encode()[:2000]),
-            ("kstream.task", self.id.encode()),
+        source: Headers = [
             ("kstream.src.topic", (msg.topic() or "").encode()),
             ("kstream.src.partition", str(msg.partition()).encode()),
             ("kstream.src.offset", str(msg.offset()).encode()),
+        ]
+        payload: bytes | None
+        if isinstance(exc, RecordTooLargeError):
+            key, payload = exc.key, exc.value
+        else:
+            key = msg.key()
+            payload = msg.value() if item is _RAW else repr(item).encode()
+        self._apply_policy(exc, f"record {where}", key, payload, source)
+
+    def _on_channel_record_too_large(self, item: Any, exc: RecordTooLargeError) -> None:
+        """A stream record too large for its channel (found when its batch is written).
+
+        Batches span many input records, so which one emitted it is not known:
+        the dead letter names no source position rather than a wrong one.
+        """
+        self._apply_policy(exc, "a stream record", exc.key, exc.value, [])
+
+    def _apply_policy(
+        self,
+        exc: BaseException,
+        what: str,
+        key: bytes | None,
+        payload: bytes | None,
+        source: Headers,
+    ) -> None:
+        policy = self.job.on_error
+        if policy == "fail":
+            raise JobFailedError(f"{self.id}: {what} failed: {type(exc).__name__}: {exc}") from exc
+        if policy == "skip":
+            log.warning("%s: skipped %s: %s: %s", self.id, what, type(exc).__name__, exc)
+            self.stats.dropped += 1
+            return
+        stack = "".join(traceback.format_exception(exc))[-8000:]
+        headers: Headers = [
+            ("kstream.error", f"{type(exc).__name__}: {exc}".encode()[:2000]),
+            ("kstream.task", self.id.encode()),
+            *source,
             ("kstream.stack", stack.encode()),
         ]
-        payload = msg.value() if item is _RAW else repr(item).encode()
-        self.rt.producer.produce(
-            dead_letter_topic(self.job.name), payload, msg.key(), headers=headers
-        )
+        topic = dead_letter_topic(self.job.name)
+        # The dead letter must fit where the record did not: cut to fit, marked.
+        key, payload, headers = fit_dead_letter(key, payload, headers, self.rt.max_record_bytes)
+        producer = self.rt.producer
+        while True:
+            try:
+                producer.produce(topic, payload, key, headers=headers)
+                break
+            except BufferError:
+                producer.poll(0.05)  # local queue full: serve deliveries until it drains
+            except KafkaException as err:
+                raise KafkaUnavailableError(
+                    f"cannot write a dead letter to {topic}: {err.args[0]}"
+                ) from None
         self.stats.dead_letters += 1
-        self.stats.last_dead_letter = f"{self.id}: {where}: {type(exc).__name__}: {exc}"[:300]
-        log.warning(
-            "%s: record %s sent to %s: %s: %s",
-            self.id,
-            where,
-            dead_letter_topic(self.job.name),
-            type(exc).__name__,
-            exc,
-        )
+        self.stats.last_dead_letter = f"{self.id}: {what}: {type(exc).__name__}: {exc}"[:300]
+        log.warning("%s: %s sent to %s: %s: %s", self.id, what, topic, type(exc).__name__, exc)
 
     # -- checkpoints --------------------------------------------------------
 

@@ -20,12 +20,14 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from kstream.admin import Admin
 from kstream.control import ControlReader, ControlWriter
 from kstream.counters import WorkerCounters
 from kstream.errors import JobFailedError, KafkaUnavailableError
 from kstream.fault import Faults
-from kstream.job import Job
-from kstream.plan import plan
+from kstream.job import Job, sink_nodes
+from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
+from kstream.plan import Plan, dead_letter_topic, plan
 from kstream.sink import Guarantee
 from kstream.snapshot import LocalCheckpointStorage
 from kstream.task import Subtask, TaskRuntime, open_task
@@ -73,6 +75,8 @@ class Worker:
         #: Records of the shared producer (channels, plain sinks, dead letters) that
         #: Kafka did not take: the job must roll back, or they would be lost.
         self._undelivered: list[str] = []
+        #: The largest record the shared producer writes (`kstream.limits`).
+        self.max_record_bytes = _shared_producer_limit(bootstrap, self.plan, guarantee)
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -86,6 +90,9 @@ class Worker:
                 "compression.type": "lz4",
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1_048_576,
+                # Every record it accepts, and every batch it builds, fits each topic it
+                # writes; writers check records against this before producing.
+                "message.max.bytes": self.max_record_bytes,
                 # Per-record delivery callbacks cost a Python call each; only
                 # failures need one, and one producer-wide callback sees them all.
                 "delivery.report.only.error": True,
@@ -174,6 +181,7 @@ class Worker:
             transaction_timeout_ms=self.transaction_timeout_ms,
             pump=self._pump,
             raise_if_undelivered=self.raise_if_undelivered,
+            max_record_bytes=self.max_record_bytes,
         )
         self.tasks = [open_task(rt, spec, checkpoint) for spec in self.specs]
         log.info(
@@ -335,3 +343,21 @@ class Worker:
             reader.close()
             self.executor.shutdown(wait=True)
             self.producer.flush(10)
+
+
+def _shared_producer_limit(bootstrap: str, job_plan: Plan, guarantee: Guarantee) -> int:
+    """``message.max.bytes`` of the shared producer, from the topics it writes.
+
+    It writes the channels, the dead letters and the output of Kafka sinks
+    without transactions (transactional sinks have producers of their own).
+    Topics not created yet get the limit kstream creates internal topics with.
+    """
+    topics = [*job_plan.channel_topics(), dead_letter_topic(job_plan.job.name)]
+    if guarantee != "exactly-once":
+        for stage in job_plan.job.stages:
+            for node in sink_nodes(stage.root):
+                topic = getattr(node.sink, "topic", None)
+                if isinstance(topic, str):
+                    topics.append(topic)
+    found = Admin(bootstrap).topic_config(topics, MAX_MESSAGE_BYTES)
+    return producer_limit(int(found.get(t, INTERNAL_TOPIC_MAX_BYTES)) for t in topics)
