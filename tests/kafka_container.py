@@ -47,10 +47,17 @@ def _port_is_open(port: int) -> bool:
 def kafka_container(port: int, image: str = IMAGE) -> Iterator[str]:
     """Run the broker `image` on 127.0.0.1:`port` (controller on port+1); yield its bootstrap.
 
-    The container starts from empty storage and is removed on exit. Raises
-    `EnvironmentSetupError` (one line) when no Docker engine answers or the image
-    is missing (naming `BUILD_COMMAND`), and `PortInUseError` when a port is taken.
+    The container starts from empty storage and is removed on exit. Raises, each
+    in one line and before any container starts, `PortInUseError` when a port is
+    taken and `EnvironmentSetupError` when no Docker engine answers or the image
+    is missing (naming `BUILD_COMMAND`).
     """
+    for p in (port, port + 1):
+        if _port_is_open(p):
+            raise PortInUseError(
+                f"port {p} on 127.0.0.1 is in use; the Kafka container needs it "
+                "(choose another with KSTREAM_TEST_BROKER_PORT)"
+            )
     # Ryuk, testcontainers' reaper of leaked containers, is an image from a
     # registry; the context manager below removes the container itself.
     if "TESTCONTAINERS_RYUK_DISABLED" not in os.environ:
@@ -70,15 +77,10 @@ def kafka_container(port: int, image: str = IMAGE) -> Iterator[str]:
             "(or set KSTREAM_TEST_KAFKA=local to test against kstream's local broker)"
         ) from None
     except DockerException as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise EnvironmentSetupError(
-            f"no Docker engine answers ({type(exc).__name__}); start one "
+            f"no Docker engine answers ({reason}); start one "
             "or set KSTREAM_TEST_KAFKA=local to test against kstream's local broker"
         ) from None
-    for p in (port, port + 1):
-        if _port_is_open(p):
-            raise PortInUseError(
-                f"port {p} on 127.0.0.1 is in use; the Kafka container needs it "
-                "(choose another with KSTREAM_TEST_BROKER_PORT)"
-            )
     with container:
         yield f"127.0.0.1:{port}"
