@@ -15,9 +15,10 @@
 # image is rebuilt every run from Docker's layer cache, so it always matches the
 # current jars and configs and an unchanged one takes seconds.
 #
-# Needs: root (debootstrap), a running Docker engine, debootstrap, and python3
-# with kstream installed (or PYTHON=.venv/bin/python). KSTREAM_DEBIAN_MIRROR
-# names another Debian mirror (default: deb.debian.org).
+# Needs: a running Docker engine; for the base image root and debootstrap; a
+# Python with kstream's dependencies (the checkout's .venv when there is one,
+# else python3, or PYTHON=...), and mvn when the jars are not resolved yet.
+# KSTREAM_DEBIAN_MIRROR names another Debian mirror (default: deb.debian.org).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
