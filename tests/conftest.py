@@ -1,12 +1,17 @@
 """Shared fixtures: a real Kafka cluster, reached one of three ways.
 
 1. ``KSTREAM_BOOTSTRAP`` set: that cluster.
-2. A Docker engine answers: testcontainers' KafkaContainer.
-3. Otherwise: kstream's local broker (KRaft, jars from Maven Central) on
-   ``KSTREAM_TEST_BROKER_PORT`` (default 23192, apart from the demo's 23092 so
-   tests that restart their broker never touch a user's).
+2. ``KSTREAM_TEST_KAFKA=docker``, or ``auto`` (the default) and a Docker engine
+   answers: a container of the locally built broker image (`kafka_container`;
+   ``deploy/docker/build-images.sh`` builds it) on ``KSTREAM_TEST_BROKER_PORT``.
+3. ``KSTREAM_TEST_KAFKA=local``, or ``auto`` and no Docker engine: kstream's local
+   broker (KRaft, jars from Maven Central) on ``KSTREAM_TEST_BROKER_PORT``
+   (default 23192, apart from the demo's 23092 so tests that restart their
+   broker never touch a user's).
 
-Tests never skip for lack of a broker: the project can always start one.
+Only the local broker is the suite's to kill: tests that restart their broker
+skip under the other two. Tests never skip for lack of a broker: the project can
+always start one.
 """
 
 from __future__ import annotations
@@ -15,14 +20,21 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Literal
 
 import pytest
 
 from kstream.admin import Admin
 from kstream.broker import LocalBroker
+from kstream.errors import EnvironmentSetupError
 from kstream.testing import unique_name
 
 TEST_BROKER_PORT = int(os.environ.get("KSTREAM_TEST_BROKER_PORT", "23192"))
+#: Where the suite's Kafka comes from when ``KSTREAM_BOOTSTRAP`` is unset.
+KAFKA_CHOICES = ("auto", "docker", "local")
+
+KafkaSource = Literal["bootstrap", "docker", "local"]
 
 
 def _docker_available() -> bool:
@@ -37,9 +49,27 @@ def _docker_available() -> bool:
 
 
 @pytest.fixture(scope="session")
-def local_broker() -> Iterator[LocalBroker | None]:
+def kafka_source() -> KafkaSource:
+    """Which of the three ways serves this session (decided once)."""
+    if os.environ.get("KSTREAM_BOOTSTRAP"):
+        return "bootstrap"
+    choice = os.environ.get("KSTREAM_TEST_KAFKA", "auto")
+    if choice == "docker":
+        return "docker"
+    if choice == "local":
+        return "local"
+    if choice != "auto":
+        pytest.exit(
+            f"KSTREAM_TEST_KAFKA must be one of {', '.join(KAFKA_CHOICES)}, got {choice!r}",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
+    return "docker" if _docker_available() else "local"
+
+
+@pytest.fixture(scope="session")
+def local_broker(kafka_source: KafkaSource) -> Iterator[LocalBroker | None]:
     """The local broker the session uses, or None when another cluster serves the tests."""
-    if os.environ.get("KSTREAM_BOOTSTRAP") or _docker_available():
+    if kafka_source != "local":
         yield None
         return
     broker = LocalBroker(TEST_BROKER_PORT)
@@ -56,19 +86,25 @@ def local_broker() -> Iterator[LocalBroker | None]:
 
 
 @pytest.fixture(scope="session")
-def bootstrap(local_broker: LocalBroker | None) -> Iterator[str]:
+def bootstrap(kafka_source: KafkaSource, local_broker: LocalBroker | None) -> Iterator[str]:
     """Bootstrap address of a real, running Kafka cluster."""
-    env = os.environ.get("KSTREAM_BOOTSTRAP")
-    if env:
+    if kafka_source == "bootstrap":
+        env = os.environ["KSTREAM_BOOTSTRAP"]
         Admin(env).check_reachable()
         yield env
     elif local_broker is not None:
         yield local_broker.bootstrap
     else:
-        from testcontainers.kafka import KafkaContainer
+        # Imported only here: the other ways must not need Docker's client libraries.
+        from kafka_container import kafka_container
 
-        with KafkaContainer().with_kraft() as kafka:
-            yield kafka.get_bootstrap_server()
+        with ExitStack() as stack:
+            try:
+                docker_bootstrap = stack.enter_context(kafka_container(TEST_BROKER_PORT))
+            except EnvironmentSetupError as exc:
+                # Every broker test would fail the same way: stop the session with the one line.
+                pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+            yield docker_bootstrap
 
 
 @pytest.fixture
