@@ -46,11 +46,29 @@ from confluent_kafka import Producer
 
 from kstream.limits import DEFAULT_PRODUCER_BYTES
 
-__all__ = ["GUARANTEES", "Guarantee", "SinkContext", "SinkSnapshot", "SinkWriter"]
+__all__ = [
+    "GUARANTEES",
+    "Guarantee",
+    "RollbackInterrupt",
+    "SinkContext",
+    "SinkSnapshot",
+    "SinkWriter",
+]
 
 
 Guarantee = Literal["exactly-once", "at-least-once", "at-most-once"]
 GUARANTEES: tuple[Guarantee, ...] = ("exactly-once", "at-least-once", "at-most-once")
+
+
+class RollbackInterrupt(BaseException):
+    """Raised out of `SinkContext.pump` when the job rolls back during the wait.
+
+    The subtask waiting inside a sink is about to be replaced, so the record being
+    processed must not be finished. It derives from `BaseException`, like
+    `GeneratorExit`, so that neither user code nor the runtime's error policy
+    (which catch `Exception` around user functions) can mistake it for a failure
+    of the record and dead-letter an innocent one; the worker's loop catches it.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +105,8 @@ class SinkContext:
     #: `transaction.timeout.ms` for transactional producers.
     transaction_timeout_ms: int = 600_000
     #: Serve pending `complete`/`abort` control messages now (a sink waiting
-    #: for a commit to free a transactional producer calls this).
+    #: for a commit to free a transactional producer calls this). Raises
+    #: `RollbackInterrupt` if a rollback arrives meanwhile: let it propagate.
     pump: Callable[[], None] = lambda: None
     #: Raises `KafkaUnavailableError` if the shared `producer` failed to deliver
     #: a record (its delivery errors are collected producer-wide).

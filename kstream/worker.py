@@ -28,7 +28,7 @@ from kstream.fault import Faults
 from kstream.job import Job, sink_nodes
 from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
 from kstream.plan import Plan, dead_letter_topic, plan
-from kstream.sink import Guarantee
+from kstream.sink import Guarantee, RollbackInterrupt
 from kstream.snapshot import LocalCheckpointStorage
 from kstream.task import Subtask, TaskRuntime, open_task
 
@@ -42,10 +42,6 @@ HEARTBEAT_S = 2.0
 JOIN_TIMEOUT_S = 60.0
 #: Exit code of a worker whose job failed by policy: the supervisor must not restart it.
 EXIT_JOB_FAILED = 3
-
-
-class _RollbackError(Exception):
-    """A `recover` arrived while a subtask waited inside `_pump`."""
 
 
 class Worker:
@@ -231,7 +227,7 @@ class Worker:
             else:
                 self._deferred.append(msg)
                 if kind == "recover" and isinstance(gen, int) and gen > self.generation:
-                    raise _RollbackError
+                    raise RollbackInterrupt
         self._send_acks()
         self._heartbeat()
 
@@ -321,7 +317,7 @@ class Worker:
                     if processed:
                         for t in self.tasks:
                             t.flush()
-                except _RollbackError:
+                except RollbackInterrupt:
                     continue  # the deferred `recover` replaces every subtask
                 idle = processed == 0
                 self.producer.poll(0)
