@@ -5,15 +5,18 @@ Organised by what the caller can do about an error::
     KStreamError                      every error kstream raises on purpose
     ├── ConfigurationError            the input is wrong: fix it and run again (also a ValueError)
     │   ├── SpecError                 `module:attribute` does not name a job
-    │   └── TimeoutConfigError        transaction/checkpoint timeouts do not fit together
+    │   ├── TimeoutConfigError        transaction/checkpoint timeouts do not fit together
+    │   └── IdentityMismatchError     the checkpoint to resume was taken by a different job
     ├── EnvironmentSetupError         the machine lacks something: install it, free it
     │   ├── ToolMissingError          java or mvn is not on PATH
     │   ├── PortInUseError            the broker's port is taken by another process
-    │   └── DependencyResolutionError mvn could not resolve jars from Maven Central
+    │   ├── DependencyResolutionError mvn could not resolve jars from Maven Central
+    │   └── AlreadyRunningError       the job (or this worker index) already runs: stop it first
     ├── KafkaUnavailableError         the cluster cannot be reached: retry later
     ├── BrokerError                   the local broker failed to start or stop: read its log
     ├── RecordError                   one record could not be decoded or processed
     ├── CheckpointError               a checkpoint could not be taken or restored
+    │   └── CheckpointDamagedError    no retained checkpoint is intact: nothing safe to resume
     ├── JobFailedError                the job stopped because of an error it was told not to skip
     └── ProtocolError                 a state machine got an event its state forbids: a bug
 
@@ -24,11 +27,14 @@ non-zero exit; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyRunningError",
     "BrokerError",
+    "CheckpointDamagedError",
     "CheckpointError",
     "ConfigurationError",
     "DependencyResolutionError",
     "EnvironmentSetupError",
+    "IdentityMismatchError",
     "JobFailedError",
     "KStreamError",
     "KafkaUnavailableError",
@@ -57,6 +63,10 @@ class TimeoutConfigError(ConfigurationError):
     """Transaction and checkpoint timeouts are inconsistent (output could be lost)."""
 
 
+class IdentityMismatchError(ConfigurationError):
+    """The job being started is not the job whose checkpoint it would resume."""
+
+
 class EnvironmentSetupError(KStreamError):
     """The machine lacks a tool, a free port or a dependency kstream needs."""
 
@@ -73,6 +83,10 @@ class DependencyResolutionError(EnvironmentSetupError):
     """Maven could not resolve the jars kstream needs."""
 
 
+class AlreadyRunningError(EnvironmentSetupError):
+    """Another process already runs this job (or this worker of it)."""
+
+
 class KafkaUnavailableError(KStreamError):
     """The Kafka cluster did not answer in time."""
 
@@ -87,6 +101,10 @@ class RecordError(KStreamError):
 
 class CheckpointError(KStreamError):
     """A checkpoint could not be written, read or restored."""
+
+
+class CheckpointDamagedError(CheckpointError):
+    """Every retained checkpoint failed validation; resuming any would be wrong."""
 
 
 class JobFailedError(KStreamError):

@@ -27,6 +27,7 @@ from kstream.control import ControlReader, ControlWriter, read_history
 from kstream.coordinator import (
     Abort,
     AckReceived,
+    CheckpointDamaged,
     Command,
     Complete,
     Coordinator,
@@ -34,15 +35,25 @@ from kstream.coordinator import (
     DeclineReceived,
     Discard,
     Event,
+    Halt,
     Heartbeat,
+    History,
     Recover,
     Tick,
     Trigger,
     WorkerLost,
     replay,
 )
-from kstream.errors import ConfigurationError, JobFailedError, TimeoutConfigError
+from kstream.errors import (
+    CheckpointDamagedError,
+    ConfigurationError,
+    IdentityMismatchError,
+    JobFailedError,
+    TimeoutConfigError,
+)
+from kstream.identity import JobIdentity, resume_problems
 from kstream.job import Job, sink_nodes
+from kstream.lock import ProcessLock, runner_lock_path
 from kstream.plan import Plan, plan
 from kstream.sink import Guarantee
 from kstream.snapshot import LocalCheckpointStorage
@@ -97,6 +108,8 @@ class Runner:
         worker_env: dict[str, str] | None = None,
         guarantee: Guarantee = "exactly-once",
         transaction_timeout_s: float | None = None,
+        fresh: bool = False,
+        accept_changes: bool = False,
     ) -> None:
         self.job = job
         self.spec = spec
@@ -111,8 +124,16 @@ class Runner:
         self.guarantee: Guarantee = guarantee
         self.transaction_timeout_s = transaction_timeout_s
         self.plan: Plan = plan(job, workers)
+        self.identity = JobIdentity.of(self.plan)
+        #: Start from scratch, forgetting the job name's earlier checkpoints.
+        self.fresh = fresh
+        #: Resume a checkpoint of a job whose sources, sinks or operators changed.
+        self.accept_changes = accept_changes
         self.stats = RunStats()
-        self.storage = LocalCheckpointStorage(self.state_dir / job.name / "checkpoints")
+        job_dir = self.state_dir / job.name
+        self.storage = LocalCheckpointStorage(job_dir / "checkpoints")
+        self.lock = ProcessLock(runner_lock_path(job_dir), f"job {job.name}")
+        self._announce_fresh = False
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._logs: dict[int, IO[bytes]] = {}
         self._restart_times: list[float] = []
@@ -127,7 +148,11 @@ class Runner:
     # -- set-up -------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Check the cluster, the input and output topics; create internal topics."""
+        """Own the job; check the cluster, the input and output topics; create internal topics.
+
+        Raises `AlreadyRunningError` at once if another runner has this job and state directory.
+        """
+        self.lock.acquire()
         admin = Admin(self.bootstrap)
         admin.check_reachable()
         for stage in self.job.stages:
@@ -152,7 +177,9 @@ class Runner:
 
     def start(self) -> None:
         """Resume the coordinator from the control topic, open a generation, spawn workers."""
-        history = replay(read_history(self.bootstrap, self.job.name), self.config.retained)
+        history = self._resume_point(
+            replay(read_history(self.bootstrap, self.job.name), self.config.retained)
+        )
         tasks = frozenset(t.id for t in self.plan.tasks)
         self.coordinator = Coordinator(tasks, self.config, history)
         self.control = ControlWriter(self.bootstrap, self.job.name)
@@ -162,12 +189,77 @@ class Runner:
         self.reader = ControlReader(
             self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c", start=end
         )
-        if history.completed:
-            self.say(f"resuming from checkpoint {history.completed[-1]}")
         self._execute(self.coordinator.start(time.monotonic()))
+        latest = self.coordinator.latest_completed
+        if latest is not None:
+            self.say(f"resuming from checkpoint {latest}")
         if self.spawn:
             for w in range(self.workers):
                 self._spawn(w)
+
+    def _resume_point(self, history: History) -> History:
+        """The history to coordinate from: checked against this job, or reset for `fresh`."""
+        if self.fresh:
+            if history.completed:
+                self.say(
+                    f"starting job {self.job.name} fresh: checkpoints "
+                    f"{', '.join(map(str, history.completed))} are forgotten, sources read "
+                    "from their start position, state starts empty"
+                )
+            for n in self.storage.completed():
+                self.storage.discard(n)
+            self._announce_fresh = True
+            # Ids and generations keep increasing: old channel records, commit markers
+            # and zombie writers stay distinguishable from the new run's.
+            return History(history.generation, history.max_checkpoint)
+        if not history.completed:
+            return history
+        fatal, changed = resume_problems(history.identity, self.identity)
+        n = history.completed[-1]
+        if fatal:
+            raise IdentityMismatchError(
+                f"job {self.job.name} cannot resume checkpoint {n}: {'; '.join(fatal + changed)}. "
+                "Start it from scratch with --fresh (state is dropped, input is read again), "
+                "or use another --job-name (or the old settings)"
+            )
+        if changed and not self.accept_changes:
+            raise IdentityMismatchError(
+                f"job {self.job.name} differs from the job that took checkpoint {n}: "
+                f"{'; '.join(changed)}. Start it from scratch with --fresh, use another "
+                "--job-name, or, if the change is compatible with the state, resume on "
+                "purpose with --accept-changes"
+            )
+        if changed:
+            self.say(f"WARNING: resuming checkpoint {n} across changes: {'; '.join(changed)}")
+        return history
+
+    def _restorable(self, c: Recover) -> bool:
+        """Validate the checkpoint `c` restores; if damaged, fall back (returns False)."""
+        assert self.coordinator is not None
+        if c.checkpoint is None:
+            return True
+        tasks = [t.id for t in self.plan.tasks]
+        # Under --accept-changes the snapshots carry the old job's fingerprint.
+        identity = "" if self.accept_changes else self.identity.fingerprint
+        problems = self.storage.validate(c.checkpoint, tasks, identity)
+        if not problems:
+            return True
+        self._damaged(c.checkpoint, problems[0])
+        return False
+
+    def _damaged(self, checkpoint: int, reason: str) -> None:
+        """Checkpoint `checkpoint` cannot be restored: fall back loudly, or halt."""
+        assert self.coordinator is not None
+        commands = self.coordinator.handle(CheckpointDamaged(checkpoint, reason, time.monotonic()))
+        fallback = next((c for c in commands if isinstance(c, Recover)), None)
+        if fallback is not None:
+            self.say(
+                f"WARNING: checkpoint {checkpoint} is damaged ({reason}); falling back to "
+                f"checkpoint {fallback.checkpoint}. Output the sinks committed after checkpoint "
+                f"{fallback.checkpoint} will be written again (duplicates, also under "
+                "exactly-once)"
+            )
+        self._execute(commands)
 
     # -- workers ------------------------------------------------------------
 
@@ -289,6 +381,10 @@ class Runner:
                 return Heartbeat(str(msg["worker"]), int(msg["generation"]), now)
             if kind == "failed":
                 self._failed = f"worker {msg.get('worker')}: {msg.get('reason')}"
+            if kind == "restore-failed" and msg.get("generation") == self.stats.generation:
+                damaged = msg.get("checkpoint")
+                if isinstance(damaged, int):
+                    self._damaged(damaged, f"worker {msg.get('worker')}: {msg.get('reason')}")
         except (KeyError, TypeError, ValueError):
             log.warning("ignoring malformed control message %r", msg)
         return None
@@ -315,6 +411,7 @@ class Runner:
                         "size": c.size,
                         "alignment_ms": c.alignment_ms,
                         "time": time.time(),
+                        "identity": self.identity.to_json(),
                     }
                 )
                 self._on_complete(c)
@@ -331,18 +428,28 @@ class Runner:
                     }
                 )
             elif isinstance(c, Recover):
+                if not self._restorable(c):
+                    continue  # the fallback's own Recover was carried out instead
                 if self.stats.generation:
                     self.stats.recoveries += 1
                 self.stats.generation = c.generation
                 self._acks.clear()
-                self.control.send(
-                    {
-                        "type": "recover",
-                        "generation": c.generation,
-                        "checkpoint": c.checkpoint,
-                        "reason": c.reason,
-                        "time": time.time(),
-                    }
+                message: dict[str, Any] = {
+                    "type": "recover",
+                    "generation": c.generation,
+                    "checkpoint": c.checkpoint,
+                    "reason": c.reason,
+                    "time": time.time(),
+                }
+                if self._announce_fresh:
+                    message["fresh"] = True
+                    self._announce_fresh = False
+                self.control.send(message)
+            elif isinstance(c, Halt):
+                raise CheckpointDamagedError(
+                    f"job {self.job.name}: {c.reason}. Start it from scratch with --fresh "
+                    "(state is dropped and the input is read again, so output is written "
+                    f"again), or restore {self.storage.root} from a backup"
                 )
             elif isinstance(c, Discard):
                 for n in c.checkpoints:
@@ -409,6 +516,7 @@ class Runner:
             self.reader.close()
         if self.control is not None:
             self.control.flush()
+        self.lock.release()
 
 
 BROKER_MAX_TXN = "transaction.max.timeout.ms"

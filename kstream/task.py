@@ -48,7 +48,7 @@ from kstream.channel import (
     channel_topic,
     decode_header,
 )
-from kstream.errors import ConfigurationError, JobFailedError
+from kstream.errors import CheckpointError, ConfigurationError, JobFailedError
 from kstream.fault import Faults
 from kstream.job import Node
 from kstream.plan import Plan, TaskSpec, dead_letter_topic
@@ -85,6 +85,8 @@ class TaskRuntime:
     pump: Callable[[], None] = lambda: None
     #: Raise if the shared producer lost a record (see `SinkContext`).
     raise_if_undelivered: Callable[[], None] = lambda: None
+    #: `JobIdentity.fingerprint` of the job, recorded in every snapshot.
+    identity: str = ""
 
 
 @dataclass
@@ -123,15 +125,26 @@ class Subtask:
         self._staging = rt.state_root / "staging"
         db_path = rt.state_root / "tasks" / self.id / "db"
         self.restored: SnapshotMeta | None = None
-        if restore_from is not None:
-            self.restored = rt.storage.load(restore_from, self.id)
         self.state: StateStore | None = None
-        if _has_process(self.stage.root):
+        try:
             if restore_from is not None:
-                rt.storage.fetch_db(restore_from, self.id, db_path)
-            else:
-                StateStore.wipe(db_path)
-            self.state = StateStore(db_path)
+                self.restored = rt.storage.load(restore_from, self.id)
+            if _has_process(self.stage.root):
+                if restore_from is not None:
+                    rt.storage.fetch_db(restore_from, self.id, db_path)
+                else:
+                    StateStore.wipe(db_path)
+                self.state = StateStore(db_path)
+        except CheckpointError:
+            raise
+        except Exception as exc:
+            if restore_from is None:
+                raise
+            # RocksDB reports a damaged copy as a bare exception: name the checkpoint.
+            raise CheckpointError(
+                f"{self.id} cannot be restored from checkpoint {restore_from}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         self.push: Callable[..., None] = self._compile(self.stage.root, top=True)
         for name, writer in self.sinks.items():
             kept = None
@@ -333,6 +346,7 @@ class Subtask:
             alignment_ms=alignment_ms,
             sync_ms=sync_ms,
             sink={name: k.meta for name, k in kept.items()},
+            identity=self.rt.identity,
         )
         self.stats.snapshots += 1
         self.stats.last_sync_ms = sync_ms
