@@ -63,6 +63,11 @@ __all__ = ["RunStats", "Runner"]
 
 log = logging.getLogger("kstream.runner")
 
+#: Said with every fallback: sinks may already have committed output of newer checkpoints.
+FALLBACK_DUPLICATES = (
+    "Output the sinks committed after that checkpoint will be written again "
+    "(duplicates, also under exactly-once)"
+)
 #: Channel purges are batched: at most one round of delete_records per period.
 PURGE_PERIOD_S = 5.0
 #: A worker restarted more often than this within `RESTART_WINDOW_S` fails the job.
@@ -182,6 +187,7 @@ class Runner:
         )
         tasks = frozenset(t.id for t in self.plan.tasks)
         self.coordinator = Coordinator(tasks, self.config, history)
+        self._settle_restore_point()
         self.control = ControlWriter(self.bootstrap, self.job.name)
         probe = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c")
         end = probe.end_offset()
@@ -233,15 +239,45 @@ class Runner:
             self.say(f"WARNING: resuming checkpoint {n} across changes: {'; '.join(changed)}")
         return history
 
+    def _settle_restore_point(self) -> None:
+        """Before the first generation: drop damaged checkpoints, newest first; say so once."""
+        assert self.coordinator is not None
+        damaged: list[str] = []
+        while (n := self.coordinator.latest_completed) is not None:
+            problems = self._validate(n)
+            if not problems:
+                break
+            damaged.append(f"checkpoint {n} ({problems[0]})")
+            for c in self.coordinator.handle(CheckpointDamaged(n, problems[0], time.monotonic())):
+                if isinstance(c, Halt):
+                    raise CheckpointDamagedError(
+                        f"job {self.job.name}: no intact checkpoint remains: damaged "
+                        f"{'; '.join(damaged)}. {self._halt_advice()}"
+                    )
+        if damaged:
+            self.say(
+                f"WARNING: damaged {'; '.join(damaged)}; falling back to checkpoint "
+                f"{self.coordinator.latest_completed}. {FALLBACK_DUPLICATES}"
+            )
+
+    def _validate(self, checkpoint: int) -> list[str]:
+        tasks = [t.id for t in self.plan.tasks]
+        # Under --accept-changes the snapshots carry the old job's fingerprint.
+        identity = "" if self.accept_changes else self.identity.fingerprint
+        return self.storage.validate(checkpoint, tasks, identity)
+
+    def _halt_advice(self) -> str:
+        return (
+            "Start it from scratch with --fresh (state is dropped and the input is read "
+            f"again, so output is written again), or restore {self.storage.root} from a backup"
+        )
+
     def _restorable(self, c: Recover) -> bool:
         """Validate the checkpoint `c` restores; if damaged, fall back (returns False)."""
         assert self.coordinator is not None
         if c.checkpoint is None:
             return True
-        tasks = [t.id for t in self.plan.tasks]
-        # Under --accept-changes the snapshots carry the old job's fingerprint.
-        identity = "" if self.accept_changes else self.identity.fingerprint
-        problems = self.storage.validate(c.checkpoint, tasks, identity)
+        problems = self._validate(c.checkpoint)
         if not problems:
             return True
         self._damaged(c.checkpoint, problems[0])
@@ -255,9 +291,7 @@ class Runner:
         if fallback is not None:
             self.say(
                 f"WARNING: checkpoint {checkpoint} is damaged ({reason}); falling back to "
-                f"checkpoint {fallback.checkpoint}. Output the sinks committed after checkpoint "
-                f"{fallback.checkpoint} will be written again (duplicates, also under "
-                "exactly-once)"
+                f"checkpoint {fallback.checkpoint}. {FALLBACK_DUPLICATES}"
             )
         self._execute(commands)
 
@@ -447,9 +481,7 @@ class Runner:
                 self.control.send(message)
             elif isinstance(c, Halt):
                 raise CheckpointDamagedError(
-                    f"job {self.job.name}: {c.reason}. Start it from scratch with --fresh "
-                    "(state is dropped and the input is read again, so output is written "
-                    f"again), or restore {self.storage.root} from a backup"
+                    f"job {self.job.name}: {c.reason}. {self._halt_advice()}"
                 )
             elif isinstance(c, Discard):
                 for n in c.checkpoints:
