@@ -153,11 +153,19 @@ class Runner:
     # -- set-up -------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Own the job; check the cluster, the input and output topics; create internal topics.
+        """Own the job, then check the cluster and topics and create internal topics.
 
         Raises `AlreadyRunningError` at once if another runner has this job and state directory.
         """
         self.lock.acquire()
+        try:
+            self._check_cluster()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _check_cluster(self) -> None:
+        """Check the cluster, the input and output topics; create internal topics."""
         admin = Admin(self.bootstrap)
         admin.check_reachable()
         for stage in self.job.stages:
@@ -214,6 +222,10 @@ class Runner:
                 )
             for n in self.storage.completed():
                 self.storage.discard(n)
+            # At-most-once sources resume after their group's committed offsets: forget them.
+            Admin(self.bootstrap).delete_groups(
+                f"kstream.{self.job.name}.{t.id}" for t in self.plan.tasks
+            )
             self._announce_fresh = True
             # Ids and generations keep increasing: old channel records, commit markers
             # and zombie writers stay distinguishable from the new run's.

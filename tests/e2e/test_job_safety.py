@@ -186,7 +186,7 @@ def damage(job: Job, n: int, how: str) -> None:
     chk = job.checkpoint_dir(n)
     if how == "meta.json edited":
         meta = next(chk.glob("s1-*/meta.json"))
-        meta.write_text(meta.read_text().replace('"generation"', '"generation" ', 1))
+        meta.write_text(meta.read_text()[:-1])  # a closing brace lost: not JSON any more
     elif how == ".sst deleted":
         next(chk.glob("s1-*/db/*.sst")).unlink()
     elif how == "chk directory deleted":
