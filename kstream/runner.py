@@ -53,7 +53,7 @@ from kstream.errors import (
 )
 from kstream.identity import JobIdentity, resume_problems
 from kstream.job import Job, sink_nodes
-from kstream.lock import ProcessLock, runner_lock_path
+from kstream.lock import ProcessLock, runner_lock_path, worker_lock_path
 from kstream.plan import Plan, plan
 from kstream.sink import Guarantee
 from kstream.snapshot import LocalCheckpointStorage
@@ -208,6 +208,9 @@ class Runner:
         if latest is not None:
             self.say(f"resuming from checkpoint {latest}")
         if self.spawn:
+            # All checked before any starts: a refusal then leaves no orphaned worker.
+            for w in range(self.workers):
+                self._check_worker_free(w)
             for w in range(self.workers):
                 self._spawn(w)
 
@@ -338,6 +341,20 @@ class Runner:
     def log_path(self, index: int) -> Path:
         return self.state_dir / self.job.name / "logs" / f"worker-{index}.log"
 
+    def _check_worker_free(self, index: int) -> None:
+        """Raise `AlreadyRunningError` if a process not started here runs worker `index`.
+
+        Our own worker is dead when this runs (the kernel dropped its lock), so a
+        held lock is someone's `kstream worker` started by hand; restarting ours
+        into it would only fail again and again.
+        """
+        probe = ProcessLock(
+            worker_lock_path(self.state_dir / self.job.name, index),
+            f"worker {index} of job {self.job.name}",
+        )
+        probe.acquire()
+        probe.release()
+
     def _spawn(self, index: int) -> None:
         path = self.log_path(index)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -378,6 +395,7 @@ class Runner:
             # generation instead of the failed one.
             self._execute(self.coordinator.handle(WorkerLost(f"w{index}", how, now)))
             self.stats.restarts += 1
+            self._check_worker_free(index)
             self._spawn(index)
 
     # -- the loop -----------------------------------------------------------
