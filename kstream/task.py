@@ -131,7 +131,12 @@ class Subtask:
                 self.restored = rt.storage.load(restore_from, self.id)
             if _has_process(self.stage.root):
                 if restore_from is not None:
-                    rt.storage.fetch_db(restore_from, self.id, db_path)
+                    found = rt.storage.fetch_db(restore_from, self.id, db_path)
+                    if not found and self.restored is not None and self.restored.has_state:
+                        # An empty database here would silently reset every key's state.
+                        raise CheckpointError(
+                            f"checkpoint {restore_from} lost the state database of {self.id}"
+                        )
                 else:
                     StateStore.wipe(db_path)
                 self.state = StateStore(db_path)
