@@ -90,8 +90,9 @@ def refused(proc: subprocess.Popen[str], what: str) -> str:
     try:
         _, stderr = proc.communicate(timeout=90)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        # SIGTERM, not SIGKILL: a runner stops its workers only on a clean stop.
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=90)
         pytest.fail(f"{what} was not refused: it was still running after 90 s")
     assert proc.returncode == 2, stderr
     assert len(stderr.strip().splitlines()) == 1, stderr
