@@ -208,6 +208,23 @@ class Admin:
                         f"cannot delete topic {name}: {err.str()}"
                     ) from None
 
+    def delete_groups(self, names: Iterable[str]) -> None:
+        """Delete consumer groups (their committed offsets); missing ones are ignored."""
+        names = list(names)
+        if not names:
+            return
+        for name, fut in self._client.delete_consumer_groups(
+            names, request_timeout=ADMIN_TIMEOUT_S
+        ).items():
+            try:
+                fut.result()
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.code() != KafkaError.GROUP_ID_NOT_FOUND:
+                    raise KafkaUnavailableError(
+                        f"cannot delete consumer group {name}: {err.str()}"
+                    ) from None
+
     def delete_records_before(self, offsets: Iterable[TopicPartition]) -> None:
         """Purge each partition's records before the given offset (log start moves up)."""
         tps = [tp for tp in offsets if tp.offset > 0]

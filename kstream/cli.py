@@ -207,6 +207,22 @@ def run_command(
     ] = None,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Start from scratch: forget the job's checkpoints, empty state, sources "
+            "from their start position.",
+        ),
+    ] = False,
+    accept_changes: Annotated[
+        bool,
+        typer.Option(
+            "--accept-changes",
+            help="Resume a checkpoint although the job's sources, sinks or operators "
+            "changed (never across a parallelism change).",
+        ),
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
@@ -215,6 +231,8 @@ def run_command(
     from kstream.runner import Runner
 
     _logging(verbose)
+    if fresh and accept_changes:
+        raise ConfigurationError("--fresh and --accept-changes exclude each other")
     job, values = _load(spec, param, job_name)
     runner = Runner(
         job,
@@ -233,6 +251,8 @@ def run_command(
         say=_say,
         guarantee=_guarantee(guarantee),
         transaction_timeout_s=transaction_timeout,
+        fresh=fresh,
+        accept_changes=accept_changes,
     )
     stop = _stop_flag()
     runner.prepare()

@@ -6,13 +6,14 @@ order of control messages. Messages are JSON objects with a ``type`` field:
 =========== ============================================ ==========================
 type        fields                                       written by
 =========== ============================================ ==========================
-recover     generation, checkpoint (or null), reason     coordinator
+recover     generation, checkpoint (or null), reason,    coordinator
+            fresh (true: forget older checkpoints)
 trigger     checkpoint, generation, time                 coordinator
 ack         checkpoint, generation, task, size,          subtask (worker)
             alignment_ms, sync_ms, channel_offsets
 decline     checkpoint, generation, task, reason         subtask (worker)
 complete    checkpoint, generation, duration_s, size,    coordinator
-            alignment_ms, time
+            alignment_ms, time, identity (`JobIdentity`)
 abort       checkpoint, generation, reason               coordinator (also for each
                                                          pending checkpoint when
                                                          the job stops cleanly)
@@ -20,6 +21,8 @@ heartbeat   worker, generation, time, process,           worker (every few secon
             counters {in, out, dead_letters},            before each ack, and once
             dead_letter (latest example)                 more at a clean stop)
 failed      reason                                       worker (a fatal job error)
+restore-    worker, generation, checkpoint, reason       worker (checkpoint unusable)
+failed
 =========== ============================================ ==========================
 
 The topic is the durable record of completed checkpoints: replaying it

@@ -15,7 +15,10 @@ Invariants (checked by the tests):
 * after `Recover(g, n)` nothing of generation < g is acted upon, and `n` is
   the newest completed checkpoint;
 * at most `max_in_flight` checkpoints are pending at once; a timed-out one is
-  aborted and does not delay the next trigger.
+  aborted and does not delay the next trigger;
+* a checkpoint reported damaged is never restored again: the job rolls back to
+  the newest remaining one, or halts when none remains (it never silently
+  starts over, which would drop the state and repeat the output).
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kstream.errors import ConfigurationError
+from kstream.identity import JobIdentity
 
 __all__ = [
     "Abort",
     "AckReceived",
+    "CheckpointDamaged",
     "Command",
     "Complete",
     "Coordinator",
@@ -35,6 +40,7 @@ __all__ = [
     "DeclineReceived",
     "Discard",
     "Event",
+    "Halt",
     "Heartbeat",
     "History",
     "Recover",
@@ -94,7 +100,16 @@ class WorkerLost:
     now: float
 
 
-Event = Tick | AckReceived | DeclineReceived | Heartbeat | WorkerLost
+@dataclass(frozen=True, slots=True)
+class CheckpointDamaged:
+    """Completed checkpoint `checkpoint` cannot be restored (failed validation or restore)."""
+
+    checkpoint: int
+    reason: str
+    now: float
+
+
+Event = Tick | AckReceived | DeclineReceived | Heartbeat | WorkerLost | CheckpointDamaged
 
 # -- commands ----------------------------------------------------------------
 
@@ -143,7 +158,14 @@ class Discard:
     checkpoints: tuple[int, ...]
 
 
-Command = Trigger | Complete | Abort | Recover | Discard
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """No intact completed checkpoint remains: stop the job, say why."""
+
+    reason: str
+
+
+Command = Trigger | Complete | Abort | Recover | Discard | Halt
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +199,14 @@ class CoordinatorConfig:
 class History:
     """What the control topic says about the past: enough to resume coordinating.
 
-    `completed` lists retained completed checkpoints, oldest first.
+    `completed` lists retained completed checkpoints, oldest first; `identity`
+    is the job identity recorded with the newest of them (None: none recorded).
     """
 
     generation: int = 0
     max_checkpoint: int = 0
     completed: tuple[int, ...] = ()
+    identity: JobIdentity | None = None
 
 
 @dataclass(slots=True)
@@ -228,7 +252,13 @@ class Coordinator:
         return self._recover(now, "job started")
 
     def handle(self, event: Event) -> list[Command]:
-        """Feed one event; return the commands to carry out, in order."""
+        """Feed one event; return the commands to carry out, in order.
+
+        Before `start` only `CheckpointDamaged` is acted upon (the runner
+        validates the restore point before opening the first generation).
+        """
+        if isinstance(event, CheckpointDamaged):
+            return self._on_damaged(event)
         if not self.started:
             return []
         if isinstance(event, Tick):
@@ -242,6 +272,18 @@ class Coordinator:
                 self.heartbeats[event.worker] = event.now
             return []
         return self._recover(event.now, f"worker {event.worker} lost: {event.reason}")
+
+    def _on_damaged(self, event: CheckpointDamaged) -> list[Command]:
+        if event.checkpoint not in self.completed:
+            return []  # already dropped (a late report from an older generation)
+        was_latest = event.checkpoint == self.latest_completed
+        self.completed.remove(event.checkpoint)
+        why = f"checkpoint {event.checkpoint} is damaged: {event.reason}"
+        if was_latest and not self.completed:
+            return [Halt(f"{why}; no older completed checkpoint remains")]
+        if was_latest and self.started:
+            return self._recover(event.now, why)
+        return []
 
     def _recover(self, now: float, reason: str) -> list[Command]:
         self.generation += 1
@@ -326,14 +368,23 @@ def replay(records: Iterable[Mapping[str, object]], retained: int) -> History:
     generation = 0
     max_checkpoint = 0
     completed: list[int] = []
+    identity: JobIdentity | None = None
     for msg in records:
         kind = msg.get("type")
         n = msg.get("checkpoint")
         g = msg.get("generation")
         if isinstance(g, int):
             generation = max(generation, g)
+        if kind == "recover" and msg.get("fresh") is True:
+            # A fresh start: earlier checkpoints belong to a previous life of the job name.
+            completed, identity = [], None
         if isinstance(n, int):
             max_checkpoint = max(max_checkpoint, n)
             if kind == "complete":
                 completed.append(n)
-    return History(generation, max_checkpoint, tuple(completed[-retained:]))
+                raw = msg.get("identity")
+                try:
+                    identity = JobIdentity.from_json(raw) if isinstance(raw, Mapping) else None
+                except ValueError:
+                    identity = None
+    return History(generation, max_checkpoint, tuple(completed[-retained:]), identity)

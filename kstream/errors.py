@@ -6,16 +6,19 @@ Organised by what the caller can do about an error::
     ├── ConfigurationError            the input is wrong: fix it and run again (also a ValueError)
     │   ├── SpecError                 `module:attribute` does not name a job
     │   │   └── MissingParameterError the job function needs a `-p KEY=VALUE` it did not get
-    │   └── TimeoutConfigError        transaction/checkpoint timeouts do not fit together
+    │   ├── TimeoutConfigError        transaction/checkpoint timeouts do not fit together
+    │   └── IdentityMismatchError     the checkpoint to resume was taken by a different job
     ├── EnvironmentSetupError         the machine lacks something: install it, free it
     │   ├── ToolMissingError          java or mvn is not on PATH
     │   ├── PortInUseError            the broker's port is taken by another process
-    │   └── DependencyResolutionError mvn could not resolve jars from Maven Central
+    │   ├── DependencyResolutionError mvn could not resolve jars from Maven Central
+    │   └── AlreadyRunningError       the job (or this worker index) already runs: stop it first
     ├── KafkaUnavailableError         the cluster cannot be reached: retry later
     ├── BrokerError                   the local broker failed to start or stop: read its log
     ├── RecordError                   one record could not be decoded or processed
     │   └── RecordTooLargeError       a record exceeds what Kafka accepts on its topic
     ├── CheckpointError               a checkpoint could not be taken or restored
+    │   └── CheckpointDamagedError    no retained checkpoint is intact: nothing safe to resume
     ├── JobFailedError                the job stopped because of an error it was told not to skip
     └── ProtocolError                 a state machine got an event its state forbids: a bug
 
@@ -26,11 +29,14 @@ non-zero exit; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyRunningError",
     "BrokerError",
+    "CheckpointDamagedError",
     "CheckpointError",
     "ConfigurationError",
     "DependencyResolutionError",
     "EnvironmentSetupError",
+    "IdentityMismatchError",
     "JobFailedError",
     "KStreamError",
     "KafkaUnavailableError",
@@ -72,6 +78,10 @@ class TimeoutConfigError(ConfigurationError):
     """Transaction and checkpoint timeouts are inconsistent (output could be lost)."""
 
 
+class IdentityMismatchError(ConfigurationError):
+    """The job being started is not the job whose checkpoint it would resume."""
+
+
 class EnvironmentSetupError(KStreamError):
     """The machine lacks a tool, a free port or a dependency kstream needs."""
 
@@ -86,6 +96,10 @@ class PortInUseError(EnvironmentSetupError):
 
 class DependencyResolutionError(EnvironmentSetupError):
     """Maven could not resolve the jars kstream needs."""
+
+
+class AlreadyRunningError(EnvironmentSetupError):
+    """Another process already runs this job (or this worker of it)."""
 
 
 class KafkaUnavailableError(KStreamError):
@@ -117,6 +131,10 @@ class RecordTooLargeError(RecordError):
 
 class CheckpointError(KStreamError):
     """A checkpoint could not be written, read or restored."""
+
+
+class CheckpointDamagedError(CheckpointError):
+    """Every retained checkpoint failed validation; resuming any would be wrong."""
 
 
 class JobFailedError(KStreamError):

@@ -27,6 +27,7 @@ from kstream.control import ControlReader, ControlWriter, read_history
 from kstream.coordinator import (
     Abort,
     AckReceived,
+    CheckpointDamaged,
     Command,
     Complete,
     Coordinator,
@@ -34,7 +35,9 @@ from kstream.coordinator import (
     DeclineReceived,
     Discard,
     Event,
+    Halt,
     Heartbeat,
+    History,
     Recover,
     Tick,
     Trigger,
@@ -42,13 +45,17 @@ from kstream.coordinator import (
     replay,
 )
 from kstream.errors import (
+    CheckpointDamagedError,
     ConfigurationError,
+    IdentityMismatchError,
     JobFailedError,
     KafkaUnavailableError,
     TimeoutConfigError,
 )
+from kstream.identity import JobIdentity, resume_problems
 from kstream.job import Job, sink_nodes
 from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
+from kstream.lock import ProcessLock, runner_lock_path, worker_lock_path
 from kstream.plan import Plan, plan, started_with
 from kstream.run_report import RunReport
 from kstream.sink import Guarantee
@@ -59,6 +66,11 @@ __all__ = ["RunStats", "Runner"]
 
 log = logging.getLogger("kstream.runner")
 
+#: Said with every fallback: sinks may already have committed output of newer checkpoints.
+FALLBACK_DUPLICATES = (
+    "Output the sinks committed after that checkpoint will be written again "
+    "(duplicates, also under exactly-once)"
+)
 #: Channel purges are batched: at most one round of delete_records per period.
 PURGE_PERIOD_S = 5.0
 #: A worker restarted more often than this within `RESTART_WINDOW_S` fails the job.
@@ -106,6 +118,8 @@ class Runner:
         worker_env: dict[str, str] | None = None,
         guarantee: Guarantee = "exactly-once",
         transaction_timeout_s: float | None = None,
+        fresh: bool = False,
+        accept_changes: bool = False,
     ) -> None:
         self.job = job
         self.spec = spec
@@ -120,10 +134,18 @@ class Runner:
         self.guarantee: Guarantee = guarantee
         self.transaction_timeout_s = transaction_timeout_s
         self.plan: Plan = plan(job, workers)
+        self.identity = JobIdentity.of(self.plan)
+        #: Start from scratch, forgetting the job name's earlier checkpoints.
+        self.fresh = fresh
+        #: Resume a checkpoint of a job whose sources, sinks or operators changed.
+        self.accept_changes = accept_changes
         self.stats = RunStats()
         #: Console notices and the exit summary (see `kstream.run_report`).
         self.report = RunReport(job.name)
-        self.storage = LocalCheckpointStorage(self.state_dir / job.name / "checkpoints")
+        job_dir = self.state_dir / job.name
+        self.storage = LocalCheckpointStorage(job_dir / "checkpoints")
+        self.lock = ProcessLock(runner_lock_path(job_dir), f"job {job.name}")
+        self._announce_fresh = False
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._logs: dict[int, IO[bytes]] = {}
         self._restart_times: list[float] = []
@@ -138,6 +160,18 @@ class Runner:
     # -- set-up -------------------------------------------------------------
 
     def prepare(self) -> None:
+        """Own the job, then check the cluster and topics and create internal topics.
+
+        Raises `AlreadyRunningError` at once if another runner has this job and state directory.
+        """
+        self.lock.acquire()
+        try:
+            self._check_cluster()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _check_cluster(self) -> None:
         """Check the cluster, the input and output topics; create internal topics."""
         admin = Admin(self.bootstrap)
         admin.check_reachable()
@@ -178,9 +212,12 @@ class Runner:
 
     def start(self) -> None:
         """Resume the coordinator from the control topic, open a generation, spawn workers."""
-        history = replay(read_history(self.bootstrap, self.job.name), self.config.retained)
+        history = self._resume_point(
+            replay(read_history(self.bootstrap, self.job.name), self.config.retained)
+        )
         tasks = frozenset(t.id for t in self.plan.tasks)
         self.coordinator = Coordinator(tasks, self.config, history)
+        self._settle_restore_point()
         self.control = ControlWriter(self.bootstrap, self.job.name)
         probe = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c")
         end = probe.end_offset()
@@ -188,12 +225,112 @@ class Runner:
         self.reader = ControlReader(
             self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c", start=end
         )
-        if history.completed:
-            self.say(f"resuming from checkpoint {history.completed[-1]}")
         self._execute(self.coordinator.start(time.monotonic()))
+        latest = self.coordinator.latest_completed
+        if latest is not None:
+            self.say(f"resuming from checkpoint {latest}")
         if self.spawn:
+            # All checked before any starts: a refusal then leaves no orphaned worker.
+            for w in range(self.workers):
+                self._check_worker_free(w)
             for w in range(self.workers):
                 self._spawn(w)
+
+    def _resume_point(self, history: History) -> History:
+        """The history to coordinate from: checked against this job, or reset for `fresh`."""
+        if self.fresh:
+            if history.completed:
+                self.say(
+                    f"starting job {self.job.name} fresh: checkpoints "
+                    f"{', '.join(map(str, history.completed))} are forgotten, sources read "
+                    "from their start position, state starts empty"
+                )
+            for n in self.storage.completed():
+                self.storage.discard(n)
+            # At-most-once sources resume after their group's committed offsets: forget them.
+            Admin(self.bootstrap).delete_groups(
+                f"kstream.{self.job.name}.{t.id}" for t in self.plan.tasks
+            )
+            self._announce_fresh = True
+            # Ids and generations keep increasing: old channel records, commit markers
+            # and zombie writers stay distinguishable from the new run's.
+            return History(history.generation, history.max_checkpoint)
+        if not history.completed:
+            return history
+        fatal, changed = resume_problems(history.identity, self.identity)
+        n = history.completed[-1]
+        if fatal:
+            raise IdentityMismatchError(
+                f"job {self.job.name} cannot resume checkpoint {n}: {'; '.join(fatal + changed)}. "
+                "Start it from scratch with --fresh (state is dropped, input is read again), "
+                "or use another --job-name (or the old settings)"
+            )
+        if changed and not self.accept_changes:
+            raise IdentityMismatchError(
+                f"job {self.job.name} differs from the job that took checkpoint {n}: "
+                f"{'; '.join(changed)}. Start it from scratch with --fresh, use another "
+                "--job-name, or, if the change is compatible with the state, resume on "
+                "purpose with --accept-changes"
+            )
+        if changed:
+            self.say(f"WARNING: resuming checkpoint {n} across changes: {'; '.join(changed)}")
+        return history
+
+    def _settle_restore_point(self) -> None:
+        """Before the first generation: drop damaged checkpoints, newest first; say so once."""
+        assert self.coordinator is not None
+        damaged: list[str] = []
+        while (n := self.coordinator.latest_completed) is not None:
+            problems = self._validate(n)
+            if not problems:
+                break
+            damaged.append(f"checkpoint {n} ({problems[0]})")
+            for c in self.coordinator.handle(CheckpointDamaged(n, problems[0], time.monotonic())):
+                if isinstance(c, Halt):
+                    raise CheckpointDamagedError(
+                        f"job {self.job.name}: no intact checkpoint remains: damaged "
+                        f"{'; '.join(damaged)}. {self._halt_advice()}"
+                    )
+        if damaged:
+            self.say(
+                f"WARNING: damaged {'; '.join(damaged)}; falling back to checkpoint "
+                f"{self.coordinator.latest_completed}. {FALLBACK_DUPLICATES}"
+            )
+
+    def _validate(self, checkpoint: int) -> list[str]:
+        tasks = [t.id for t in self.plan.tasks]
+        # Under --accept-changes the snapshots carry the old job's fingerprint.
+        identity = "" if self.accept_changes else self.identity.fingerprint
+        return self.storage.validate(checkpoint, tasks, identity)
+
+    def _halt_advice(self) -> str:
+        return (
+            "Start it from scratch with --fresh (state is dropped and the input is read "
+            f"again, so output is written again), or restore {self.storage.root} from a backup"
+        )
+
+    def _restorable(self, c: Recover) -> bool:
+        """Validate the checkpoint `c` restores; if damaged, fall back (returns False)."""
+        assert self.coordinator is not None
+        if c.checkpoint is None:
+            return True
+        problems = self._validate(c.checkpoint)
+        if not problems:
+            return True
+        self._damaged(c.checkpoint, problems[0])
+        return False
+
+    def _damaged(self, checkpoint: int, reason: str) -> None:
+        """Checkpoint `checkpoint` cannot be restored: fall back loudly, or halt."""
+        assert self.coordinator is not None
+        commands = self.coordinator.handle(CheckpointDamaged(checkpoint, reason, time.monotonic()))
+        fallback = next((c for c in commands if isinstance(c, Recover)), None)
+        if fallback is not None:
+            self.say(
+                f"WARNING: checkpoint {checkpoint} is damaged ({reason}); falling back to "
+                f"checkpoint {fallback.checkpoint}. {FALLBACK_DUPLICATES}"
+            )
+        self._execute(commands)
 
     # -- workers ------------------------------------------------------------
 
@@ -225,6 +362,20 @@ class Runner:
 
     def log_path(self, index: int) -> Path:
         return self.state_dir / self.job.name / "logs" / f"worker-{index}.log"
+
+    def _check_worker_free(self, index: int) -> None:
+        """Raise `AlreadyRunningError` if a process not started here runs worker `index`.
+
+        Our own worker is dead when this runs (the kernel dropped its lock), so a
+        held lock is someone's `kstream worker` started by hand; restarting ours
+        into it would only fail again and again.
+        """
+        probe = ProcessLock(
+            worker_lock_path(self.state_dir / self.job.name, index),
+            f"worker {index} of job {self.job.name}",
+        )
+        probe.acquire()
+        probe.release()
 
     def _spawn(self, index: int) -> None:
         path = self.log_path(index)
@@ -265,6 +416,7 @@ class Runner:
             # generation instead of the failed one.
             self._execute(self.coordinator.handle(WorkerLost(f"w{index}", how, now)))
             self.stats.restarts += 1
+            self._check_worker_free(index)
             self._spawn(index)
 
     # -- the loop -----------------------------------------------------------
@@ -316,6 +468,10 @@ class Runner:
                 return Heartbeat(str(msg["worker"]), int(msg["generation"]), now)
             if kind == "failed":
                 self._failed = f"worker {msg.get('worker')}: {msg.get('reason')}"
+            if kind == "restore-failed" and msg.get("generation") == self.stats.generation:
+                damaged = msg.get("checkpoint")
+                if isinstance(damaged, int):
+                    self._damaged(damaged, f"worker {msg.get('worker')}: {msg.get('reason')}")
         except (KeyError, TypeError, ValueError):
             log.warning("ignoring malformed control message %r", msg)
         return None
@@ -351,6 +507,7 @@ class Runner:
                         "size": c.size,
                         "alignment_ms": c.alignment_ms,
                         "time": time.time(),
+                        "identity": self.identity.to_json(),
                     }
                 )
                 self._on_complete(c)
@@ -367,18 +524,26 @@ class Runner:
                     }
                 )
             elif isinstance(c, Recover):
+                if not self._restorable(c):
+                    continue  # the fallback's own Recover was carried out instead
                 if self.stats.generation:
                     self.stats.recoveries += 1
                 self.stats.generation = c.generation
                 self._acks.clear()
-                self._send(
-                    {
-                        "type": "recover",
-                        "generation": c.generation,
-                        "checkpoint": c.checkpoint,
-                        "reason": c.reason,
-                        "time": time.time(),
-                    }
+                message: dict[str, Any] = {
+                    "type": "recover",
+                    "generation": c.generation,
+                    "checkpoint": c.checkpoint,
+                    "reason": c.reason,
+                    "time": time.time(),
+                }
+                if self._announce_fresh:
+                    message["fresh"] = True
+                    self._announce_fresh = False
+                self._send(message)
+            elif isinstance(c, Halt):
+                raise CheckpointDamagedError(
+                    f"job {self.job.name}: {c.reason}. {self._halt_advice()}"
                 )
             elif isinstance(c, Discard):
                 for n in c.checkpoints:
@@ -446,6 +611,7 @@ class Runner:
             self.reader.close()
         if self.control is not None:
             self.control.flush()
+        self.lock.release()
 
     def _wind_up(self) -> None:
         """Collect the workers' final counts; end the checkpoints the stop leaves pending.

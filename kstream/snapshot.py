@@ -4,8 +4,16 @@ Layout of the local implementation (``<state-dir>/<job>/checkpoints``)::
 
     chk-<n>/<task>/db/          RocksDB checkpoint of the subtask's state (absent if stateless)
     chk-<n>/<task>/sink-<i>.wal     a sink's payload (write-ahead records), if any
-    chk-<n>/<task>/meta.json    `SnapshotMeta`, written last (atomic rename): its
-                                presence means the snapshot is complete
+    chk-<n>/<task>/meta.json    `SnapshotMeta`
+    chk-<n>/<task>/manifest.json    size and SHA-256 of every file above, written last
+                                (atomic rename): its presence means the snapshot is complete
+
+A snapshot's database is a *copy* of the RocksDB checkpoint, not hard links to
+it: RocksDB's checkpoint links its files with the live database, and links
+would make one damaged live file (or one damaged retained checkpoint) damage
+every checkpoint sharing it, including the one a recovery falls back to.
+`benchmarks/checkpoint_store_bench.py` measures what copying and checksums cost.
+`validate` checks a stored checkpoint against its manifests before it is restored.
 
 A shared file system or an object store can implement `CheckpointStorage`
 later; workers on other machines need one of those to restore each other's
@@ -14,10 +22,12 @@ subtasks.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import marshal
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,6 +40,8 @@ __all__ = ["CheckpointStorage", "LocalCheckpointStorage", "SnapshotMeta"]
 _MARSHAL_VERSION = 4
 #: First bytes of a sink payload file: the format and its version.
 _WAL_MAGIC = b"KSWAL\x01"
+#: Name of the per-snapshot manifest; written last, so its presence means complete.
+MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +62,15 @@ class SnapshotMeta:
     alignment_ms: float = 0.0
     sync_ms: float = 0.0
     sink: dict[str, Any] = field(default_factory=dict)
+    #: `JobIdentity.fingerprint` of the job that took the snapshot ("" if unknown).
+    identity: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> SnapshotMeta:
+        """Parse `to_json`'s output; `ValueError` (or `TypeError`) if malformed."""
         raw = json.loads(text)
 
         def offsets(d: dict[str, dict[str, int]]) -> dict[str, dict[int, int]]:
@@ -95,7 +110,7 @@ class CheckpointStorage(Protocol):
 
 
 def _link_or_copy(src: str, dst: str) -> str:
-    # SST files are immutable, so a hard link is a safe, instant copy on one file system.
+    # Only for measuring: links share inodes, so damage to one copy is damage to all.
     try:
         os.link(src, dst)
     except OSError:
@@ -103,11 +118,22 @@ def _link_or_copy(src: str, dst: str) -> str:
     return dst
 
 
-class LocalCheckpointStorage:
-    """Snapshots in a local directory."""
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
-    def __init__(self, root: Path) -> None:
+
+class LocalCheckpointStorage:
+    """Snapshots in a local directory.
+
+    `link_files` and `checksums` exist to measure their cost; the defaults
+    (copies, checksums) are what keeps a fallback checkpoint intact and detectable.
+    """
+
+    def __init__(self, root: Path, *, link_files: bool = False, checksums: bool = True) -> None:
         self.root = root
+        self.link_files = link_files
+        self.checksums = checksums
         root.mkdir(parents=True, exist_ok=True)
 
     def _dir(self, checkpoint: int, task: str) -> Path:
@@ -120,7 +146,8 @@ class LocalCheckpointStorage:
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         if staged_db is not None:
-            shutil.copytree(staged_db, target / "db", copy_function=_link_or_copy)
+            copy = _link_or_copy if self.link_files else shutil.copyfile
+            shutil.copytree(staged_db, target / "db", copy_function=copy)
             shutil.rmtree(staged_db, ignore_errors=True)
         for i, (name, payload) in enumerate(sorted((payloads or {}).items())):
             if payload is None:
@@ -131,12 +158,22 @@ class LocalCheckpointStorage:
                 marshal.dump((name, payload), f, _MARSHAL_VERSION)
                 f.flush()
                 os.fsync(f.fileno())
-        tmp = target / "meta.json.tmp"
-        with tmp.open("w") as f:
+        with (target / "meta.json").open("w") as f:
             f.write(meta.to_json())
             f.flush()
             os.fsync(f.fileno())
-        tmp.rename(target / "meta.json")
+        files = {}
+        for path in sorted(p for p in target.rglob("*") if p.is_file()):
+            entry: dict[str, Any] = {"size": path.stat().st_size}
+            if self.checksums:
+                entry["sha256"] = _sha256(path)
+            files[path.relative_to(target).as_posix()] = entry
+        tmp = target / f"{MANIFEST}.tmp"
+        with tmp.open("w") as f:
+            f.write(json.dumps({"files": files}, sort_keys=True))
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.rename(target / MANIFEST)
 
     def load(self, checkpoint: int, task: str) -> SnapshotMeta:
         path = self._dir(checkpoint, task) / "meta.json"
@@ -146,6 +183,55 @@ class LocalCheckpointStorage:
             raise CheckpointError(
                 f"checkpoint {checkpoint} has no snapshot of {task} in {self.root}"
             ) from None
+        except (ValueError, TypeError) as exc:
+            raise CheckpointError(f"{path} is unreadable: {exc}") from None
+
+    def validate(self, checkpoint: int, tasks: Iterable[str], identity: str = "") -> list[str]:
+        """What is wrong with stored checkpoint `checkpoint` (empty: intact and restorable).
+
+        Every subtask in `tasks` must have a snapshot whose manifest lists files
+        that all exist with their recorded size and checksum, and whose metadata
+        parses, names this checkpoint and task, and (when `identity` is given)
+        was taken by a job with that identity fingerprint.
+        """
+        chk = self.root / f"chk-{checkpoint}"
+        if not chk.is_dir():
+            return [f"{chk} is missing"]
+        problems: list[str] = []
+        for task in sorted(tasks):
+            problems += self._validate_task(checkpoint, task, identity)
+        return problems
+
+    def _validate_task(self, checkpoint: int, task: str, identity: str) -> list[str]:
+        target = self._dir(checkpoint, task)
+        try:
+            manifest = json.loads((target / MANIFEST).read_text())
+            files = dict(manifest["files"])
+        except FileNotFoundError:
+            return [f"{target / MANIFEST} is missing (snapshot incomplete or not of this kstream)"]
+        except (ValueError, TypeError, KeyError) as exc:
+            return [f"{target / MANIFEST} is unreadable: {exc}"]
+        for rel, entry in sorted(files.items()):
+            path = target / rel
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                return [f"{path} is missing"]
+            if size != entry.get("size"):
+                return [f"{path} has {size} bytes, the manifest says {entry.get('size')}"]
+            if "sha256" in entry and _sha256(path) != entry["sha256"]:
+                return [f"{path} does not match its checksum"]
+        if "meta.json" not in files:
+            return [f"{target / MANIFEST} does not list meta.json"]
+        try:
+            meta = SnapshotMeta.from_json((target / "meta.json").read_text())
+        except (ValueError, TypeError) as exc:
+            return [f"{target / 'meta.json'} is unreadable: {exc}"]
+        if meta.checkpoint != checkpoint or meta.task != task:
+            return [f"{target / 'meta.json'} describes {meta.task} of checkpoint {meta.checkpoint}"]
+        if identity and meta.identity != identity:
+            return [f"{target} was taken by another job (identity {meta.identity or 'none'})"]
+        return []
 
     def load_payload(self, checkpoint: int, task: str, name: str) -> Any:
         for path in sorted(self._dir(checkpoint, task).glob("sink-*.wal")):

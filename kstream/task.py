@@ -57,6 +57,7 @@ from kstream.channel import (
 )
 from kstream.counters import WorkerCounters
 from kstream.errors import (
+    CheckpointError,
     ConfigurationError,
     JobFailedError,
     KafkaUnavailableError,
@@ -104,6 +105,8 @@ class TaskRuntime:
     #: The shared producer's ``message.max.bytes``: no record it writes (channel
     #: record, plain sink output, dead letter) may be larger (`kstream.limits`).
     max_record_bytes: int = DEFAULT_PRODUCER_BYTES
+    #: `JobIdentity.fingerprint` of the job, recorded in every snapshot.
+    identity: str = ""
 
 
 @dataclass
@@ -146,15 +149,31 @@ class Subtask:
         self._staging = rt.state_root / "staging"
         db_path = rt.state_root / "tasks" / self.id / "db"
         self.restored: SnapshotMeta | None = None
-        if restore_from is not None:
-            self.restored = rt.storage.load(restore_from, self.id)
         self.state: StateStore | None = None
-        if _has_process(self.stage.root):
+        try:
             if restore_from is not None:
-                rt.storage.fetch_db(restore_from, self.id, db_path)
-            else:
-                StateStore.wipe(db_path)
-            self.state = StateStore(db_path)
+                self.restored = rt.storage.load(restore_from, self.id)
+            if _has_process(self.stage.root):
+                if restore_from is not None:
+                    found = rt.storage.fetch_db(restore_from, self.id, db_path)
+                    if not found and self.restored is not None and self.restored.has_state:
+                        # An empty database here would silently reset every key's state.
+                        raise CheckpointError(
+                            f"checkpoint {restore_from} lost the state database of {self.id}"
+                        )
+                else:
+                    StateStore.wipe(db_path)
+                self.state = StateStore(db_path)
+        except CheckpointError:
+            raise
+        except Exception as exc:
+            if restore_from is None:
+                raise
+            # RocksDB reports a damaged copy as a bare exception: name the checkpoint.
+            raise CheckpointError(
+                f"{self.id} cannot be restored from checkpoint {restore_from}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         self.push: Callable[..., None] = self._compile(self.stage.root, top=True)
         for name, writer in self.sinks.items():
             kept = None
@@ -400,6 +419,7 @@ class Subtask:
             alignment_ms=alignment_ms,
             sync_ms=sync_ms,
             sink={name: k.meta for name, k in kept.items()},
+            identity=self.rt.identity,
         )
         self.stats.snapshots += 1
         self.stats.last_sync_ms = sync_ms

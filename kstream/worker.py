@@ -23,10 +23,12 @@ from confluent_kafka import KafkaError, Message, Producer
 from kstream.admin import Admin
 from kstream.control import ControlReader, ControlWriter
 from kstream.counters import WorkerCounters
-from kstream.errors import JobFailedError, KafkaUnavailableError
+from kstream.errors import CheckpointError, JobFailedError, KafkaUnavailableError
 from kstream.fault import Faults
+from kstream.identity import JobIdentity
 from kstream.job import Job, sink_nodes
 from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
+from kstream.lock import ProcessLock, worker_lock_path
 from kstream.plan import Plan, dead_letter_topic, plan
 from kstream.sink import Guarantee, RollbackInterrupt
 from kstream.snapshot import LocalCheckpointStorage
@@ -67,6 +69,8 @@ class Worker:
         root = state_dir / job.name
         self.storage = LocalCheckpointStorage(root / "checkpoints")
         self.state_root = root / f"worker-{index}"
+        self.lock = ProcessLock(worker_lock_path(root, index), f"worker {index} of job {job.name}")
+        self.identity = JobIdentity.of(self.plan).fingerprint
         self.control = ControlWriter(bootstrap, job.name)
         #: Records of the shared producer (channels, plain sinks, dead letters) that
         #: Kafka did not take: the job must roll back, or they would be lost.
@@ -178,8 +182,25 @@ class Worker:
             pump=self._pump,
             raise_if_undelivered=self.raise_if_undelivered,
             max_record_bytes=self.max_record_bytes,
+            identity=self.identity,
         )
-        self.tasks = [open_task(rt, spec, checkpoint) for spec in self.specs]
+        self.tasks = []
+        try:
+            for spec in self.specs:
+                self.tasks.append(open_task(rt, spec, checkpoint))
+        except CheckpointError as exc:
+            # Tell the coordinator why, so it can fall back to an older checkpoint
+            # instead of restarting this worker into the same failure.
+            self._send(
+                {
+                    "type": "restore-failed",
+                    "worker": self.name,
+                    "generation": generation,
+                    "checkpoint": checkpoint,
+                    "reason": str(exc),
+                }
+            )
+            raise
         log.info(
             "%s: generation %d, restored %s from %s",
             self.name,
@@ -300,7 +321,11 @@ class Worker:
     # -- main loop ----------------------------------------------------------
 
     def run(self, should_stop: Callable[[], bool]) -> None:
-        """Run until `should_stop()`; raises `JobFailedError` when the job must stop."""
+        """Run until `should_stop()`; raises `JobFailedError` when the job must stop.
+
+        Raises `AlreadyRunningError` at once if another process runs this worker index.
+        """
+        self.lock.acquire()
         reader = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.w")
         self._reader = reader
         try:
@@ -339,6 +364,7 @@ class Worker:
             reader.close()
             self.executor.shutdown(wait=True)
             self.producer.flush(10)
+            self.lock.release()
 
 
 def _shared_producer_limit(bootstrap: str, job_plan: Plan, guarantee: Guarantee) -> int:

@@ -5,6 +5,10 @@
 Input values are UTF-8 text lines; words are `line.split()` (whitespace, no
 lowercasing, punctuation kept). Output: key = the word, value = its running
 count as decimal text. Each word's outputs are 1, 2, ..., N in order.
+
+The job's name defaults to ``wordcount-<input>-<output>``: the name scopes
+checkpoints, state and internal topics, so a count of other topics is another
+job rather than a continuation of this one's state.
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ def count(word: str, _: str, state: ValueState) -> Iterator[tuple[str, int]]:
 
 def job(params: dict[str, str]) -> Job:
     """The word-count job; parameters `input`, `output` and optionally `name`."""
-    j = Job(params.get("name", "wordcount"))
+    source, sink = params.get("input", "words"), params.get("output", "word-counts")
+    j = Job(params.get("name", f"wordcount-{source}-{sink}"))
     (
-        j.source(KafkaSource(params.get("input", "words")))
+        j.source(KafkaSource(source))
         .flat_map(str.split)
         .key_by(lambda word: word)
         .process(count, name="count")
-        .sink(KafkaSink(params.get("output", "word-counts")))
+        .sink(KafkaSink(sink))
     )
     return j

@@ -31,3 +31,73 @@ def test_a_damaged_payload_is_a_checkpoint_error_not_garbage(tmp_path: Path) -> 
     wal.write_bytes(b"\x80\x05pickle")
     with pytest.raises(CheckpointError, match="not a write-ahead file"):
         storage.load_payload(3, "s0-0", "kafka:out#0")
+
+
+# -- manifests and validation -------------------------------------------------
+
+
+def stored_with_db(tmp_path: Path, checkpoint: int = 5) -> LocalCheckpointStorage:
+    """A checkpoint of two subtasks, one with a (fake) database directory."""
+    storage = LocalCheckpointStorage(tmp_path / "checkpoints")
+    staged = tmp_path / f"staged-{checkpoint}"
+    staged.mkdir()
+    (staged / "000012.sst").write_bytes(b"sst" * 1000)
+    (staged / "CURRENT").write_text("MANIFEST-000005\n")
+    storage.store(SnapshotMeta(checkpoint, 1, "s1-0", identity="abc"), staged)
+    storage.store(SnapshotMeta(checkpoint, 1, "s0-0", identity="abc"), None, {"k#0": {5: ROWS}})
+    return storage
+
+
+def test_an_intact_checkpoint_validates(tmp_path: Path) -> None:
+    storage = stored_with_db(tmp_path)
+    assert storage.validate(5, ["s0-0", "s1-0"], "abc") == []
+    assert storage.validate(5, ["s0-0", "s1-0"]) == []
+
+
+def test_every_kind_of_damage_is_named(tmp_path: Path) -> None:
+    storage = stored_with_db(tmp_path)
+    chk = storage.root / "chk-5"
+    tasks = ["s0-0", "s1-0"]
+    assert storage.validate(5, tasks, "other") == [
+        f"{chk / t} was taken by another job (identity abc)" for t in tasks
+    ]
+    assert storage.validate(5, [*tasks, "s2-0"]) == [
+        f"{chk / 's2-0' / 'manifest.json'} is missing (snapshot incomplete or not of this kstream)"
+    ]
+    sst = chk / "s1-0" / "db" / "000012.sst"
+    sst.write_bytes(b"sst" * 999 + b"xyz")  # same size, other bytes
+    assert storage.validate(5, tasks) == [f"{sst} does not match its checksum"]
+    sst.write_bytes(b"short")
+    assert storage.validate(5, tasks) == [f"{sst} has 5 bytes, the manifest says 3000"]
+    sst.unlink()
+    assert storage.validate(5, tasks) == [f"{sst} is missing"]
+    meta = chk / "s0-0" / "meta.json"
+    meta.write_text(meta.read_text().replace('"checkpoint": 5', '"checkpoint": 6'))
+    assert storage.validate(5, ["s0-0"]) == [f"{meta} does not match its checksum"]
+    (chk / "s0-0" / "manifest.json").write_text("{not json")
+    assert storage.validate(5, ["s0-0"])[0].startswith(
+        f"{chk / 's0-0' / 'manifest.json'} is unreadable"
+    )
+    storage.discard(5)
+    assert storage.validate(5, tasks) == [f"{chk} is missing"]
+
+
+def test_an_unreadable_meta_is_a_checkpoint_error(tmp_path: Path) -> None:
+    storage = stored_with_db(tmp_path)
+    (storage.root / "chk-5" / "s0-0" / "meta.json").write_text('{"checkpoint": 5,')
+    with pytest.raises(CheckpointError, match="unreadable"):
+        storage.load(5, "s0-0")
+
+
+def test_a_stored_database_shares_no_file_with_the_staged_one(tmp_path: Path) -> None:
+    """Damage to the live database (linked with the staged copy) must not reach a checkpoint."""
+    storage = LocalCheckpointStorage(tmp_path / "checkpoints")
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    live = tmp_path / "live.sst"
+    live.write_bytes(b"a" * 100)
+    (staged / "1.sst").hardlink_to(live)
+    storage.store(SnapshotMeta(1, 1, "s1-0"), staged)
+    live.write_bytes(b"b" * 100)  # damaged in place
+    assert (storage.root / "chk-1" / "s1-0" / "db" / "1.sst").read_bytes() == b"a" * 100
+    assert storage.validate(1, ["s1-0"]) == []

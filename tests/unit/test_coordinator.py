@@ -19,6 +19,7 @@ from hypothesis.stateful import (
 from kstream.coordinator import (
     Abort,
     AckReceived,
+    CheckpointDamaged,
     Command,
     Complete,
     Coordinator,
@@ -26,6 +27,7 @@ from kstream.coordinator import (
     DeclineReceived,
     Discard,
     Event,
+    Halt,
     Heartbeat,
     History,
     Recover,
@@ -283,6 +285,8 @@ class Model:
                 assert command.generation == self.generation
                 assert command.checkpoint in self.pending
                 del self.pending[command.checkpoint]
+            elif isinstance(command, Halt):
+                pytest.fail(f"halted with {self.completed} still restorable: {command}")
             elif isinstance(command, Discard):
                 excess = len(self.completed) - config.retained
                 assert excess > 0
@@ -323,6 +327,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.recovers = 0
         #: The control topic: what the coordinators wrote so far.
         self.control: list[dict[str, object]] = []
+        #: Checkpoints found damaged; they stay damaged on disk.
+        self.damaged: set[int] = set()
 
     @initialize(config=configs(), past=st.none() | st.tuples(st.integers(1, 3), st.integers(0, 5)))
     def start(self, config: CoordinatorConfig, past: tuple[int, int] | None) -> None:
@@ -438,15 +444,44 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def lose_worker(self, worker: str) -> None:
         assert kinds(self.send(WorkerLost(worker, "exit", self.now))) == ["Recover"]
 
+    @precondition(lambda self: self.model.completed)
+    @rule(choice=st.integers(0, 5), known=st.booleans())
+    def a_checkpoint_is_damaged(self, choice: int, known: bool) -> None:
+        """A retained checkpoint fails validation (or a checkpoint already dropped is reported)."""
+        completed = self.model.completed
+        n = completed[choice % len(completed)] if known else self.model.max_triggered + 1
+        if n == completed[-1] and len(completed) == 1:
+            return  # the halt is tested on its own: the job stops there
+        was_latest = n == completed[-1]
+        if n in completed:
+            self.damaged.add(n)
+            completed.remove(n)
+        commands = self.coordinator.handle(CheckpointDamaged(n, "bad", self.now))
+        if was_latest:
+            # Exactly one Recover, to the newest remaining checkpoint (the model checks it).
+            assert kinds(commands) == ["Recover"]
+            assert isinstance(commands[0], Recover)
+            assert commands[0].checkpoint == completed[-1]
+        else:
+            assert commands == []
+        self.apply(commands)
+
     @precondition(lambda self: self.recovers < 3)
     @rule()
     def restart_the_coordinator(self) -> None:
-        """A new coordinator process resumes from the control topic alone."""
+        """A new coordinator process resumes from the control topic and re-validates."""
         history = replay(self.control, self.config.retained)
         assert history.generation == self.model.generation
         assert history.max_checkpoint == self.model.max_triggered
-        assert list(history.completed) == self.model.completed
+        intact = [n for n in history.completed if n not in self.damaged]
+        # Damage is not recorded in the control topic: a restarted runner finds it again
+        # by validation, and restores the same checkpoint as before.
+        assert intact[-1:] == self.model.completed[-1:]
         self.coordinator = Coordinator(TASKS, self.config, history)
+        for n in history.completed:
+            if n in self.damaged:
+                assert self.coordinator.handle(CheckpointDamaged(n, "bad", self.now)) == []
+        self.model.completed = intact
         self.model.heartbeats = {}
         self.send_start()
 
@@ -570,3 +605,72 @@ def test_a_restarted_coordinator_continues_where_the_control_topic_ends(
     assert recover.checkpoint == coordinator.latest_completed
     trigger = restarted.handle(Tick(now + config.interval))
     assert trigger == [Trigger(max_id + 1, recover.generation)]
+
+
+# -- damaged checkpoints -------------------------------------------------------
+
+
+def completed_history(*ids: int) -> History:
+    return History(generation=1, max_checkpoint=max(ids), completed=ids)
+
+
+def test_a_damaged_restore_point_falls_back_to_the_newest_remaining_one() -> None:
+    coordinator = Coordinator(TASKS, CONFIG, completed_history(3, 4))
+    [recover] = coordinator.start(0.0)
+    assert recover == Recover(2, 4, "job started")
+    [fallback] = coordinator.handle(CheckpointDamaged(4, "meta.json unreadable", 1.0))
+    assert fallback == Recover(3, 3, "checkpoint 4 is damaged: meta.json unreadable")
+    assert coordinator.completed == [3]
+    # Ids keep increasing past the damaged one.
+    assert coordinator.handle(Tick(2.0)) == [Trigger(5, 3)]
+
+
+def test_damage_found_before_start_changes_the_restore_point_silently() -> None:
+    coordinator = Coordinator(TASKS, CONFIG, completed_history(3, 4))
+    assert coordinator.handle(CheckpointDamaged(4, "missing", 0.0)) == []
+    assert coordinator.start(0.0) == [Recover(2, 3, "job started")]
+
+
+def test_damage_to_an_older_checkpoint_only_drops_it() -> None:
+    coordinator = started(history=completed_history(3, 4))
+    assert coordinator.handle(CheckpointDamaged(3, "x", 1.0)) == []
+    assert coordinator.completed == [4]
+    assert coordinator.handle(CheckpointDamaged(3, "x", 1.0)) == []  # reported twice
+    assert coordinator.handle(CheckpointDamaged(99, "x", 1.0)) == []  # never completed
+
+
+def test_no_intact_checkpoint_left_halts_instead_of_starting_over() -> None:
+    coordinator = Coordinator(TASKS, CONFIG, completed_history(3, 4))
+    assert coordinator.handle(CheckpointDamaged(4, "a.sst missing", 0.0)) == []
+    assert coordinator.handle(CheckpointDamaged(3, "chk-3 missing", 0.0)) == [
+        Halt("checkpoint 3 is damaged: chk-3 missing; no older completed checkpoint remains")
+    ]
+    running = started(history=completed_history(4))
+    [halt] = running.handle(CheckpointDamaged(4, "bad", 1.0))
+    assert isinstance(halt, Halt)
+
+
+def test_replay_forgets_checkpoints_before_a_fresh_start_and_keeps_ids_increasing() -> None:
+    identity = {
+        "format": 2,
+        "parallelism": [2, 2],
+        "sources": ["kafka:b"],
+        "sinks": ["kafka:out"],
+        "operators": ["s1.process:count"],
+    }
+    messages: list[dict[str, object]] = [
+        {"type": "recover", "generation": 1, "checkpoint": None},
+        {"type": "complete", "checkpoint": 1, "generation": 1},
+        {"type": "complete", "checkpoint": 2, "generation": 1},
+        {"type": "recover", "generation": 2, "checkpoint": None, "fresh": True},
+        {"type": "trigger", "checkpoint": 3, "generation": 2},
+    ]
+    history = replay(messages, retained=3)
+    assert history == History(generation=2, max_checkpoint=3, completed=(), identity=None)
+    messages.append({"type": "complete", "checkpoint": 3, "generation": 2, "identity": identity})
+    history = replay(messages, retained=3)
+    assert history.completed == (3,)
+    assert history.identity is not None
+    assert history.identity.sources == ("kafka:b",)
+    malformed = [{"type": "complete", "checkpoint": 4, "generation": 2, "identity": {"x": 1}}]
+    assert replay(messages + malformed, retained=3).identity is None
