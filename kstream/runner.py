@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +47,7 @@ from kstream.coordinator import (
     replay,
 )
 from kstream.errors import (
+    AlreadyRunningError,
     CheckpointDamagedError,
     ConfigurationError,
     IdentityMismatchError,
@@ -57,6 +60,8 @@ from kstream.job import Job, sink_nodes
 from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
 from kstream.lock import ProcessLock, runner_lock_path, worker_lock_path
 from kstream.plan import Plan, plan, started_with
+from kstream.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
+from kstream.presence import WAIT_S, Presence, last_presence, needs_wait, still_alive
 from kstream.run_report import RunReport
 from kstream.sink import Guarantee
 from kstream.snapshot import LocalCheckpointStorage
@@ -146,6 +151,9 @@ class Runner:
         self.storage = LocalCheckpointStorage(job_dir / "checkpoints")
         self.lock = ProcessLock(runner_lock_path(job_dir), f"job {job.name}")
         self._announce_fresh = False
+        #: This runner's identity in its `coordinator` announcements.
+        self._incarnation = uuid.uuid4().hex
+        self._announced = 0.0
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._logs: dict[int, IO[bytes]] = {}
         self._restart_times: list[float] = []
@@ -212,9 +220,9 @@ class Runner:
 
     def start(self) -> None:
         """Resume the coordinator from the control topic, open a generation, spawn workers."""
-        history = self._resume_point(
-            replay(read_history(self.bootstrap, self.job.name), self.config.retained)
-        )
+        messages = read_history(self.bootstrap, self.job.name)
+        self._refuse_if_coordinated_elsewhere(messages)
+        history = self._resume_point(replay(messages, self.config.retained))
         tasks = frozenset(t.id for t in self.plan.tasks)
         self.coordinator = Coordinator(tasks, self.config, history)
         self._settle_restore_point()
@@ -225,6 +233,7 @@ class Runner:
         self.reader = ControlReader(
             self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c", start=end
         )
+        self._announce()
         self._execute(self.coordinator.start(time.monotonic()))
         latest = self.coordinator.latest_completed
         if latest is not None:
@@ -235,6 +244,52 @@ class Runner:
                 self._check_worker_free(w)
             for w in range(self.workers):
                 self._spawn(w)
+
+    def _refuse_if_coordinated_elsewhere(self, history: list[dict[str, Any]]) -> None:
+        """Raise `AlreadyRunningError` if another runner coordinates this job on this cluster.
+
+        The file lock only sees runners sharing the state directory; this sees
+        any runner of the job name on the cluster (`kstream.presence`). A
+        predecessor that did not say it stopped is given `WAIT_S` to prove it
+        is alive with a heartbeat; one that crashed only delays this start.
+        """
+        last = last_presence(history)
+        if last is None or not needs_wait(last, time.time()):
+            return
+        probe = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c")
+        start = probe.end_offset()
+        probe.close()
+        reader = ControlReader(
+            self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c", start=start
+        )
+        seen: list[dict[str, Any]] = []
+        try:
+            deadline = time.monotonic() + WAIT_S
+            while time.monotonic() < deadline:
+                seen += [m for _, m in reader.poll(0.2)]
+                alive = still_alive(seen)
+                if alive is not None:
+                    raise AlreadyRunningError(
+                        f"job {self.job.name} is already running on {self.bootstrap}: its "
+                        f"runner ({alive.describe()}) is alive; stop it first, or use "
+                        "another --job-name"
+                    )
+        finally:
+            reader.close()
+        self.say(
+            f"the last runner of job {self.job.name} ({last.describe()}) did not say it "
+            f"stopped and sent no heartbeat for {WAIT_S:.0f}s: taking over"
+        )
+
+    def _announce(self, *, stopped: bool = False) -> None:
+        """Tell the control topic this runner coordinates the job (or stopped doing so)."""
+        assert self.control is not None
+        now = time.time()
+        presence = Presence(
+            self._incarnation, os.getpid(), socket.gethostname(), str(self.state_dir), now, stopped
+        )
+        self.control.send(presence.message(), flush=stopped)
+        self._announced = time.monotonic()
 
     def _resume_point(self, history: History) -> History:
         """The history to coordinate from: checked against this job, or reset for `fresh`."""
@@ -430,6 +485,8 @@ class Runner:
             if event is not None:
                 self._execute(self.coordinator.handle(event))
         now = time.monotonic()
+        if now - self._announced >= PRESENCE_HEARTBEAT_S:
+            self._announce()
         self._execute(self.coordinator.handle(Tick(now)))
         self._notify(self.report.tick(now))
         if self.spawn:
@@ -610,7 +667,7 @@ class Runner:
         if self.reader is not None:
             self.reader.close()
         if self.control is not None:
-            self.control.flush()
+            self._announce(stopped=True)
         self.lock.release()
 
     def _wind_up(self) -> None:

@@ -35,6 +35,7 @@ class Job:
     def __init__(self, bootstrap: str, tmp_path: Path, name: str | None = None) -> None:
         self.bootstrap = bootstrap
         self.name = name or unique_name("safe")
+        tmp_path.mkdir(parents=True, exist_ok=True)
         self.state = tmp_path / "state"
         self.file = tmp_path / "wc.py"
         self.file.write_text(JOB_FILE)
@@ -267,3 +268,31 @@ def test_no_intact_checkpoint_stops_with_one_line_and_no_crash_loop(
     assert "--fresh" in message
     # Refused before any worker started: no restarts into the same failure.
     assert [p.stat().st_size for p in logs] == sizes
+
+
+def test_a_runner_of_the_job_with_another_state_dir_is_refused_while_the_first_runs(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """Job names scope Kafka topics and transactional ids, not only state directories."""
+    src, dst = unique_name("in"), unique_name("out")
+    Admin(bootstrap).create_topics({src: 2, dst: 2})
+    text = lines(2000)
+    produce(bootstrap, src, [(None, line.encode()) for line in text])
+    job = Job(bootstrap, tmp_path / "here")
+    first = job.run(src, dst)
+    try:
+        wait_for(lambda: len(worker_processes(job.name)) == 2, 90, "two worker processes")
+        elsewhere = Job(bootstrap, tmp_path / "elsewhere", name=job.name)
+        second = refused(elsewhere.run(src, dst), "a runner of the job in another state dir")
+        assert f"job {job.name} is already running on {bootstrap}" in second
+        assert f"pid {first.pid}" in second
+        assert str(job.state) in second
+        wait_for(lambda: caught_up(bootstrap, dst, truth(text)), 180, "every count")
+    finally:
+        stderr = stop(first)
+    assert "taking over" not in stderr
+    assert_exactly_once(bootstrap, dst, truth(text))
+    # A runner that stopped cleanly said so: the next start does not wait for it.
+    again = job.run(src, dst)
+    wait_for(lambda: len(worker_processes(job.name)) == 2, 90, "the restarted job's workers")
+    assert "taking over" not in stop(again)
