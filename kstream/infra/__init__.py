@@ -1,0 +1,1 @@
+"""Infrastructure: the local broker (with Maven resolution), the admin client, cluster discovery."""
