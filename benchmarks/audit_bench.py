@@ -23,9 +23,9 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from kstream.admin import Admin
+from kstream.infra.admin import Admin
 from kstream.audit import run_audit
-from kstream.cluster import bootstrap_servers
+from kstream.infra.cluster import bootstrap_servers
 from kstream.testing import unique_name
 
 WORDS_PER_LINE = 10

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from kstream.snapshot import LocalCheckpointStorage, SnapshotMeta
-from kstream.state import StateStore
+from kstream.runtime.snapshot import LocalCheckpointStorage, SnapshotMeta
+from kstream.runtime.state import StateStore
 
 VARIANTS = (
     ("link, sizes only", True, False),

@@ -23,13 +23,13 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from kstream.admin import Admin
-from kstream.cluster import bootstrap_servers
-from kstream.coordinator import CoordinatorConfig
-from kstream.demo import _generate
+from kstream.infra.admin import Admin
+from kstream.infra.cluster import bootstrap_servers
+from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.tools.demo import _generate
 from kstream.examples import wordcount
-from kstream.runner import Runner
-from kstream.sink import Guarantee
+from kstream.runtime.runner import Runner
+from kstream.runtime.sink import Guarantee
 from kstream.testing import produce, read_all, unique_name, wait_settled
 
 CHECKPOINT_INTERVAL_S = 1.0

@@ -22,18 +22,23 @@ from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from kstream.admin import Admin
+from kstream.dataflow.plan import commit_topic
+from kstream.dataflow.serde import Serde, serde
 from kstream.errors import (
     ConfigurationError,
     KafkaUnavailableError,
     ProtocolError,
     RecordTooLargeError,
 )
-from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit, record_bytes
-from kstream.plan import commit_topic
-from kstream.serde import Serde, serde
-from kstream.sink import SinkContext, SinkSnapshot, SinkWriter
-from kstream.twophase import EpochLedger, Wait
+from kstream.infra.admin import Admin
+from kstream.protocol.limits import (
+    INTERNAL_TOPIC_MAX_BYTES,
+    MAX_MESSAGE_BYTES,
+    producer_limit,
+    record_bytes,
+)
+from kstream.protocol.twophase import EpochLedger, Wait
+from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
 
 __all__ = ["LINEAGE_HEADERS", "KafkaSink", "KafkaSource", "TransactionalWriter"]
 
@@ -233,7 +238,7 @@ class TransactionalWriter(SinkWriter):
     """Exactly-once Kafka output: one Kafka transaction per checkpoint epoch.
 
     The protocol (which slot, what to commit, what to replay) is decided by
-    `kstream.twophase.EpochLedger`; this class does the Kafka I/O:
+    `kstream.protocol.twophase.EpochLedger`; this class does the Kafka I/O:
 
     * each epoch's records go into a transaction on one of `POOL_SIZE`
       producers (transactional ids ``kstream.<job>.<task>.<topic>.<slot>``), so
@@ -255,7 +260,7 @@ class TransactionalWriter(SinkWriter):
         self._tid = f"kstream.{ctx.job}.{ctx.task}.{sink.topic}"
         self._marker_topic = commit_topic(ctx.job)
         # These producers write only the output topic and the commit markers: their
-        # records may be as large as the output topic takes (`kstream.limits`).
+        # records may be as large as the output topic takes (`kstream.protocol.limits`).
         limits = {
             t: int(v)
             for t, v in Admin(ctx.bootstrap)

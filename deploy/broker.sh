@@ -6,7 +6,7 @@
 #     deploy/broker.sh status
 #     deploy/broker.sh stop
 #
-# Same as `kstream broker ...`: one implementation (kstream/broker.py) serves both,
+# Same as `kstream broker ...`: one implementation (kstream/infra/broker.py) serves both,
 # so the script and the CLI can never disagree. Needs python3 with kstream's
 # dependencies (pip install -e .), java 17+ and mvn on PATH.
 set -eu

@@ -1,5 +1,5 @@
 """`python -m kstream` is the `kstream` command."""
 
-from kstream.cli import main
+from kstream.tools.cli import main
 
 main()

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from kstream.admin import Admin, retrying
 from kstream.errors import KafkaUnavailableError
+from kstream.infra.admin import Admin, retrying
 
 if TYPE_CHECKING:
-    from kstream.runner import Runner
+    from kstream.runtime.runner import Runner
 
 __all__ = [
     "Feeder",

@@ -25,9 +25,9 @@ from typing import Literal
 
 import pytest
 
-from kstream.admin import Admin
-from kstream.broker import LocalBroker
 from kstream.errors import EnvironmentSetupError
+from kstream.infra.admin import Admin
+from kstream.infra.broker import LocalBroker
 from kstream.testing import unique_name
 
 TEST_BROKER_PORT = int(os.environ.get("KSTREAM_TEST_BROKER_PORT", "23192"))

@@ -22,8 +22,8 @@ from testcontainers.core.config import testcontainers_config
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
-from kstream.broker import KAFKA_VERSION
 from kstream.errors import EnvironmentSetupError, PortInUseError
+from kstream.infra.broker import KAFKA_VERSION
 
 __all__ = ["BUILD_COMMAND", "IMAGE", "kafka_container"]
 

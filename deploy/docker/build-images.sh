@@ -9,7 +9,7 @@
 #   kstream/java:17-bookworm    Debian bookworm (minbase) with openjdk-17-jre-headless,
 #                               debootstrapped from a Debian mirror and `docker import`ed
 #   kstream/kafka:<version>     the broker on that base: the jars kstream resolves with
-#                               mvn (kstream.broker.resolve_jars) and deploy/kafka's configs
+#                               mvn (kstream.infra.broker.resolve_jars) and deploy/kafka's configs
 #
 # Idempotent: the base image is made once (delete it to rebuild it); the Kafka
 # image is rebuilt every run from Docker's layer cache, so it always matches the
@@ -35,7 +35,7 @@ docker info >/dev/null 2>&1 || die "no Docker engine answers (start dockerd)"
 
 # The version and the jars come from kstream itself, so image and local broker agree.
 resolved=$(PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -c '
-from kstream.broker import KAFKA_VERSION, resolve_jars
+from kstream.infra.broker import KAFKA_VERSION, resolve_jars
 print(KAFKA_VERSION, resolve_jars())') || die "kstream could not resolve the Kafka jars"
 version=${resolved%% *}
 libs=${resolved#* }

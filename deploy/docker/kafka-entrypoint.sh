@@ -1,7 +1,7 @@
 #!/bin/sh
 # Start the broker of the kstream/kafka image on 127.0.0.1:$KAFKA_PORT (controller
 # on $KAFKA_PORT+1), from empty storage: a container is one disposable cluster.
-# Mirrors kstream.broker.LocalBroker.start (same server.properties template).
+# Mirrors kstream.infra.broker.LocalBroker.start (same server.properties template).
 set -eu
 port=$KAFKA_PORT
 controller_port=$((port + 1))

@@ -3,7 +3,7 @@
 Exit codes: 0 when the output is clean, 1 when any violation was found (the
 verdict is printed, not an error), 2 for usage errors and for every
 `KStreamError` (a missing topic, an unreachable cluster, pyspark not
-installed), which `kstream.cli.main` prints as one line.
+installed), which `kstream.tools.cli.main` prints as one line.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def audit_command(
 ) -> None:
     """Audit an output topic for duplicates, losses and disorder with a Spark batch job."""
     from kstream.audit.run import run_audit
-    from kstream.cluster import bootstrap_servers as resolve_bootstrap
+    from kstream.infra.cluster import bootstrap_servers as resolve_bootstrap
 
     bootstrap = resolve_bootstrap(bootstrap_servers, _say)
     result = run_audit(

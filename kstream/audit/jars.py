@@ -13,8 +13,8 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from kstream.broker import cache_dir, deploy_dir, resolve_maven_classpath
 from kstream.errors import DependencyResolutionError, EnvironmentSetupError
+from kstream.infra.broker import cache_dir, deploy_dir, resolve_maven_classpath
 
 __all__ = ["CONNECTOR_ARTIFACTS", "SPARK_VERSION", "connector_jars", "require_pyspark"]
 

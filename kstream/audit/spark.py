@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from kstream.admin import Admin
-from kstream.broker import deploy_dir
 from kstream.errors import ConfigurationError, EnvironmentSetupError, KafkaUnavailableError
+from kstream.infra.admin import Admin
+from kstream.infra.broker import deploy_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kstream.job import Node
-from kstream.plan import Plan
+from kstream.dataflow.job import Node
+from kstream.dataflow.plan import Plan
 
 __all__ = ["FORMAT_VERSION", "JobIdentity", "resume_problems"]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kstream.channel import channel_partitions, channel_topic
-from kstream.control import control_topic
+from kstream.dataflow.job import Job, Stage, sink_nodes
 from kstream.errors import ConfigurationError
-from kstream.job import Job, Stage, sink_nodes
+from kstream.runtime.channel import channel_partitions, channel_topic
+from kstream.runtime.control import control_topic
 
 __all__ = [
     "MAX_INTERNAL_PARTITIONS",

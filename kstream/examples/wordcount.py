@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kstream.connectors.kafka import KafkaSink, KafkaSource
-from kstream.job import Job, ValueState
+from kstream.dataflow.job import Job, ValueState
 
 
 def count(word: str, _: str, state: ValueState) -> Iterator[tuple[str, int]]:

@@ -87,7 +87,7 @@ def deploy_dir() -> Path:
     packaged = Path(str(resources.files("kstream"))) / "_deploy"
     if (packaged / "kafka" / "pom.xml").is_file():
         return packaged
-    checkout = Path(__file__).resolve().parent.parent / "deploy"
+    checkout = Path(__file__).resolve().parents[2] / "deploy"
     if (checkout / "kafka" / "pom.xml").is_file():
         return checkout
     raise BrokerError(

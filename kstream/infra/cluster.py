@@ -2,7 +2,7 @@
 
 1. ``KSTREAM_BOOTSTRAP`` (or an explicit bootstrap) is set: use that cluster.
 2. A Docker engine answers: start testcontainers' ``KafkaContainer`` (tests only).
-3. Otherwise: the local broker of `kstream.broker`, started on demand.
+3. Otherwise: the local broker of `kstream.infra.broker`, started on demand.
 
 Commands (`kstream run`, `kstream demo`) use 1 or 3; the test suite uses all three.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from kstream.broker import ensure_local_broker
 from kstream.errors import ConfigurationError
+from kstream.infra.broker import ensure_local_broker
 
 __all__ = ["bootstrap_servers"]
 

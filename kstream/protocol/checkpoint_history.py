@@ -1,7 +1,7 @@
 """What became of each checkpoint, read from the control topic (pure, no I/O).
 
 Every triggered checkpoint ends in one of three ways, and the control topic
-(`kstream.control`) says which:
+(`kstream.runtime.control`) says which:
 
 * ``complete`` — it completed;
 * ``abort`` — the coordinator gave it up (timed out, declined, subsumed, or

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from kstream.dataflow.identity import JobIdentity
 from kstream.errors import ConfigurationError
-from kstream.identity import JobIdentity
 
 __all__ = [
     "Abort",

@@ -1,6 +1,6 @@
 """Is another coordinator running this job? The answer from the control topic.
 
-The runner's file lock (`kstream.lock`) refuses a second runner that shares the
+The runner's file lock (`kstream.runtime.lock`) refuses a second runner that shares the
 state directory. Job names also scope Kafka (the control, channel and commit
 topics, the transactional ids), so two runners of one job with *different*
 state directories against one cluster would corrupt each other just as well.

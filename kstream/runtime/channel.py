@@ -18,7 +18,7 @@ itself. A batch never straddles a barrier (`barrier` flushes first), so FIFO
 order and the before/after split of each checkpoint hold per stream record.
 
 A batch is bounded by count (`MAX_BATCH`) and by size: its encoded record must
-fit `max_bytes` (see `kstream.limits`). Sizing each stream record would cost
+fit `max_bytes` (see `kstream.protocol.limits`). Sizing each stream record would cost
 more than pickling it, so the writer sizes only what it encodes anyway: the
 count bound adapts to the bytes per stream record of the last batch written
 (aiming at half the limit), and a batch whose encoding is still too large is
@@ -40,8 +40,8 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
-from kstream.limits import DEFAULT_PRODUCER_BYTES, RECORD_OVERHEAD
-from kstream.state import key_bytes
+from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, RECORD_OVERHEAD
+from kstream.runtime.state import key_bytes
 
 __all__ = [
     "BARRIER",

@@ -26,10 +26,10 @@ failed
 =========== ============================================ ==========================
 
 The topic is the durable record of completed checkpoints: replaying it
-rebuilds the coordinator's history (`kstream.coordinator.replay`). A checkpoint
+rebuilds the coordinator's history (`kstream.protocol.coordinator.replay`). A checkpoint
 pending when a newer ``recover`` arrives was rolled back; no ``abort`` says so
-(`kstream.checkpoint_history` infers it). A heartbeat's counters are running
-totals of one worker process (`kstream.counters`).
+(`kstream.protocol.checkpoint_history` infers it). A heartbeat's counters are running
+totals of one worker process (`kstream.protocol.counters`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kstream.errors import KafkaUnavailableError, ProtocolError
-from kstream.limits import DEFAULT_PRODUCER_BYTES, record_bytes
+from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, record_bytes
 
 __all__ = ["ControlReader", "ControlWriter", "control_topic", "read_history"]
 
@@ -122,7 +122,7 @@ class ControlReader:
         self._consumer.assign([TopicPartition(self.topic, 0, start)])
 
     def end_offset(self) -> int:
-        from kstream.admin import retrying
+        from kstream.infra.admin import retrying
 
         _, high = retrying(
             lambda: self._consumer.get_watermark_offsets(
@@ -172,7 +172,7 @@ class ControlReader:
 
 def read_history(bootstrap: str, job: str) -> list[Message]:
     """All control messages of `job` so far (empty if the job never ran)."""
-    from kstream.admin import Admin
+    from kstream.infra.admin import Admin
 
     if Admin(bootstrap).partitions(control_topic(job)) is None:
         return []

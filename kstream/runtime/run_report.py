@@ -3,7 +3,7 @@
 The runner feeds `RunReport` every control message it writes (triggers,
 completions, aborts, recoveries) and every heartbeat it reads, with the time;
 `RunReport` returns the notice lines to print now and, at the end, the
-summary. Notices, each rate-limited per kind by `kstream.notices.Notices`:
+summary. Notices, each rate-limited per kind by `kstream.runtime.notices.Notices`:
 
 * ``dead letter: <task>: <topic>[<partition>]@<offset>: <error> -> <topic>``
   when a worker reports new dead letters;
@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kstream.checkpoint_history import CheckpointRecord, CheckpointTracker
-from kstream.counters import JobCounters, WorkerCounters
-from kstream.notices import Notices
-from kstream.plan import dead_letter_topic
+from kstream.dataflow.plan import dead_letter_topic
+from kstream.protocol.checkpoint_history import CheckpointRecord, CheckpointTracker
+from kstream.protocol.counters import JobCounters, WorkerCounters
+from kstream.runtime.notices import Notices
 
 __all__ = ["RunReport"]
 

@@ -1,6 +1,6 @@
 """`kstream run`: the supervisor that coordinates a job and keeps its workers alive.
 
-The runner is the I/O shell around `kstream.coordinator.Coordinator`: it turns
+The runner is the I/O shell around `kstream.protocol.coordinator.Coordinator`: it turns
 control-topic messages and child-process exits into events, carries out the
 commands (control messages, checkpoint deletion, channel purging) and restarts
 workers that die. Workers are separate OS processes (`kstream worker ...`);
@@ -24,9 +24,20 @@ from typing import IO, Any
 
 from confluent_kafka import TopicPartition
 
-from kstream.admin import Admin
-from kstream.control import ControlReader, ControlWriter, read_history
-from kstream.coordinator import (
+from kstream.dataflow.identity import JobIdentity, resume_problems
+from kstream.dataflow.job import Job, sink_nodes
+from kstream.dataflow.plan import Plan, plan, started_with
+from kstream.errors import (
+    AlreadyRunningError,
+    CheckpointDamagedError,
+    ConfigurationError,
+    IdentityMismatchError,
+    JobFailedError,
+    KafkaUnavailableError,
+    TimeoutConfigError,
+)
+from kstream.infra.admin import Admin
+from kstream.protocol.coordinator import (
     Abort,
     AckReceived,
     CheckpointDamaged,
@@ -46,26 +57,15 @@ from kstream.coordinator import (
     WorkerLost,
     replay,
 )
-from kstream.errors import (
-    AlreadyRunningError,
-    CheckpointDamagedError,
-    ConfigurationError,
-    IdentityMismatchError,
-    JobFailedError,
-    KafkaUnavailableError,
-    TimeoutConfigError,
-)
-from kstream.identity import JobIdentity, resume_problems
-from kstream.job import Job, sink_nodes
-from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
-from kstream.lock import ProcessLock, runner_lock_path, worker_lock_path
-from kstream.plan import Plan, plan, started_with
-from kstream.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
-from kstream.presence import WAIT_S, Presence, last_presence, needs_wait, still_alive
-from kstream.run_report import RunReport
-from kstream.sink import Guarantee
-from kstream.snapshot import LocalCheckpointStorage
-from kstream.worker import EXIT_JOB_FAILED
+from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
+from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
+from kstream.protocol.presence import WAIT_S, Presence, last_presence, needs_wait, still_alive
+from kstream.runtime.control import ControlReader, ControlWriter, read_history
+from kstream.runtime.lock import ProcessLock, runner_lock_path, worker_lock_path
+from kstream.runtime.run_report import RunReport
+from kstream.runtime.sink import Guarantee
+from kstream.runtime.snapshot import LocalCheckpointStorage
+from kstream.runtime.worker import EXIT_JOB_FAILED
 
 __all__ = ["RunStats", "Runner"]
 
@@ -145,7 +145,7 @@ class Runner:
         #: Resume a checkpoint of a job whose sources, sinks or operators changed.
         self.accept_changes = accept_changes
         self.stats = RunStats()
-        #: Console notices and the exit summary (see `kstream.run_report`).
+        #: Console notices and the exit summary (see `kstream.runtime.run_report`).
         self.report = RunReport(job.name)
         job_dir = self.state_dir / job.name
         self.storage = LocalCheckpointStorage(job_dir / "checkpoints")
@@ -249,7 +249,7 @@ class Runner:
         """Raise `AlreadyRunningError` if another runner coordinates this job on this cluster.
 
         The file lock only sees runners sharing the state directory; this sees
-        any runner of the job name on the cluster (`kstream.presence`). A
+        any runner of the job name on the cluster (`kstream.protocol.presence`). A
         predecessor that did not say it stopped is given `WAIT_S` to prove it
         is alive with a heartbeat; one that crashed only delays this start.
         """

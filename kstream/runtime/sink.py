@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from confluent_kafka import Producer
 
-from kstream.limits import DEFAULT_PRODUCER_BYTES
+from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 
 __all__ = [
     "GUARANTEES",
@@ -115,7 +115,7 @@ class SinkContext:
     #: lineage headers; None when the sink is not in a source's stage.
     source_position: Callable[[], tuple[str, int, int] | None] | None = None
     #: ``message.max.bytes`` of the shared `producer`: a larger output record
-    #: written through it is a `RecordTooLargeError` (see `kstream.limits`).
+    #: written through it is a `RecordTooLargeError` (see `kstream.protocol.limits`).
     max_record_bytes: int = DEFAULT_PRODUCER_BYTES
 
 

@@ -5,7 +5,7 @@ Two kinds, by what feeds the stage:
 * `SourceTask` reads user topic partitions. It snapshots when the coordinator
   triggers a checkpoint (between two batches) and records its next offsets.
 * `ChannelTask` reads channel partitions and aligns barriers with a
-  `kstream.barrier.Aligner`; it snapshots when the aligner says so.
+  `kstream.protocol.barrier.Aligner`; it snapshots when the aligner says so.
 
 Both push records through the stage's fused chain (compiled to nested
 closures: no per-record dispatch on operator kinds) and hand finished
@@ -33,7 +33,18 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from kstream.barrier import (
+from kstream.dataflow.job import Node
+from kstream.dataflow.plan import Plan, TaskSpec, dead_letter_topic
+from kstream.errors import (
+    CheckpointError,
+    ConfigurationError,
+    JobFailedError,
+    KafkaUnavailableError,
+    KStreamError,
+    RecordError,
+    RecordTooLargeError,
+)
+from kstream.protocol.barrier import (
     AbandonAlignment,
     Aligner,
     BarrierArrived,
@@ -46,7 +57,9 @@ from kstream.barrier import (
     TakeSnapshot,
     Unblock,
 )
-from kstream.channel import (
+from kstream.protocol.counters import WorkerCounters
+from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, Headers, fit_dead_letter
+from kstream.runtime.channel import (
     BARRIER,
     HEADER_SIZE,
     RECORD,
@@ -55,23 +68,10 @@ from kstream.channel import (
     channel_topic,
     decode_header,
 )
-from kstream.counters import WorkerCounters
-from kstream.errors import (
-    CheckpointError,
-    ConfigurationError,
-    JobFailedError,
-    KafkaUnavailableError,
-    KStreamError,
-    RecordError,
-    RecordTooLargeError,
-)
-from kstream.fault import Faults
-from kstream.job import Node
-from kstream.limits import DEFAULT_PRODUCER_BYTES, Headers, fit_dead_letter
-from kstream.plan import Plan, TaskSpec, dead_letter_topic
-from kstream.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
-from kstream.snapshot import CheckpointStorage, SnapshotMeta
-from kstream.state import StateStore, key_bytes
+from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
+from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta
+from kstream.runtime.state import StateStore, key_bytes
+from kstream.tools.fault import Faults
 
 __all__ = ["ChannelTask", "PendingAck", "SourceTask", "Subtask", "TaskRuntime", "open_task"]
 
@@ -103,7 +103,7 @@ class TaskRuntime:
     #: Raise if the shared producer lost a record (see `SinkContext`).
     raise_if_undelivered: Callable[[], None] = lambda: None
     #: The shared producer's ``message.max.bytes``: no record it writes (channel
-    #: record, plain sink output, dead letter) may be larger (`kstream.limits`).
+    #: record, plain sink output, dead letter) may be larger (`kstream.protocol.limits`).
     max_record_bytes: int = DEFAULT_PRODUCER_BYTES
     #: `JobIdentity.fingerprint` of the job, recorded in every snapshot.
     identity: str = ""
@@ -468,7 +468,7 @@ class Subtask:
         raise NotImplementedError
 
     def counters(self) -> WorkerCounters:
-        """What this subtask did so far (see `kstream.counters`)."""
+        """What this subtask did so far (see `kstream.protocol.counters`)."""
         return WorkerCounters(0, self.stats.records_out, self.stats.dead_letters)
 
     def close(self) -> None:

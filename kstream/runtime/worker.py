@@ -20,19 +20,19 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from kstream.admin import Admin
-from kstream.control import ControlReader, ControlWriter
-from kstream.counters import WorkerCounters
+from kstream.dataflow.identity import JobIdentity
+from kstream.dataflow.job import Job, sink_nodes
+from kstream.dataflow.plan import Plan, dead_letter_topic, plan
 from kstream.errors import CheckpointError, JobFailedError, KafkaUnavailableError
-from kstream.fault import Faults
-from kstream.identity import JobIdentity
-from kstream.job import Job, sink_nodes
-from kstream.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
-from kstream.lock import ProcessLock, worker_lock_path
-from kstream.plan import Plan, dead_letter_topic, plan
-from kstream.sink import Guarantee, RollbackInterrupt
-from kstream.snapshot import LocalCheckpointStorage
-from kstream.task import Subtask, TaskRuntime, open_task
+from kstream.infra.admin import Admin
+from kstream.protocol.counters import WorkerCounters
+from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
+from kstream.runtime.control import ControlReader, ControlWriter
+from kstream.runtime.lock import ProcessLock, worker_lock_path
+from kstream.runtime.sink import Guarantee, RollbackInterrupt
+from kstream.runtime.snapshot import LocalCheckpointStorage
+from kstream.runtime.task import Subtask, TaskRuntime, open_task
+from kstream.tools.fault import Faults
 
 __all__ = ["EXIT_JOB_FAILED", "Worker"]
 
@@ -75,7 +75,7 @@ class Worker:
         #: Records of the shared producer (channels, plain sinks, dead letters) that
         #: Kafka did not take: the job must roll back, or they would be lost.
         self._undelivered: list[str] = []
-        #: The largest record the shared producer writes (`kstream.limits`).
+        #: The largest record the shared producer writes (`kstream.protocol.limits`).
         self.max_record_bytes = _shared_producer_limit(bootstrap, self.plan, guarantee)
         self.producer = Producer(
             {

@@ -20,13 +20,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kstream.broker import DEFAULT_PORT, LocalBroker
 from kstream.errors import ConfigurationError, JobFailedError, KStreamError
-from kstream.options import AT_LEAST_ONE, NON_NEGATIVE, PORT, POSITIVE
+from kstream.infra.broker import DEFAULT_PORT, LocalBroker
+from kstream.tools.options import AT_LEAST_ONE, NON_NEGATIVE, PORT, POSITIVE
 
 if TYPE_CHECKING:
-    from kstream.job import Job
-    from kstream.sink import Guarantee
+    from kstream.dataflow.job import Job
+    from kstream.runtime.sink import Guarantee
 
 __all__ = ["app", "main"]
 
@@ -96,7 +96,7 @@ def demo_smoke(
     ] = None,
 ) -> None:
     """Round-trip records through Kafka transactions: one committed, one aborted."""
-    from kstream.demo import smoke
+    from kstream.tools.demo import smoke
 
     if not smoke(records, bootstrap_servers, _say):
         raise JobFailedError("the transactional round trip did not read back what it committed")
@@ -129,7 +129,7 @@ GuaranteeOption = Annotated[
 
 
 def _guarantee(value: str) -> Guarantee:
-    from kstream.sink import GUARANTEES
+    from kstream.runtime.sink import GUARANTEES
 
     for g in GUARANTEES:
         if value == g:
@@ -148,7 +148,7 @@ def _logging(verbose: bool) -> None:
 
 
 def _load(spec: str, params: list[str] | None, job_name: str | None) -> tuple[Job, dict[str, str]]:
-    from kstream.spec import load_job, parse_params
+    from kstream.tools.spec import load_job, parse_params
 
     values = parse_params(params or [])
     job = load_job(spec, values)
@@ -226,9 +226,9 @@ def run_command(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
-    from kstream.cluster import bootstrap_servers as resolve
-    from kstream.coordinator import CoordinatorConfig
-    from kstream.runner import Runner
+    from kstream.infra.cluster import bootstrap_servers as resolve
+    from kstream.protocol.coordinator import CoordinatorConfig
+    from kstream.runtime.runner import Runner
 
     _logging(verbose)
     if fresh and accept_changes:
@@ -299,8 +299,8 @@ def worker_command(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
-    from kstream.cluster import bootstrap_servers as resolve
-    from kstream.worker import EXIT_JOB_FAILED, Worker
+    from kstream.infra.cluster import bootstrap_servers as resolve
+    from kstream.runtime.worker import EXIT_JOB_FAILED, Worker
 
     _logging(verbose)
     job, _ = _load(spec, param, job_name)
@@ -331,10 +331,10 @@ def checkpoints_command(
     """List a job's checkpoints: id, status, trigger time, duration, alignment, size."""
     from rich.table import Table
 
-    from kstream.admin import Admin
-    from kstream.checkpoint_history import checkpoint_history
-    from kstream.cluster import bootstrap_servers as resolve
-    from kstream.control import read_history
+    from kstream.infra.admin import Admin
+    from kstream.infra.cluster import bootstrap_servers as resolve
+    from kstream.protocol.checkpoint_history import checkpoint_history
+    from kstream.runtime.control import read_history
 
     bootstrap = resolve(bootstrap_servers, _say)
     Admin(bootstrap).check_reachable()
@@ -411,7 +411,7 @@ def demo_wordcount(
     bootstrap_servers: BootstrapOption = None,
 ) -> None:
     """Run the word count on the local broker while killing workers; verify the counts."""
-    from kstream.demo import wordcount_demo
+    from kstream.tools.demo import wordcount_demo
 
     logging.basicConfig(level=logging.WARNING)
     chosen = _guarantee(guarantee)

@@ -13,13 +13,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kstream.admin import Admin
-from kstream.broker import cache_dir
-from kstream.cluster import bootstrap_servers
-from kstream.coordinator import CoordinatorConfig
 from kstream.examples import wordcount
-from kstream.runner import Runner
-from kstream.sink import Guarantee
+from kstream.infra.admin import Admin
+from kstream.infra.broker import cache_dir
+from kstream.infra.cluster import bootstrap_servers
+from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.runtime.runner import Runner
+from kstream.runtime.sink import Guarantee
 from kstream.testing import (
     Feeder,
     ReadRecord,

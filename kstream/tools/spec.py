@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
+from kstream.dataflow.job import Job
 from kstream.errors import ConfigurationError, KStreamError, MissingParameterError, SpecError
-from kstream.job import Job
 
 __all__ = ["Params", "load_job", "parse_params"]
 

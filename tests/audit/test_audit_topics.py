@@ -10,7 +10,6 @@ import pytest
 from confluent_kafka import Producer
 from wordcount_data import by_partition, running_counts, text_lines
 
-from kstream.admin import Admin
 from kstream.audit import (
     LINEAGE_OFFSET_HEADER,
     LINEAGE_PARTITION_HEADER,
@@ -18,6 +17,7 @@ from kstream.audit import (
     AuditResult,
     run_audit,
 )
+from kstream.infra.admin import Admin
 from kstream.testing import produce, read_all, unique_name
 
 pytestmark = pytest.mark.audit

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from wordcount_data import by_partition, running_counts
 
-from kstream.admin import Admin
+from kstream.infra.admin import Admin
 from kstream.testing import produce, unique_name
 
 pytestmark = pytest.mark.audit
@@ -110,7 +110,7 @@ def test_without_pyspark_exits_2_naming_the_extra(tmp_path: Path) -> None:
         "        raise m.PackageNotFoundError(name)\n"
         "    return real(name)\n"
         "m.version = version\n"
-        "from kstream.cli import main\n"
+        "from kstream.tools.cli import main\n"
         "sys.argv = ['kstream', 'audit', '--input', 'a', '--output', 'b',\n"
         "            '--bootstrap-servers', '127.0.0.1:9', '--report-dir', sys.argv[1]]\n"
         "main()\n"

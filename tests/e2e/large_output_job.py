@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 
 from kstream.connectors.kafka import KafkaSink, KafkaSource
-from kstream.job import Job
+from kstream.dataflow.job import Job
 
 BIG_BYTES = 60_000
 

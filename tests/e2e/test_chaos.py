@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from wordcount_runs import assert_exactly_once, run_wordcount
 
-from kstream.broker import LocalBroker
-from kstream.fault import POINTS
-from kstream.runner import Runner
+from kstream.infra.broker import LocalBroker
+from kstream.runtime.runner import Runner
+from kstream.tools.fault import POINTS
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 

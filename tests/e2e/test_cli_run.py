@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from kstream.admin import Admin
-from kstream.control import read_history
+from kstream.infra.admin import Admin
+from kstream.runtime.control import read_history
 from kstream.testing import produce, read_all, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
 JOB_FILE = """
-from kstream.job import Job
+from kstream.dataflow.job import Job
 from kstream.connectors.kafka import KafkaSink, KafkaSource
 
 

@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from kstream.audit import run_audit
-from kstream.coordinator import CoordinatorConfig
-from kstream.demo import check_running_counts
+from kstream.dataflow.plan import dead_letter_topic
 from kstream.examples import wordcount
-from kstream.plan import dead_letter_topic
-from kstream.runner import Runner
+from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.runtime.runner import Runner
 from kstream.testing import (
     Feeder,
     read_all,
@@ -21,6 +20,7 @@ from kstream.testing import (
     unique_name,
     wait_settled,
 )
+from kstream.tools.demo import check_running_counts
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e, pytest.mark.audit]
 
@@ -50,7 +50,7 @@ def big_token_lines(n: int, seed: int) -> list[str]:
 
 
 def test_wordcount_on_8kb_tokens_is_exactly_once(bootstrap: str, tmp_path: Path) -> None:
-    from kstream.admin import Admin
+    from kstream.infra.admin import Admin
 
     run = unique_name("big")
     src, dst = f"{run}-lines", f"{run}-counts"

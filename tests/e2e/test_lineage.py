@@ -7,20 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from kstream.admin import Admin
 from kstream.audit.checks import CheckResult, Record, lineage
-from kstream.coordinator import CoordinatorConfig
+from kstream.dataflow.job import Job
 from kstream.errors import ConfigurationError
-from kstream.job import Job
-from kstream.runner import Runner
-from kstream.sink import Guarantee
-from kstream.spec import load_job
+from kstream.infra.admin import Admin
+from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.runtime.runner import Runner
+from kstream.runtime.sink import Guarantee
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
+from kstream.tools.spec import load_job
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
 JOB_FILE = """
-from kstream.job import Job
+from kstream.dataflow.job import Job
 from kstream.connectors.kafka import KafkaSink, KafkaSource
 
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from kstream.admin import Admin
-from kstream.coordinator import CoordinatorConfig
-from kstream.demo import check_running_counts
+from kstream.dataflow.job import Job
+from kstream.dataflow.plan import dead_letter_topic
 from kstream.examples import wordcount
-from kstream.job import Job
-from kstream.limits import MAX_MESSAGE_BYTES, SHA256_HEADER, TRUNCATED_HEADER
-from kstream.plan import dead_letter_topic
-from kstream.runner import Runner
+from kstream.infra.admin import Admin
+from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.limits import MAX_MESSAGE_BYTES, SHA256_HEADER, TRUNCATED_HEADER
+from kstream.runtime.runner import Runner
 from kstream.testing import ReadRecord, read_all, run_until_consumed, unique_name, wait_settled
+from kstream.tools.demo import check_running_counts
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_cli_run import JOB_FILE, kstream, wait_for, worker_processes
 
-from kstream.admin import Admin
-from kstream.control import read_history
+from kstream.infra.admin import Admin
+from kstream.runtime.control import read_history
 from kstream.testing import produce, read_all, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
-from kstream.demo import WordcountOutcome, wordcount_demo
+from kstream.tools.demo import WordcountOutcome, wordcount_demo
 
 
 def run_wordcount(bootstrap: str, messages: list[str], **options: Any) -> WordcountOutcome:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from kstream.broker import LocalBroker
+from kstream.infra.broker import LocalBroker
 from kstream.testing import read_all, unique_name
 
 pytestmark = pytest.mark.broker
@@ -72,7 +72,7 @@ def test_start_is_idempotent_prints_bootstrap_and_stop_leaves_no_java(broker: Lo
     p.init_transactions(30)
     p.begin_transaction()
     p.produce(topic, b"hello")  # auto-create is off: this topic must exist first
-    from kstream.admin import Admin
+    from kstream.infra.admin import Admin
 
     Admin(broker.bootstrap).create_topics({topic: 1})
     p.commit_transaction(30)

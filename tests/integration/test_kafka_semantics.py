@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from kstream.admin import Admin
+from kstream.infra.admin import Admin
 from kstream.testing import produce, read_all, unique_name
 
 pytestmark = pytest.mark.broker

@@ -10,12 +10,11 @@ import random
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from kstream.admin import Admin
-from kstream.channel import HEADER_SIZE, RECORD, ChannelWriter, decode_batch, decode_header
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
-from kstream.control import REASON_CHARS, ControlWriter, control_topic
+from kstream.dataflow.plan import commit_topic
 from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
-from kstream.limits import (
+from kstream.infra.admin import Admin
+from kstream.protocol.limits import (
     DEFAULT_PRODUCER_BYTES,
     INTERNAL_TOPIC_MAX_BYTES,
     MAX_MESSAGE_BYTES,
@@ -23,8 +22,9 @@ from kstream.limits import (
     producer_limit,
     record_bytes,
 )
-from kstream.plan import commit_topic
-from kstream.sink import SinkContext
+from kstream.runtime.channel import HEADER_SIZE, RECORD, ChannelWriter, decode_batch, decode_header
+from kstream.runtime.control import REASON_CHARS, ControlWriter, control_topic
+from kstream.runtime.sink import SinkContext
 from kstream.testing import read_all, unique_name, wait_settled
 
 pytestmark = pytest.mark.broker

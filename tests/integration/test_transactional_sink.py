@@ -7,11 +7,11 @@ import json
 import pytest
 from confluent_kafka import Producer
 
-from kstream.admin import Admin
 from kstream.connectors import kafka as kafka_connector
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
-from kstream.plan import commit_topic
-from kstream.sink import SinkContext
+from kstream.dataflow.plan import commit_topic
+from kstream.infra.admin import Admin
+from kstream.runtime.sink import SinkContext
 from kstream.testing import read_all, unique_name, wait_settled
 
 pytestmark = pytest.mark.broker

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kstream.admin import Admin
 from kstream.errors import KafkaUnavailableError
 from kstream.examples import wordcount
+from kstream.infra.admin import Admin
+from kstream.runtime.worker import Worker
 from kstream.testing import unique_name
-from kstream.worker import Worker
 
 pytestmark = pytest.mark.broker
 

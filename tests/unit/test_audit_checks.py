@@ -309,5 +309,5 @@ def test_partition_stats_count_gaps() -> None:
 
 def test_importing_the_audit_does_not_import_pyspark() -> None:
     # `import kstream` and `import kstream.audit` must work without the audit extra.
-    code = "import sys, kstream.cli, kstream.audit; sys.exit('pyspark' in sys.modules)"
+    code = "import sys, kstream.tools.cli, kstream.audit; sys.exit('pyspark' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -1,4 +1,4 @@
-"""Barrier alignment (`kstream.barrier.Aligner`) against a simulated worker.
+"""Barrier alignment (`kstream.protocol.barrier.Aligner`) against a simulated worker.
 
 The simulator plays the worker exactly as docs/architecture.md section 3
 describes: it reads FIFO channels in batches, stops reading a channel on
@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstream.barrier import (
+from kstream.errors import ProtocolError
+from kstream.protocol.barrier import (
     AbandonAlignment,
     Action,
     Aligner,
@@ -32,7 +33,6 @@ from kstream.barrier import (
     TakeSnapshot,
     Unblock,
 )
-from kstream.errors import ProtocolError
 
 GEN = 7
 FOREIGN_GENERATIONS = (GEN - 1, GEN + 1)

@@ -1,4 +1,4 @@
-"""What became of each checkpoint (`kstream.checkpoint_history`), from control messages."""
+"""What became of each checkpoint (`kstream.protocol.checkpoint_history`), from control messages."""
 
 from __future__ import annotations
 
@@ -6,7 +6,11 @@ from hypothesis import settings
 from hypothesis.stateful import invariant
 from test_coordinator import CoordinatorMachine
 
-from kstream.checkpoint_history import CheckpointRecord, CheckpointTracker, checkpoint_history
+from kstream.protocol.checkpoint_history import (
+    CheckpointRecord,
+    CheckpointTracker,
+    checkpoint_history,
+)
 
 
 def trigger(n: int, g: int, t: float = 100.0) -> dict[str, object]:

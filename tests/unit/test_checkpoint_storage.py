@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kstream.errors import CheckpointError
-from kstream.snapshot import LocalCheckpointStorage, SnapshotMeta
+from kstream.runtime.snapshot import LocalCheckpointStorage, SnapshotMeta
 
 ROWS = [(b"word", b"1", None), (None, b"2", [("kstream.src.topic", b"in")])]
 

@@ -12,13 +12,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from kstream.admin import _refusing
-from kstream.cli import app
-from kstream.cluster import bootstrap_servers
+from kstream.dataflow.plan import MAX_INTERNAL_PARTITIONS, plan, started_with
 from kstream.errors import ConfigurationError, KStreamError, MissingParameterError, SpecError
 from kstream.examples.wordcount import job as wordcount
-from kstream.plan import MAX_INTERNAL_PARTITIONS, plan, started_with
-from kstream.spec import load_job
+from kstream.infra.admin import _refusing
+from kstream.infra.cluster import bootstrap_servers
+from kstream.tools.cli import app
+from kstream.tools.spec import load_job
 
 # -- numeric options -----------------------------------------------------------
 
@@ -130,7 +130,7 @@ def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str, s
 
 
 JOB = """
-from kstream.job import Job
+from kstream.dataflow.job import Job
 from kstream.connectors.kafka import KafkaSink, KafkaSource
 
 def job(params):

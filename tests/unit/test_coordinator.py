@@ -1,4 +1,4 @@
-"""The checkpoint coordinator (`kstream.coordinator`): exact commands, invariants, replay."""
+"""The checkpoint coordinator (`kstream.protocol.coordinator`): commands, invariants, replay."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from kstream.coordinator import (
+from kstream.errors import ConfigurationError
+from kstream.protocol.coordinator import (
     Abort,
     AckReceived,
     CheckpointDamaged,
@@ -36,7 +37,6 @@ from kstream.coordinator import (
     WorkerLost,
     replay,
 )
-from kstream.errors import ConfigurationError
 
 TASKS = frozenset({"map-0", "map-1", "sum-0"})
 CONFIG = CoordinatorConfig(

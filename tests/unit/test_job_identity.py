@@ -1,11 +1,11 @@
-"""`kstream.identity`: what a checkpoint records about its job, and what may differ on resume."""
+"""`kstream.dataflow.identity`: what a checkpoint records of its job, what may differ on resume."""
 
 from __future__ import annotations
 
 from kstream.connectors.kafka import KafkaSink, KafkaSource
-from kstream.identity import FORMAT_VERSION, JobIdentity, resume_problems
-from kstream.job import Job
-from kstream.plan import plan
+from kstream.dataflow.identity import FORMAT_VERSION, JobIdentity, resume_problems
+from kstream.dataflow.job import Job
+from kstream.dataflow.plan import plan
 
 
 def wordcount(source: str = "a", sink: str = "out", op: str = "count") -> Job:

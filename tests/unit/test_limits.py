@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kstream.errors import ConfigurationError
-from kstream.limits import (
+from kstream.protocol.limits import (
     FRAMING_BYTES,
     KEY_SHA256_HEADER,
     KEY_TRUNCATED_HEADER,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kstream.presence import RECENT_S, Presence, last_presence, needs_wait, still_alive
+from kstream.protocol.presence import RECENT_S, Presence, last_presence, needs_wait, still_alive
 
 
 def presence(incarnation: str = "a", *, at: float = 1000.0, stopped: bool = False) -> Presence:

@@ -1,4 +1,4 @@
-"""`kstream.lock`: one holder at a time, named in the refusal, freed when its process dies."""
+"""`kstream.runtime.lock`: one holder at a time, named in the refusal, freed when it dies."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from kstream.errors import AlreadyRunningError
-from kstream.lock import ProcessLock
+from kstream.runtime.lock import ProcessLock
 
 HOLD = """
 import sys
 from pathlib import Path
-from kstream.lock import ProcessLock
+from kstream.runtime.lock import ProcessLock
 lock = ProcessLock(Path(sys.argv[1]), "job j")
 lock.acquire()
 print("held", flush=True)

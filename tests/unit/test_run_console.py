@@ -7,9 +7,9 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kstream.counters import JobCounters, WorkerCounters
-from kstream.notices import Notices
-from kstream.run_report import RunReport
+from kstream.protocol.counters import JobCounters, WorkerCounters
+from kstream.runtime.notices import Notices
+from kstream.runtime.run_report import RunReport
 
 # -- counters ------------------------------------------------------------------
 

@@ -1,12 +1,15 @@
-"""`kstream.runner.transaction_timeout`: a pre-committed transaction must outlive its checkpoint."""
+"""`kstream.runtime.runner.transaction_timeout`.
+
+A pre-committed transaction must outlive its checkpoint.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from kstream.coordinator import CoordinatorConfig
 from kstream.errors import TimeoutConfigError
-from kstream.runner import transaction_timeout
+from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.runtime.runner import transaction_timeout
 
 CONFIG = CoordinatorConfig(interval=1.0, timeout=60.0)  # needs 2 x 61 = 122 s
 

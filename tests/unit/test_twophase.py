@@ -1,4 +1,4 @@
-"""The sink's two-phase commit ledger (`kstream.twophase`): exact actions, and a
+"""The sink's two-phase commit ledger (`kstream.protocol.twophase`): exact actions, and a
 model of Kafka transactions under random crashes that proves exactly-once output."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kstream.errors import ConfigurationError, ProtocolError
-from kstream.twophase import Begin, Commit, EpochLedger, Replay, Seal, Wait
+from kstream.protocol.twophase import Begin, Commit, EpochLedger, Replay, Seal, Wait
 
 
 def test_an_epoch_begins_on_first_write_and_commits_when_its_checkpoint_completes() -> None:
