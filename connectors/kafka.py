@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from kstream.dataflow.plan import commit_topic
 from kstream.dataflow.serde import Serde, serde
 from kstream.errors import (
     ConfigurationError,
@@ -36,6 +35,13 @@ from kstream.protocol.limits import (
     MAX_MESSAGE_BYTES,
     producer_limit,
     record_bytes,
+)
+from kstream.protocol.names import (
+    LINEAGE_HEADERS,
+    commit_topic,
+    marker_reader_group,
+    sink_transactional_id,
+    slot_transactional_id,
 )
 from kstream.protocol.twophase import EpochLedger, Wait
 from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
@@ -57,8 +63,6 @@ MARKER_WINDOW = 256
 #: Warn when a pending transaction has used this share of its timeout.
 WARN_FRACTION = 0.5
 
-#: Headers naming the source record behind an output (when `lineage=True`).
-LINEAGE_HEADERS = ("kstream.src.topic", "kstream.src.partition", "kstream.src.offset")
 #: How long a flush at a checkpoint may take before the checkpoint is declined.
 FLUSH_TIMEOUT_S = 60.0
 
@@ -257,7 +261,7 @@ class TransactionalWriter(SinkWriter):
     def __init__(self, sink: KafkaSink, ctx: SinkContext) -> None:
         self._topic = sink.topic
         self._ctx = ctx
-        self._tid = f"kstream.{ctx.job}.{ctx.task}.{sink.topic}"
+        self._tid = sink_transactional_id(ctx.job, ctx.task, sink.topic)
         self._marker_topic = commit_topic(ctx.job)
         # These producers write only the output topic and the commit markers: their
         # records may be as large as the output topic takes (`kstream.protocol.limits`).
@@ -290,7 +294,7 @@ class TransactionalWriter(SinkWriter):
             producer = Producer(
                 {
                     "bootstrap.servers": self._ctx.bootstrap,
-                    "transactional.id": f"{self._tid}.{slot}",
+                    "transactional.id": slot_transactional_id(self._tid, slot),
                     "transaction.timeout.ms": self._ctx.transaction_timeout_ms,
                     "message.max.bytes": self._max_bytes,
                     "linger.ms": 5,
@@ -408,7 +412,7 @@ class TransactionalWriter(SinkWriter):
         consumer = Consumer(
             {
                 "bootstrap.servers": self._ctx.bootstrap,
-                "group.id": f"{self._tid}.recovery",
+                "group.id": marker_reader_group(self._tid),
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,

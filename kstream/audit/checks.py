@@ -31,6 +31,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from kstream.protocol.names import (
+    LINEAGE_HEADERS,
+    LINEAGE_OFFSET_HEADER,
+    LINEAGE_PARTITION_HEADER,
+    LINEAGE_TOPIC_HEADER,
+)
+
 __all__ = [
     "EXAMPLE_LIMIT",
     "KEY_LIMIT",
@@ -54,13 +61,6 @@ __all__ = [
     "words",
 ]
 
-#: Header naming the topic of the input record an output was computed from (UTF-8 text).
-LINEAGE_TOPIC_HEADER = "kstream.src.topic"
-#: Header naming that input record's partition (decimal text, e.g. ``b"3"``).
-LINEAGE_PARTITION_HEADER = "kstream.src.partition"
-#: Header naming that input record's offset (decimal text, e.g. ``b"1042"``).
-LINEAGE_OFFSET_HEADER = "kstream.src.offset"
-LINEAGE_HEADERS = (LINEAGE_TOPIC_HEADER, LINEAGE_PARTITION_HEADER, LINEAGE_OFFSET_HEADER)
 
 #: The report lists at most this many example violations: enough to start debugging.
 EXAMPLE_LIMIT = 20

@@ -10,27 +10,20 @@ from dataclasses import dataclass
 
 from kstream.dataflow.job import Job, Stage, sink_nodes
 from kstream.errors import ConfigurationError
-from kstream.runtime.channel import channel_partitions, channel_topic
-from kstream.runtime.control import control_topic
+from kstream.protocol.names import channel_topic, commit_topic, control_topic, dead_letter_topic
 
 __all__ = [
     "MAX_INTERNAL_PARTITIONS",
     "Plan",
     "TaskSpec",
-    "commit_topic",
-    "dead_letter_topic",
     "plan",
     "started_with",
 ]
 
 
-def dead_letter_topic(job: str) -> str:
-    return f"kstream.{job}.dead-letters"
-
-
-def commit_topic(job: str) -> str:
-    """Commit markers of transactional sinks: one partition per sink subtask."""
-    return f"kstream.{job}.commits"
+def channel_partitions(downstream: int, upstream_count: int, downstream_count: int) -> list[int]:
+    """The partitions (channels) downstream subtask `downstream` reads, one per upstream."""
+    return [i * downstream_count + downstream for i in range(upstream_count)]
 
 
 @dataclass(frozen=True, slots=True)

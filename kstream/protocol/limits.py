@@ -27,6 +27,12 @@ import hashlib
 from collections.abc import Iterable
 
 from kstream.errors import ConfigurationError
+from kstream.protocol.names import (
+    KEY_SHA256_HEADER,
+    KEY_TRUNCATED_HEADER,
+    SHA256_HEADER,
+    TRUNCATED_HEADER,
+)
 
 __all__ = [
     "DEFAULT_PRODUCER_BYTES",
@@ -62,11 +68,6 @@ DEFAULT_PRODUCER_BYTES = 1_000_000
 PRODUCER_MIN_BYTES = 1_000
 PRODUCER_MAX_BYTES = 1_000_000_000
 
-#: Headers that mark a dead letter whose value (or key) was cut to fit its topic.
-TRUNCATED_HEADER = "kstream.truncated"
-SHA256_HEADER = "kstream.sha256"
-KEY_TRUNCATED_HEADER = "kstream.key.truncated"
-KEY_SHA256_HEADER = "kstream.key.sha256"
 
 Headers = list[tuple[str, bytes]]
 DeadLetter = tuple[bytes | None, bytes | None, Headers]

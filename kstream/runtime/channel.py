@@ -47,8 +47,6 @@ __all__ = [
     "BARRIER",
     "RECORD",
     "ChannelWriter",
-    "channel_partitions",
-    "channel_topic",
     "decode_header",
     "encode_barrier",
 ]
@@ -61,16 +59,6 @@ MAX_BATCH = 500
 _HEADER = struct.Struct(">BI")
 _CHECKPOINT = struct.Struct(">Q")
 HEADER_SIZE = _HEADER.size
-
-
-def channel_topic(job: str, stage: int) -> str:
-    """The internal topic carrying the edge into `stage`."""
-    return f"kstream.{job}.s{stage}"
-
-
-def channel_partitions(downstream: int, upstream_count: int, downstream_count: int) -> list[int]:
-    """The partitions (channels) downstream subtask `downstream` reads, one per upstream."""
-    return [i * downstream_count + downstream for i in range(upstream_count)]
 
 
 def decode_header(value: bytes) -> tuple[int, int]:

@@ -43,8 +43,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kstream.errors import KafkaUnavailableError, ProtocolError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, record_bytes
+from kstream.protocol.names import control_topic, history_group
 
-__all__ = ["ControlReader", "ControlWriter", "control_topic", "read_history"]
+__all__ = ["ControlReader", "ControlWriter", "read_history"]
 
 Message = dict[str, Any]
 #: Control messages are few and small; a flush waits at most this long.
@@ -55,10 +56,6 @@ REASON_CHARS = 2000
 #: The largest control message: what its producer (librdkafka's default
 #: ``message.max.bytes``) and the control topic (kstream creates it) take.
 MAX_CONTROL_BYTES = DEFAULT_PRODUCER_BYTES
-
-
-def control_topic(job: str) -> str:
-    return f"kstream.{job}.control"
 
 
 class ControlWriter:
@@ -176,7 +173,7 @@ def read_history(bootstrap: str, job: str) -> list[Message]:
 
     if Admin(bootstrap).partitions(control_topic(job)) is None:
         return []
-    reader = ControlReader(bootstrap, job, group=f"kstream.{job}.history")
+    reader = ControlReader(bootstrap, job, group=history_group(job))
     try:
         return [body for _, body in reader.read_to_end()]
     finally:

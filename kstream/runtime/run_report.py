@@ -20,9 +20,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kstream.dataflow.plan import dead_letter_topic
 from kstream.protocol.checkpoint_history import CheckpointRecord, CheckpointTracker
 from kstream.protocol.counters import JobCounters, WorkerCounters
+from kstream.protocol.names import dead_letter_topic
 from kstream.runtime.notices import Notices
 
 __all__ = ["RunReport"]

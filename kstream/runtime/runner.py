@@ -58,6 +58,7 @@ from kstream.protocol.coordinator import (
     replay,
 )
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
+from kstream.protocol.names import runner_group, task_group
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.presence import WAIT_S, Presence, last_presence, needs_wait, still_alive
 from kstream.runtime.control import ControlReader, ControlWriter, read_history
@@ -227,11 +228,11 @@ class Runner:
         self.coordinator = Coordinator(tasks, self.config, history)
         self._settle_restore_point()
         self.control = ControlWriter(self.bootstrap, self.job.name)
-        probe = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c")
+        probe = ControlReader(self.bootstrap, self.job.name, group=runner_group(self.job.name))
         end = probe.end_offset()
         probe.close()
         self.reader = ControlReader(
-            self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c", start=end
+            self.bootstrap, self.job.name, group=runner_group(self.job.name), start=end
         )
         self._announce()
         self._execute(self.coordinator.start(time.monotonic()))
@@ -256,11 +257,11 @@ class Runner:
         last = last_presence(history)
         if last is None or not needs_wait(last, time.time()):
             return
-        probe = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c")
+        probe = ControlReader(self.bootstrap, self.job.name, group=runner_group(self.job.name))
         start = probe.end_offset()
         probe.close()
         reader = ControlReader(
-            self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.c", start=start
+            self.bootstrap, self.job.name, group=runner_group(self.job.name), start=start
         )
         seen: list[dict[str, Any]] = []
         try:
@@ -304,7 +305,7 @@ class Runner:
                 self.storage.discard(n)
             # At-most-once sources resume after their group's committed offsets: forget them.
             Admin(self.bootstrap).delete_groups(
-                f"kstream.{self.job.name}.{t.id}" for t in self.plan.tasks
+                task_group(self.job.name, t.id) for t in self.plan.tasks
             )
             self._announce_fresh = True
             # Ids and generations keep increasing: old channel records, commit markers

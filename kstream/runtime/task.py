@@ -34,7 +34,7 @@ from confluent_kafka import (
 )
 
 from kstream.dataflow.job import Node
-from kstream.dataflow.plan import Plan, TaskSpec, dead_letter_topic
+from kstream.dataflow.plan import Plan, TaskSpec
 from kstream.errors import (
     CheckpointError,
     ConfigurationError,
@@ -59,13 +59,23 @@ from kstream.protocol.barrier import (
 )
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, Headers, fit_dead_letter
+from kstream.protocol.names import (
+    ERROR_HEADER,
+    LINEAGE_OFFSET_HEADER,
+    LINEAGE_PARTITION_HEADER,
+    LINEAGE_TOPIC_HEADER,
+    STACK_HEADER,
+    TASK_HEADER,
+    channel_topic,
+    dead_letter_topic,
+    task_group,
+)
 from kstream.runtime.channel import (
     BARRIER,
     HEADER_SIZE,
     RECORD,
     ChannelWriter,
     barrier_checkpoint,
-    channel_topic,
     decode_header,
 )
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
@@ -187,7 +197,7 @@ class Subtask:
         self.consumer = Consumer(
             {
                 "bootstrap.servers": rt.bootstrap,
-                "group.id": f"kstream.{self.job.name}.{self.id}",
+                "group.id": task_group(self.job.name, self.id),
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": False,
@@ -317,9 +327,9 @@ class Subtask:
             raise exc
         where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
         source: Headers = [
-            ("kstream.src.topic", (msg.topic() or "").encode()),
-            ("kstream.src.partition", str(msg.partition()).encode()),
-            ("kstream.src.offset", str(msg.offset()).encode()),
+            (LINEAGE_TOPIC_HEADER, (msg.topic() or "").encode()),
+            (LINEAGE_PARTITION_HEADER, str(msg.partition()).encode()),
+            (LINEAGE_OFFSET_HEADER, str(msg.offset()).encode()),
         ]
         payload: bytes | None
         if isinstance(exc, RecordTooLargeError):
@@ -354,10 +364,10 @@ class Subtask:
             return
         stack = "".join(traceback.format_exception(exc))[-8000:]
         headers: Headers = [
-            ("kstream.error", f"{type(exc).__name__}: {exc}".encode()[:2000]),
-            ("kstream.task", self.id.encode()),
+            (ERROR_HEADER, f"{type(exc).__name__}: {exc}".encode()[:2000]),
+            (TASK_HEADER, self.id.encode()),
             *source,
-            ("kstream.stack", stack.encode()),
+            (STACK_HEADER, stack.encode()),
         ]
         topic = dead_letter_topic(self.job.name)
         # The dead letter must fit where the record did not: cut to fit, marked.

@@ -22,11 +22,12 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from kstream.dataflow.identity import JobIdentity
 from kstream.dataflow.job import Job, sink_nodes
-from kstream.dataflow.plan import Plan, dead_letter_topic, plan
+from kstream.dataflow.plan import Plan, plan
 from kstream.errors import CheckpointError, JobFailedError, KafkaUnavailableError
 from kstream.infra.admin import Admin
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
+from kstream.protocol.names import dead_letter_topic, worker_group
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.sink import Guarantee, RollbackInterrupt
@@ -326,7 +327,7 @@ class Worker:
         Raises `AlreadyRunningError` at once if another process runs this worker index.
         """
         self.lock.acquire()
-        reader = ControlReader(self.bootstrap, self.job.name, group=f"kstream.{self.job.name}.w")
+        reader = ControlReader(self.bootstrap, self.job.name, group=worker_group(self.job.name))
         self._reader = reader
         try:
             self._join(reader)

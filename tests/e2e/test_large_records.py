@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from kstream.audit import run_audit
-from kstream.dataflow.plan import dead_letter_topic
 from kstream.examples import wordcount
 from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.names import dead_letter_topic
 from kstream.runtime.runner import Runner
 from kstream.testing import (
     Feeder,

@@ -11,7 +11,6 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
-from kstream.dataflow.plan import commit_topic
 from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
 from kstream.infra.admin import Admin
 from kstream.protocol.limits import (
@@ -22,8 +21,9 @@ from kstream.protocol.limits import (
     producer_limit,
     record_bytes,
 )
+from kstream.protocol.names import commit_topic, control_topic
 from kstream.runtime.channel import HEADER_SIZE, RECORD, ChannelWriter, decode_batch, decode_header
-from kstream.runtime.control import REASON_CHARS, ControlWriter, control_topic
+from kstream.runtime.control import REASON_CHARS, ControlWriter
 from kstream.runtime.sink import SinkContext
 from kstream.testing import read_all, unique_name, wait_settled
 

@@ -9,8 +9,8 @@ from confluent_kafka import Producer
 
 from kstream.connectors import kafka as kafka_connector
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
-from kstream.dataflow.plan import commit_topic
 from kstream.infra.admin import Admin
+from kstream.protocol.names import commit_topic
 from kstream.runtime.sink import SinkContext
 from kstream.testing import read_all, unique_name, wait_settled
 

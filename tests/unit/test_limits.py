@@ -11,15 +11,17 @@ from hypothesis import strategies as st
 from kstream.errors import ConfigurationError
 from kstream.protocol.limits import (
     FRAMING_BYTES,
-    KEY_SHA256_HEADER,
-    KEY_TRUNCATED_HEADER,
     PRODUCER_MAX_BYTES,
     RECORD_OVERHEAD,
-    SHA256_HEADER,
-    TRUNCATED_HEADER,
     fit_dead_letter,
     producer_limit,
     record_bytes,
+)
+from kstream.protocol.names import (
+    KEY_SHA256_HEADER,
+    KEY_TRUNCATED_HEADER,
+    SHA256_HEADER,
+    TRUNCATED_HEADER,
 )
 
 ERROR_HEADERS = [("kstream.error", b"RecordTooLargeError: too large"), ("kstream.task", b"s0-1")]
