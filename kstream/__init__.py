@@ -1,7 +1,77 @@
-"""kstream: exactly-once stream processing for Python on Apache Kafka."""
+"""kstream: exactly-once stream processing for Python on Apache Kafka.
 
-from kstream.errors import KStreamError
+The front door: what a job author imports (``from kstream import Job, KafkaSource``)
+is in `__all__`, pinned by a test; everything else lives in the layers below
+(``kstream.dataflow``, ``kstream.protocol``, ``kstream.runtime``, ``kstream.infra``,
+``kstream.tools``) and need not be imported to write a job.
 
-__all__ = ["KStreamError", "__version__"]
+The connectors and the sink guarantees are loaded on first use: every import of
+a module of kstream runs this file first, and the pure layers
+(``kstream.protocol``, ``kstream.dataflow``) must not load the Kafka client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from kstream.dataflow.job import Job, KeyedStream, Sink, Source, Stream, ValueState
+from kstream.dataflow.serde import DecodeError, Serde
+from kstream.errors import (
+    ConfigurationError,
+    JobFailedError,
+    KStreamError,
+    RecordError,
+    RecordTooLargeError,
+)
+
+if TYPE_CHECKING:
+    from kstream.connectors.kafka import KafkaSink, KafkaSource
+    from kstream.runtime.sink import GUARANTEES, Guarantee
+
+__all__ = [
+    "GUARANTEES",
+    "ConfigurationError",
+    "DecodeError",
+    "Guarantee",
+    "Job",
+    "JobFailedError",
+    "KStreamError",
+    "KafkaSink",
+    "KafkaSource",
+    "KeyedStream",
+    "RecordError",
+    "RecordTooLargeError",
+    "Serde",
+    "Sink",
+    "Source",
+    "Stream",
+    "ValueState",
+    "__version__",
+]
 
 __version__ = "0.1.0"
+
+#: Names whose modules import confluent_kafka, with those modules: loaded on
+#: first access (see the module docstring).
+_ON_FIRST_USE = {
+    "KafkaSink": "kstream.connectors.kafka",
+    "KafkaSource": "kstream.connectors.kafka",
+    "GUARANTEES": "kstream.runtime.sink",
+    "Guarantee": "kstream.runtime.sink",
+}
+
+# Hidden from type checkers, which see the imports above: a module-level
+# `__getattr__` would make them accept any name imported from kstream.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        module = _ON_FIRST_USE.get(name)
+        if module is None:
+            raise AttributeError(f"module 'kstream' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_ON_FIRST_USE})

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kstream.connectors.kafka import KafkaSink, KafkaSource
-from kstream.dataflow.job import Job, ValueState
+from kstream import Job, KafkaSink, KafkaSource, ValueState
 
 
 def count(word: str, _: str, state: ValueState) -> Iterator[tuple[str, int]]:

@@ -5,7 +5,42 @@ import kstream.errors
 
 
 def test_top_level_exports() -> None:
-    assert set(kstream.__all__) == {"KStreamError", "__version__"}
+    assert sorted(kstream.__all__) == [
+        "ConfigurationError",
+        "DecodeError",
+        "GUARANTEES",
+        "Guarantee",
+        "Job",
+        "JobFailedError",
+        "KStreamError",
+        "KafkaSink",
+        "KafkaSource",
+        "KeyedStream",
+        "RecordError",
+        "RecordTooLargeError",
+        "Serde",
+        "Sink",
+        "Source",
+        "Stream",
+        "ValueState",
+        "__version__",
+    ]
+
+
+def test_every_export_resolves() -> None:
+    for name in kstream.__all__:
+        assert getattr(kstream, name) is not None, name
+    assert set(kstream.__all__) <= set(dir(kstream))
+
+
+def test_exports_are_the_objects_of_their_layers() -> None:
+    from kstream.connectors.kafka import KafkaSink
+    from kstream.dataflow.job import Job
+    from kstream.runtime.sink import GUARANTEES
+
+    assert kstream.Job is Job
+    assert kstream.KafkaSink is KafkaSink
+    assert kstream.GUARANTEES is GUARANTEES
 
 
 def test_every_error_descends_from_the_root() -> None:
