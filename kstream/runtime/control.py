@@ -23,6 +23,9 @@ heartbeat   worker, generation, time, process,           worker (every few secon
 failed      reason                                       worker (a fatal job error)
 restore-    worker, generation, checkpoint, reason       worker (checkpoint unusable)
 failed
+coordinator incarnation, pid, host, state_dir, time,     runner (at start, every
+            stopped                                      second, and at a clean stop;
+                                                         see `kstream.presence`)
 =========== ============================================ ==========================
 
 The topic is the durable record of completed checkpoints: replaying it

@@ -252,7 +252,7 @@ def wordcount_demo(
         "time", f"{seconds:.1f} s ({total_words / seconds:,.0f} words/s incl. recoveries)"
     )
     table.add_row(
-        "checkpoints", f"{runner.stats.completed} completed, {runner.stats.aborted} aborted"
+        "checkpoints", f"{runner.stats.completed} completed, {runner.report.aborted} aborted"
     )
     table.add_row("faults", f"{done_kills} workers SIGKILLed, {runner.stats.recoveries} recoveries")
     table.add_row("output", f"{check.outputs:,} records in {output_topic}")
