@@ -40,7 +40,8 @@ class Faults:
         at = set()
         for item in filter(None, (s.strip() for s in spec.split(","))):
             point, sep, n = item.partition("@")
-            if not sep or point not in POINTS or not n.isdigit():
+            # isdecimal, not isdigit: "²" is a digit that int() refuses.
+            if not sep or point not in POINTS or not n.isdecimal():
                 raise ConfigurationError(
                     f"KSTREAM_FAULT item {item!r} must be POINT@CHECKPOINT with POINT one of "
                     + ", ".join(sorted(POINTS))

@@ -1,0 +1,257 @@
+"""`kstream.runtime.state`: keyed values in RocksDB, flushes, checkpoints and key bytes."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kstream.runtime import state as state_module
+from kstream.runtime.state import StateStore, key_bytes
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[StateStore]:
+    s = StateStore(tmp_path / "tasks" / "s1-0" / "db")
+    yield s
+    s.close()
+
+
+def reopened(s: StateStore) -> StateStore:
+    s.close()
+    return StateStore(s.path)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """Where a test opens (and reopens) its own store."""
+    return tmp_path / "db"
+
+
+# -- get / set / clear --------------------------------------------------------------
+
+
+def test_a_key_without_a_value_gives_the_default(store: StateStore) -> None:
+    st = store.value_state("count")
+    st.key = b"k"
+    assert st.get() is None
+    assert st.get(0) == 0
+
+
+def test_set_then_get_and_clear(store: StateStore) -> None:
+    st = store.value_state("count")
+    st.key = b"k"
+    st.set({"n": 1})
+    assert st.get() == {"n": 1}
+    st.clear()
+    assert st.get("gone") == "gone"
+
+
+def test_each_key_has_its_own_value(store: StateStore) -> None:
+    st = store.value_state("count")
+    for k, v in [(b"a", 1), (b"b", 2)]:
+        st.key = k
+        st.set(v)
+    st.key = b"a"
+    assert st.get() == 1
+    st.key = b"b"
+    assert st.get() == 2
+
+
+def test_operators_do_not_share_state(db: Path) -> None:
+    store = StateStore(db)
+    one, two = store.value_state("s1.one"), store.value_state("s1.two")
+    assert store.value_state("s1.one") is one
+    one.key = two.key = b"k"
+    one.set("mine")
+    assert two.get() is None
+    store.flush()
+    s = reopened(store)
+    one, two = s.value_state("s1.one"), s.value_state("s1.two")
+    one.key = two.key = b"k"
+    assert (one.get(), two.get()) == ("mine", None)
+    s.close()
+
+
+# -- flush -------------------------------------------------------------------------------
+
+
+def test_flush_writes_each_changed_key_once(store: StateStore) -> None:
+    st = store.value_state("count")
+    st.key = b"a"
+    st.set(1)
+    st.set(2)
+    st.key = b"b"
+    st.set(3)
+    assert store.flush() == 2
+    assert store.flush() == 0  # nothing changed since
+
+
+def test_flushed_values_are_in_the_database_and_unflushed_ones_are_not(tmp_path: Path) -> None:
+    s = StateStore(tmp_path / "db")
+    st = s.value_state("count")
+    st.key = b"kept"
+    st.set(1)
+    st.key = b"removed"
+    st.set(2)
+    s.flush()
+    st.clear()
+    st.key = b"cached"
+    st.set(3)  # never flushed: the write-back cache only
+    s.close()
+    s = StateStore(tmp_path / "db")
+    st = s.value_state("count")
+    values = {}
+    for k in (b"kept", b"removed", b"cached"):
+        st.key = k
+        values[k] = st.get("absent")
+    s.close()
+    assert values == {b"kept": 1, b"removed": 2, b"cached": "absent"}
+
+
+def test_a_cleared_key_is_deleted_by_the_flush(db: Path) -> None:
+    store = StateStore(db)
+    st = store.value_state("count")
+    st.key = b"k"
+    st.set(1)
+    store.flush()
+    st.clear()
+    assert store.flush() == 1
+    s = reopened(store)
+    st = s.value_state("count")
+    st.key = b"k"
+    assert st.get("absent") == "absent"
+    s.close()
+
+
+def test_values_survive_the_read_cache_being_dropped(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state_module, "CACHE_LIMIT", 3)
+    st = store.value_state("count")
+    for i in range(10):
+        st.key = str(i).encode()
+        st.set(i * i)
+    store.flush()
+    got = []
+    for i in range(10):
+        st.key = str(i).encode()
+        got.append(st.get())
+    assert got == [i * i for i in range(10)]
+
+
+# -- checkpoints ------------------------------------------------------------------
+
+
+def test_a_checkpoint_holds_the_values_at_that_moment(store: StateStore, tmp_path: Path) -> None:
+    st = store.value_state("count")
+    st.key = b"k"
+    st.set("before")  # not flushed: the checkpoint flushes first
+    size = store.checkpoint(tmp_path / "staging" / "chk-1")
+    assert size > 0
+    assert size == sum(f.stat().st_size for f in (tmp_path / "staging" / "chk-1").rglob("*"))
+    st.set("after")
+    store.flush()
+
+    restored_path = tmp_path / "restored" / "db"
+    StateStore.restore(tmp_path / "staging" / "chk-1", restored_path)
+    restored = StateStore(restored_path)
+    rst = restored.value_state("count")
+    rst.key = b"k"
+    assert rst.get() == "before"
+    restored.close()
+    assert st.get() == "after"  # the live database went on
+
+
+def test_a_restore_replaces_what_was_there(store: StateStore, tmp_path: Path) -> None:
+    st = store.value_state("count")
+    st.key = b"old"
+    st.set(1)
+    store.checkpoint(tmp_path / "chk")
+    target = tmp_path / "other" / "db"
+    other = StateStore(target)
+    ost = other.value_state("count")
+    ost.key = b"stray"
+    ost.set(2)
+    other.flush()
+    other.close()
+    StateStore.restore(tmp_path / "chk", target)
+    again = StateStore(target)
+    ast = again.value_state("count")
+    ast.key = b"stray"
+    assert ast.get() is None
+    ast.key = b"old"
+    assert ast.get() == 1
+    again.close()
+
+
+def test_a_checkpoint_target_must_not_exist(store: StateStore, tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    # RocksDB refuses (a bare Exception): an old staging copy is never overwritten in place.
+    with pytest.raises(Exception, match="Directory exists"):
+        store.checkpoint(tmp_path / "taken")
+
+
+def test_wipe_removes_the_database_and_tolerates_its_absence(tmp_path: Path) -> None:
+    s = StateStore(tmp_path / "db")
+    s.close()
+    StateStore.wipe(tmp_path / "db")
+    assert not (tmp_path / "db").exists()
+    StateStore.wipe(tmp_path / "db")
+
+
+# -- key bytes ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("wörd", "wörd".encode()),
+        (b"\x00raw", b"\x00raw"),
+        (42, b"42"),
+        (-7, b"-7"),
+        (10**30, str(10**30).encode()),
+    ],
+)
+def test_strings_bytes_and_ints_have_readable_key_bytes(key: object, expected: bytes) -> None:
+    assert key_bytes(key) == expected
+
+
+@pytest.mark.parametrize("key", [("a", 1), 1.5, None, True, False])
+def test_other_keys_are_pickled_with_a_fixed_protocol(key: object) -> None:
+    # These bytes route keys to channels and name them in RocksDB snapshots: a
+    # change would re-route keys and orphan the state of existing checkpoints.
+    assert key_bytes(key) == pickle.dumps(key, protocol=4)
+
+
+def test_a_bool_key_is_neither_the_int_nor_the_text_it_resembles() -> None:
+    assert key_bytes(True) not in (key_bytes(1), key_bytes("True"))
+    assert key_bytes(False) not in (key_bytes(0), key_bytes("False"))
+
+
+KEYS = ["word", b"bytes", 42, -1, True, None, ("a", 1), 2.5, frozenset({"x"})]
+
+
+def test_key_bytes_are_the_same_in_another_process() -> None:
+    # Workers route keys to channels by these bytes: a per-process salt (like
+    # Python's `hash`) would send one key to two subtasks.
+    here = [key_bytes(k) for k in KEYS]
+    code = (
+        "import sys, pickle\n"
+        "from kstream.runtime.state import key_bytes\n"
+        f"keys = {KEYS!r}\n"
+        "sys.stdout.buffer.write(pickle.dumps([key_bytes(k) for k in keys]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        timeout=120,
+    )
+    assert pickle.loads(done.stdout) == here
