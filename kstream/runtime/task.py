@@ -28,7 +28,6 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
     Consumer,
-    KafkaException,
     Message,
     TopicPartition,
 )
@@ -39,7 +38,6 @@ from kstream.errors import (
     CheckpointError,
     ConfigurationError,
     JobFailedError,
-    KafkaUnavailableError,
     KStreamError,
     RecordError,
     RecordTooLargeError,
@@ -78,6 +76,7 @@ from kstream.runtime.channel import (
     barrier_checkpoint,
     decode_header,
 )
+from kstream.runtime.kafka import MANUAL_OFFSETS, READ_COMMITTED, client_config, produce
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta
 from kstream.runtime.state import StateStore, key_bytes
@@ -195,17 +194,17 @@ class Subtask:
             writer.recover(restore_from, kept)
             writer.begin_epoch(self._epoch)
         self.consumer = Consumer(
-            {
-                "bootstrap.servers": rt.bootstrap,
-                "group.id": task_group(self.job.name, self.id),
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": False,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 50,
-                "queued.max.messages.kbytes": 32768,
-                "log_level": 0,
-            }
+            client_config(
+                rt.bootstrap,
+                MANUAL_OFFSETS,
+                READ_COMMITTED,
+                {
+                    "group.id": task_group(self.job.name, self.id),
+                    "enable.auto.offset.store": False,
+                    "fetch.wait.max.ms": 50,
+                    "queued.max.messages.kbytes": 32768,
+                },
+            )
         )
 
     # -- the chain ----------------------------------------------------------
@@ -372,17 +371,7 @@ class Subtask:
         topic = dead_letter_topic(self.job.name)
         # The dead letter must fit where the record did not: cut to fit, marked.
         key, payload, headers = fit_dead_letter(key, payload, headers, self.rt.max_record_bytes)
-        producer = self.rt.producer
-        while True:
-            try:
-                producer.produce(topic, payload, key, headers=headers)
-                break
-            except BufferError:
-                producer.poll(0.05)  # local queue full: serve deliveries until it drains
-            except KafkaException as err:
-                raise KafkaUnavailableError(
-                    f"cannot write a dead letter to {topic}: {err.args[0]}"
-                ) from None
+        produce(self.rt.producer, topic, payload, key, headers=headers, kind="dead-letter topic")
         self.stats.dead_letters += 1
         self.stats.last_dead_letter = f"{self.id}: {what}: {type(exc).__name__}: {exc}"[:300]
         log.warning("%s: %s sent to %s: %s: %s", self.id, what, topic, type(exc).__name__, exc)

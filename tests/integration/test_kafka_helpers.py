@@ -1,0 +1,39 @@
+"""The runtime's Kafka helpers against a real broker: backpressure and error translation."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+
+from kstream.errors import KafkaUnavailableError
+from kstream.infra.admin import Admin
+from kstream.runtime.kafka import IDEMPOTENT, client_config, flush, produce
+from kstream.testing import read_all, unique_name
+
+pytestmark = pytest.mark.broker
+
+
+def test_produce_waits_for_room_instead_of_failing_on_a_full_queue(
+    bootstrap: str, admin: Admin
+) -> None:
+    topic = unique_name("backpressure")
+    admin.create_topics({topic: 1})
+    # A local queue of one record: every produce after the first finds it full
+    # until the broker acknowledges the one before.
+    producer = Producer(client_config(bootstrap, IDEMPOTENT, {"queue.buffering.max.messages": 1}))
+    values = [str(i).encode() for i in range(50)]
+    for value in values:
+        produce(producer, topic, value, b"k", 0)
+    flush(producer, 60, topic)
+    assert [r.value for r in read_all(bootstrap, topic)] == values
+
+
+def test_a_refused_produce_is_kstreams_error_naming_the_destination(
+    bootstrap: str, admin: Admin
+) -> None:
+    topic = unique_name("refused")
+    admin.create_topics({topic: 1})
+    producer = Producer(client_config(bootstrap))
+    producer.list_topics(topic, timeout=30)  # the partition count is known: produce checks it
+    with pytest.raises(KafkaUnavailableError, match=rf"cannot write to markers {topic}\[7\]"):
+        produce(producer, topic, b"v", None, 7, kind="markers")
