@@ -17,10 +17,11 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from kstream.dataflow.job import Sink, Source, StartPosition
 from kstream.dataflow.serde import Serde, serde
 from kstream.errors import (
     ConfigurationError,
@@ -76,7 +77,7 @@ FLUSH_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
-class KafkaSource:
+class KafkaSource(Source):
     """Read `topic`, decoding values with `value_serde` (`str`, `bytes`, `json` or a Serde).
 
     `start` applies when there is no checkpoint to restore: from the earliest
@@ -85,7 +86,7 @@ class KafkaSource:
 
     topic: str
     value_serde: str | Serde = "str"
-    start: Literal["earliest", "latest"] = "earliest"
+    start: StartPosition = "earliest"
 
     @property
     def name(self) -> str:
@@ -105,7 +106,7 @@ class KafkaSource:
 
 
 @dataclass(frozen=True)
-class KafkaSink:
+class KafkaSink(Sink):
     """Write results to `topic` with key/value serdes (`str` by default).
 
     The job's guarantee picks the writer: exactly-once (transactions, the
@@ -126,6 +127,9 @@ class KafkaSink:
     @property
     def name(self) -> str:
         return f"kafka:{self.topic}"
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
 
     def check(self, bootstrap: str) -> None:
         if Admin(bootstrap).partitions(self.topic) is None:

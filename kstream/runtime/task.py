@@ -258,11 +258,8 @@ class Subtask:
             return process
         if node.kind == "sink":
             assert node.sink is not None
-            opener = getattr(node.sink, "open", None)
-            if opener is None:
-                raise ConfigurationError(f"sink {node.sink.name} cannot be opened")
             ordinal = len(self.sinks)
-            writer: SinkWriter = opener(
+            writer: SinkWriter = node.sink.open(
                 SinkContext(
                     self.rt.bootstrap,
                     self.job.name,
@@ -508,10 +505,10 @@ class SourceTask(Subtask):
         super().__init__(rt, spec, restore_from)
         source = self.stage.source
         assert source is not None
-        self.topic: str = getattr(source, "topic")  # noqa: B009 - Source protocol has no topic
-        self.loads = getattr(source, "serde").loads  # noqa: B009
+        self.topic = source.topic
+        self.loads = source.serde.loads
         n = source.partitions(rt.bootstrap)
-        start = OFFSET_END if getattr(source, "start", "earliest") == "latest" else OFFSET_BEGINNING
+        start = OFFSET_END if source.start == "latest" else OFFSET_BEGINNING
         self.positions: dict[int, int] = {
             p: start for p in range(n) if p % spec.parallelism == spec.index
         }

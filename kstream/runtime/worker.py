@@ -377,8 +377,7 @@ def _shared_producer_limit(bootstrap: str, job_plan: Plan, guarantee: Guarantee)
     if guarantee != "exactly-once":
         for stage in job_plan.job.stages:
             for node in sink_nodes(stage.root):
-                topic = getattr(node.sink, "topic", None)
-                if isinstance(topic, str):
-                    topics.append(topic)
+                assert node.sink is not None
+                topics.extend(node.sink.topics())
     found = Admin(bootstrap).topic_config(topics, MAX_MESSAGE_BYTES)
     return producer_limit(int(found.get(t, INTERNAL_TOPIC_MAX_BYTES)) for t in topics)
