@@ -51,8 +51,8 @@ from kstream.runtime.kafka import (
     TXN_TIMEOUT_S,
     client_config,
     flush,
-    kafka_error,
     produce,
+    request,
     transact,
 )
 from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
@@ -404,10 +404,10 @@ class TransactionalWriter(SinkWriter):
         )
         tp = TopicPartition(self._marker_topic, self._ctx.marker_partition)
         try:
-            try:
-                low, end = consumer.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False)
-            except KafkaException as exc:
-                raise kafka_error(exc, f"cannot read {tp.topic}[{tp.partition}]") from None
+            low, end = request(
+                lambda: consumer.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False),
+                f"cannot read the end of {tp.topic}[{tp.partition}]",
+            )
             window = MARKER_WINDOW
             while end > low:
                 start = max(low, end - window)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kstream.errors import KafkaUnavailableError, RecordLostError
-from kstream.infra.admin import Admin, retrying
+from kstream.infra.admin import Admin
 from kstream.runtime.kafka import (
     IDEMPOTENT,
     MANUAL_OFFSETS,
@@ -26,6 +26,7 @@ from kstream.runtime.kafka import (
     client_config,
     flush,
     kafka_error,
+    request,
     transact,
 )
 from kstream.runtime.kafka import produce as produce_one
@@ -139,7 +140,13 @@ def wait_settled(bootstrap: str, topic: str, timeout: float = READ_TIMEOUT_S) ->
         while True:
             ends = {
                 isolation: [
-                    c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                    request(
+                        lambda c=c, p=p: c.get_watermark_offsets(  # type: ignore[misc]
+                            TopicPartition(topic, p), timeout=timeout
+                        ),
+                        f"cannot read the end of {topic}[{p}]",
+                        timeout,
+                    )[1]
                     for p in range(n)
                 ]
                 for isolation, c in watermarks.items()
@@ -185,10 +192,12 @@ def read_all(
     try:
         ends = {}
         for p in wanted:
-            _, high = retrying(
+            _, high = request(
                 lambda p=p: consumer.get_watermark_offsets(  # type: ignore[misc]
                     TopicPartition(topic, p), timeout=timeout, cached=False
-                )
+                ),
+                f"cannot read the end of {topic}[{p}]",
+                timeout,
             )
             ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in wanted])

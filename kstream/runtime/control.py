@@ -47,7 +47,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kstream.errors import KafkaUnavailableError, ProtocolError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, record_bytes
 from kstream.protocol.names import control_topic, history_group
-from kstream.runtime.kafka import IDEMPOTENT, MANUAL_OFFSETS, client_config, kafka_error, produce
+from kstream.runtime.kafka import (
+    IDEMPOTENT,
+    MANUAL_OFFSETS,
+    client_config,
+    kafka_error,
+    produce,
+    request,
+)
 from kstream.runtime.kafka import flush as flush_producer
 
 __all__ = ["ControlReader", "ControlWriter", "read_history"]
@@ -107,12 +114,12 @@ class ControlReader:
         self._consumer.assign([TopicPartition(self.topic, 0, start)])
 
     def end_offset(self) -> int:
-        from kstream.infra.admin import retrying
-
-        _, high = retrying(
+        _, high = request(
             lambda: self._consumer.get_watermark_offsets(
                 TopicPartition(self.topic, 0), timeout=FLUSH_TIMEOUT_S, cached=False
-            )
+            ),
+            f"cannot read the end of {self.topic}",
+            FLUSH_TIMEOUT_S,
         )
         return int(high)
 

@@ -6,7 +6,8 @@
   while the producer's local queue is full, serves delivery reports until there
   is room, instead of failing with `BufferError`.
 * **Flush**: `flush` waits for acknowledgements within a bound.
-* **Transactional calls**: `transact` retries what librdkafka marks retriable.
+* **Requests**: `request` (offsets, metadata) and `transact` (transactional
+  calls) retry what librdkafka marks retriable, until a deadline.
 * **Errors**: `kafka_error` turns a Kafka error into kstream's tree
   (`kstream.errors`): fenced -> `ProducerFencedError`; a transaction that must
   abort because a record of it failed -> `RecordLostError`; anything else ->
@@ -21,7 +22,7 @@ microsecond per call, more than the rest of the produce).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -46,8 +47,11 @@ __all__ = [
     "flush",
     "kafka_error",
     "produce",
+    "request",
     "transact",
 ]
+
+T = TypeVar("T")
 
 #: A librdkafka configuration.
 Config = dict[str, Any]
@@ -159,6 +163,19 @@ def flush(producer: Producer, timeout: float, what: str) -> None:
         )
 
 
+def request(call: Callable[[], T], what: str, timeout: float = TXN_TIMEOUT_S) -> T:
+    """Run one request to the cluster (offsets, metadata) and return its answer.
+
+    Transient errors (retriable, or a leader not known yet) are retried until
+    `timeout`; anything else, or the last, is raised as kstream's error
+    (`kafka_error`) for doing `what`.
+    """
+    try:
+        return retrying(call, timeout)
+    except KafkaException as exc:
+        raise kafka_error(exc, what) from None
+
+
 def transact(call: Callable[[float], None], what: str, timeout: float = TXN_TIMEOUT_S) -> None:
     """Run a transactional call (``init_transactions``, ``commit_transaction``...).
 
@@ -166,7 +183,4 @@ def transact(call: Callable[[float], None], what: str, timeout: float = TXN_TIME
     (fenced, fatal, abortable) is raised as kstream's error (`kafka_error`): the
     worker dies and the job recovers, which re-commits from the write-ahead copy.
     """
-    try:
-        retrying(lambda: call(timeout), timeout)
-    except KafkaException as exc:
-        raise kafka_error(exc, f"transactional {what} failed") from None
+    request(lambda: call(timeout), f"transactional {what} failed", timeout)

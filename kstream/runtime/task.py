@@ -76,7 +76,7 @@ from kstream.runtime.channel import (
     barrier_checkpoint,
     decode_header,
 )
-from kstream.runtime.kafka import MANUAL_OFFSETS, READ_COMMITTED, client_config, produce
+from kstream.runtime.kafka import MANUAL_OFFSETS, READ_COMMITTED, client_config, produce, request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta
 from kstream.runtime.state import StateStore, key_bytes
@@ -518,8 +518,12 @@ class SourceTask(Subtask):
         if self._at_most_once and self.positions:
             # Never replay: resume after the last record handed to processing, as
             # committed before processing it, if that is past the checkpoint.
-            committed = self.consumer.committed(
-                [TopicPartition(self.topic, p) for p in self.positions], timeout=30
+            committed = request(
+                lambda: self.consumer.committed(
+                    [TopicPartition(self.topic, p) for p in self.positions], timeout=30
+                ),
+                f"cannot read the committed offsets of {self.topic}",
+                30,
             )
             for tp in committed:
                 if tp.offset >= 0 and tp.offset > self.positions.get(tp.partition, -1):
@@ -557,9 +561,10 @@ class SourceTask(Subtask):
             last: dict[int, int] = {}
             for m in msgs:
                 last[m.partition() or 0] = (m.offset() or 0) + 1
-            self.consumer.commit(
-                offsets=[TopicPartition(self.topic, p, o) for p, o in last.items()],
-                asynchronous=False,
+            offsets = [TopicPartition(self.topic, p, o) for p, o in last.items()]
+            request(
+                lambda: self.consumer.commit(offsets=offsets, asynchronous=False),
+                f"cannot commit the offsets of {self.topic}",
             )
         push, loads, positions = self.push, self.loads, self.positions
         for m in msgs:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from confluent_kafka import Producer
 
+import kstream.infra.admin as admin_module
+from kstream import KafkaSink, KafkaSource
 from kstream.errors import KafkaUnavailableError
 from kstream.infra.admin import Admin
 from kstream.runtime.kafka import IDEMPOTENT, client_config, flush, produce
@@ -37,3 +41,21 @@ def test_a_refused_produce_is_kstreams_error_naming_the_destination(
     producer.list_topics(topic, timeout=30)  # the partition count is known: produce checks it
     with pytest.raises(KafkaUnavailableError, match=rf"cannot write to markers {topic}\[7\]"):
         produce(producer, topic, b"v", None, 7, kind="markers")
+
+
+@pytest.mark.parametrize(
+    "public_call",
+    [
+        lambda where: KafkaSource("t").partitions(where),
+        lambda where: KafkaSink("t").check(where),
+        lambda where: read_all(where, "t"),
+    ],
+    ids=["source partitions", "sink check", "read_all"],
+)
+def test_an_unreachable_cluster_is_kstreams_error_not_a_bare_kafka_exception(
+    public_call: Callable[[str], object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing listens there: no need to wait long.
+    monkeypatch.setattr(admin_module, "ADMIN_TIMEOUT_S", 1.0)
+    with pytest.raises(KafkaUnavailableError, match=r"127\.0\.0\.1:1 gave no metadata"):
+        public_call("127.0.0.1:1")
