@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -11,6 +12,8 @@ import kstream.infra.admin as admin_module
 from kstream import KafkaSink, KafkaSource
 from kstream.errors import KafkaUnavailableError
 from kstream.infra.admin import Admin
+from kstream.protocol.names import control_topic
+from kstream.runtime.control import ControlWriter
 from kstream.runtime.kafka import IDEMPOTENT, client_config, flush, produce
 from kstream.testing import read_all, unique_name
 
@@ -59,3 +62,20 @@ def test_an_unreachable_cluster_is_kstreams_error_not_a_bare_kafka_exception(
     monkeypatch.setattr(admin_module, "ADMIN_TIMEOUT_S", 1.0)
     with pytest.raises(KafkaUnavailableError, match=r"127\.0\.0\.1:1 gave no metadata"):
         public_call("127.0.0.1:1")
+
+
+def test_control_messages_wait_for_room_in_a_full_queue(bootstrap: str, admin: Admin) -> None:
+    job = unique_name("ctljob")
+    admin.create_topics({control_topic(job): 1})
+    writer = ControlWriter(bootstrap, job)
+    # The writer's producer, with room for one record that lingers: the second
+    # send finds the queue full (it raised BufferError before control messages
+    # went through `produce`).
+    writer._producer = Producer(
+        client_config(bootstrap, IDEMPOTENT, {"queue.buffering.max.messages": 1, "linger.ms": 200})
+    )
+    for n in range(5):
+        writer.send({"type": "heartbeat", "n": n}, flush=False)
+    writer.flush()
+    values = [r.value for r in read_all(bootstrap, control_topic(job))]
+    assert values == [json.dumps({"type": "heartbeat", "n": n}).encode() for n in range(5)]
