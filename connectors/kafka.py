@@ -16,12 +16,12 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from kstream.dataflow.job import Sink, Source, StartPosition
 from kstream.dataflow.serde import Serde, serde
 from kstream.errors import (
     ConfigurationError,
@@ -44,6 +44,17 @@ from kstream.protocol.names import (
     slot_transactional_id,
 )
 from kstream.protocol.twophase import EpochLedger, Wait
+from kstream.runtime.kafka import (
+    BATCHING,
+    MANUAL_OFFSETS,
+    READ_COMMITTED,
+    TXN_TIMEOUT_S,
+    client_config,
+    flush,
+    produce,
+    request,
+    transact,
+)
 from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
 
 __all__ = ["LINEAGE_HEADERS", "KafkaSink", "KafkaSource", "TransactionalWriter"]
@@ -53,8 +64,6 @@ log = logging.getLogger("kstream.sink.kafka")
 #: Transactional producers per sink subtask: one epoch may wait for its commit
 #: while the next is written, with one spare for a checkpoint completing late.
 POOL_SIZE = 3
-#: Bound on one transactional call (init, commit) against a healthy broker.
-TXN_TIMEOUT_S = 60.0
 #: Bound on aborting open transactions when a subtask closes.
 CLOSE_TIMEOUT_S = 10.0
 #: Commit markers read at once when a recovery looks for the newest committed one
@@ -68,7 +77,7 @@ FLUSH_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
-class KafkaSource:
+class KafkaSource(Source):
     """Read `topic`, decoding values with `value_serde` (`str`, `bytes`, `json` or a Serde).
 
     `start` applies when there is no checkpoint to restore: from the earliest
@@ -77,7 +86,7 @@ class KafkaSource:
 
     topic: str
     value_serde: str | Serde = "str"
-    start: Literal["earliest", "latest"] = "earliest"
+    start: StartPosition = "earliest"
 
     @property
     def name(self) -> str:
@@ -97,7 +106,7 @@ class KafkaSource:
 
 
 @dataclass(frozen=True)
-class KafkaSink:
+class KafkaSink(Sink):
     """Write results to `topic` with key/value serdes (`str` by default).
 
     The job's guarantee picks the writer: exactly-once (transactions, the
@@ -118,6 +127,9 @@ class KafkaSink:
     @property
     def name(self) -> str:
         return f"kafka:{self.topic}"
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
 
     def check(self, bootstrap: str) -> None:
         if Admin(bootstrap).partitions(self.topic) is None:
@@ -193,26 +205,6 @@ class _Encoder:
         return (kdata, self._value(val), headers)
 
 
-def _produce(producer: Producer, topic: str, row: Row) -> None:
-    """Produce one row, serving delivery reports while the local queue is full.
-
-    A failure is kstream's own I/O failing (rows are sized beforehand), raised as
-    `KafkaUnavailableError` so that it stops the worker, never blames a record.
-    """
-    kdata, data, headers = row
-    while True:
-        try:
-            if headers is None:
-                producer.produce(topic, data, kdata)
-            else:
-                producer.produce(topic, data, kdata, headers=headers)
-            return
-        except BufferError:
-            producer.poll(0.05)
-        except KafkaException as exc:
-            raise KafkaUnavailableError(f"cannot write to {topic}: {exc.args[0]}") from None
-
-
 class _PlainWriter(SinkWriter):
     """At-least-once (flush at each checkpoint) or at-most-once (never wait).
 
@@ -228,12 +220,12 @@ class _PlainWriter(SinkWriter):
         self._raise_if_undelivered = ctx.raise_if_undelivered
 
     def write(self, value: Any) -> None:
-        _produce(self._producer, self._topic, self._row(value))
+        kdata, data, headers = self._row(value)
+        produce(self._producer, self._topic, data, kdata, headers=headers)
 
     def pre_commit(self, epoch: int) -> SinkSnapshot:
         if self._flush:
-            if self._producer.flush(FLUSH_TIMEOUT_S):
-                raise KafkaUnavailableError(f"sink {self._topic}: deliveries pending after flush")
+            flush(self._producer, FLUSH_TIMEOUT_S, f"sink {self._topic}")
             self._raise_if_undelivered()
         return SinkSnapshot()
 
@@ -292,21 +284,18 @@ class TransactionalWriter(SinkWriter):
         producer = self._producers.get(slot)
         if producer is None:
             producer = Producer(
-                {
-                    "bootstrap.servers": self._ctx.bootstrap,
-                    "transactional.id": slot_transactional_id(self._tid, slot),
-                    "transaction.timeout.ms": self._ctx.transaction_timeout_ms,
-                    "message.max.bytes": self._max_bytes,
-                    "linger.ms": 5,
-                    "batch.size": 1_000_000,
-                    "compression.type": "lz4",
-                    "queue.buffering.max.messages": 1_000_000,
-                    "delivery.report.only.error": True,
-                    "log_level": 0,
-                }
+                client_config(
+                    self._ctx.bootstrap,
+                    BATCHING,
+                    {
+                        "transactional.id": slot_transactional_id(self._tid, slot),
+                        "transaction.timeout.ms": self._ctx.transaction_timeout_ms,
+                        "message.max.bytes": self._max_bytes,
+                    },
+                )
             )
             # Fences any earlier producer with this id and aborts its open transaction.
-            _retry(producer.init_transactions, "init_transactions")
+            transact(producer.init_transactions, "init_transactions")
             self._producers[slot] = producer
         return producer
 
@@ -320,12 +309,9 @@ class TransactionalWriter(SinkWriter):
                 f"the commit marker of {self._tid} ({record_bytes(key, value)} bytes) exceeds "
                 f"what {self._marker_topic} takes; shorten the job or topic name"
             )
-        try:
-            producer.produce(self._marker_topic, value, key, partition=self._ctx.marker_partition)
-        except KafkaException as exc:
-            raise KafkaUnavailableError(
-                f"cannot write a commit marker to {self._marker_topic}: {exc.args[0]}"
-            ) from None
+        produce(
+            producer, self._marker_topic, value, key, self._ctx.marker_partition, kind="markers"
+        )
 
     # -- the protocol -------------------------------------------------------
 
@@ -333,7 +319,7 @@ class TransactionalWriter(SinkWriter):
         row = self._row(value)  # sized first: a too-large row never enters a transaction
         producer = self._open or self._begin()
         self._rows.append(row)
-        _produce(producer, self._topic, row)
+        produce(producer, self._topic, row[1], row[0], headers=row[2])
 
     def _begin(self) -> Producer:
         action = self._ledger.write()
@@ -366,12 +352,11 @@ class TransactionalWriter(SinkWriter):
         )
 
     def _await_delivery(self, producer: Producer) -> None:
-        if producer.flush(FLUSH_TIMEOUT_S):
-            raise KafkaUnavailableError(f"sink {self._topic}: deliveries pending after flush")
+        flush(producer, FLUSH_TIMEOUT_S, f"sink {self._topic}")
 
     def commit(self, epoch: int) -> None:
         for action in self._ledger.complete(epoch):
-            _retry(self._producers[action.slot].commit_transaction, "commit")
+            transact(self._producers[action.slot].commit_transaction, "commit")
             del self._sealed[action.epoch]
             self._warned.discard(action.epoch)
 
@@ -389,10 +374,10 @@ class TransactionalWriter(SinkWriter):
             rows = epochs[action.epoch]
             producer = self._producers[0]
             producer.begin_transaction()
-            for row in rows:
-                _produce(producer, self._topic, row)
+            for kdata, data, headers in rows:
+                produce(producer, self._topic, data, kdata, headers=headers)
             self._marker(producer, action.epoch)
-            _retry(producer.commit_transaction, "commit")
+            transact(producer.commit_transaction, "commit")
             log.info(
                 "%s: re-published epoch %d (%d records) after recovery",
                 self._tid,
@@ -410,18 +395,19 @@ class TransactionalWriter(SinkWriter):
         than the whole history of a long-running job.
         """
         consumer = Consumer(
-            {
-                "bootstrap.servers": self._ctx.bootstrap,
-                "group.id": marker_reader_group(self._tid),
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "log_level": 0,
-            }
+            client_config(
+                self._ctx.bootstrap,
+                MANUAL_OFFSETS,
+                READ_COMMITTED,
+                {"group.id": marker_reader_group(self._tid), "enable.partition.eof": True},
+            )
         )
         tp = TopicPartition(self._marker_topic, self._ctx.marker_partition)
         try:
-            low, end = consumer.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False)
+            low, end = request(
+                lambda: consumer.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False),
+                f"cannot read the end of {tp.topic}[{tp.partition}]",
+            )
             window = MARKER_WINDOW
             while end > low:
                 start = max(low, end - window)
@@ -485,20 +471,3 @@ class TransactionalWriter(SinkWriter):
             except KafkaException as exc:
                 log.info("%s: abort on close failed (a successor fences it): %s", self._tid, exc)
         self._producers.clear()
-
-
-def _retry(call: Callable[[float], None], what: str) -> None:
-    """Run a transactional call, retrying the errors librdkafka marks retriable.
-
-    Anything else (fenced, fatal, abortable) is raised as `KafkaUnavailableError`:
-    the worker dies and the job recovers, which re-commits from the write-ahead copy.
-    """
-    deadline = time.monotonic() + TXN_TIMEOUT_S
-    while True:
-        try:
-            call(TXN_TIMEOUT_S)
-            return
-        except KafkaException as exc:
-            err = exc.args[0]
-            if not (isinstance(err, KafkaError) and err.retriable()) or time.monotonic() > deadline:
-                raise KafkaUnavailableError(f"transactional {what} failed: {err}") from None

@@ -14,8 +14,13 @@ Organised by what the caller can do about an error::
     │   ├── DependencyResolutionError mvn could not resolve jars from Maven Central
     │   └── AlreadyRunningError       the job (or this worker index) already runs: stop it first
     ├── KafkaUnavailableError         the cluster cannot be reached: retry later
+    ├── ProducerFencedError           a newer process took over this producer's transactional
+    │                                 id: this one must stop (the newer one carries on)
+    ├── RecordLostError               Kafka refused a record kstream had handed it: the job
+    │                                 rolls back to its latest checkpoint
     ├── BrokerError                   the local broker failed to start or stop: read its log
     ├── RecordError                   one record could not be decoded or processed
+    │   ├── DecodeError               its bytes are not valid for the serde that reads them
     │   └── RecordTooLargeError       a record exceeds what Kafka accepts on its topic
     ├── CheckpointError               a checkpoint could not be taken or restored
     │   └── CheckpointDamagedError    no retained checkpoint is intact: nothing safe to resume
@@ -23,7 +28,10 @@ Organised by what the caller can do about an error::
     └── ProtocolError                 a state machine got an event its state forbids: a bug
 
 The command line turns every `KStreamError` into one line on stderr and a
-non-zero exit; anything else is a bug and keeps its traceback.
+non-zero exit; anything else is a bug and keeps its traceback. Kafka's own
+exceptions never reach a caller: `kstream.runtime.kafka` (and the admin client)
+translate them into this tree, and only the three Kafka classes above say what
+to do, so "retry later" never stands for "fenced" or "lost".
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ __all__ = [
     "CheckpointDamagedError",
     "CheckpointError",
     "ConfigurationError",
+    "DecodeError",
     "DependencyResolutionError",
     "EnvironmentSetupError",
     "IdentityMismatchError",
@@ -42,8 +51,10 @@ __all__ = [
     "KafkaUnavailableError",
     "MissingParameterError",
     "PortInUseError",
+    "ProducerFencedError",
     "ProtocolError",
     "RecordError",
+    "RecordLostError",
     "RecordTooLargeError",
     "SpecError",
     "TimeoutConfigError",
@@ -103,7 +114,24 @@ class AlreadyRunningError(EnvironmentSetupError):
 
 
 class KafkaUnavailableError(KStreamError):
-    """The Kafka cluster did not answer in time."""
+    """The Kafka cluster did not answer in time: retrying later may succeed."""
+
+
+class ProducerFencedError(KStreamError):
+    """A producer was fenced: another process initialised its transactional id since.
+
+    Retrying with this producer cannot succeed; the process holding it is a
+    zombie of an earlier generation and must stop. What it had not committed is
+    committed (or re-published) by its successor.
+    """
+
+
+class RecordLostError(KStreamError):
+    """Kafka did not take a record kstream produced (its delivery failed).
+
+    The record is in no checkpoint yet, so nothing is lost for good: the worker
+    stops and the job rolls back to its latest checkpoint, which replays it.
+    """
 
 
 class BrokerError(KStreamError):
@@ -112,6 +140,10 @@ class BrokerError(KStreamError):
 
 class RecordError(KStreamError):
     """A record could not be decoded, or a user function raised on it."""
+
+
+class DecodeError(RecordError):
+    """A record's bytes are not valid for its serde (`kstream.dataflow.serde`)."""
 
 
 class RecordTooLargeError(RecordError):

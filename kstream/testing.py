@@ -15,10 +15,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kstream.errors import KafkaUnavailableError
-from kstream.infra.admin import Admin, retrying
+from kstream.errors import KafkaUnavailableError, RecordLostError
+from kstream.infra.admin import Admin
+from kstream.runtime.kafka import (
+    IDEMPOTENT,
+    MANUAL_OFFSETS,
+    PARTITION_UA,
+    client_config,
+    flush,
+    kafka_error,
+    request,
+    transact,
+)
+from kstream.runtime.kafka import produce as produce_one
 
 if TYPE_CHECKING:
     from kstream.runtime.runner import Runner
@@ -76,48 +87,34 @@ def produce(
     With `transactional_id`, all records go in one transaction, committed or,
     with `abort=True`, aborted. Returns the number of records written.
     """
-    conf: dict[str, object] = {
-        "bootstrap.servers": bootstrap,
-        "enable.idempotence": True,
-        "linger.ms": 5,
-        "log_level": 0,
-    }
-    if transactional_id is not None:
-        conf["transactional.id"] = transactional_id
-    producer = Producer(conf)
     failures: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
         if err is not None:
             failures.append(str(err))
 
+    conf = client_config(bootstrap, IDEMPOTENT, {"linger.ms": 5, "on_delivery": on_delivery})
     if transactional_id is not None:
-        producer.init_transactions(READ_TIMEOUT_S)
+        conf["transactional.id"] = transactional_id
+    producer = Producer(conf)
+    if transactional_id is not None:
+        transact(producer.init_transactions, "init_transactions", READ_TIMEOUT_S)
         producer.begin_transaction()
     count = 0
+    at = PARTITION_UA if partition is None else partition
     for key, value in records:
-        while True:
-            try:
-                if partition is None:
-                    producer.produce(topic, value, key, on_delivery=on_delivery)
-                else:
-                    producer.produce(topic, value, key, partition, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)  # local queue full: let deliveries drain
+        produce_one(producer, topic, value, key, at)
         count += 1
     # Flush first, also before an abort: aborted records must really be in the
     # log (and hidden by read_committed), not purged from the local queue.
-    remaining = producer.flush(READ_TIMEOUT_S)
-    if remaining or failures:
-        raise KafkaUnavailableError(
-            f"{remaining} records unacknowledged, {len(failures)} failed: {failures[:1]}"
-        )
+    flush(producer, READ_TIMEOUT_S, f"writing {topic}")
+    if failures:
+        raise RecordLostError(f"{len(failures)} records not delivered to {topic}: {failures[:1]}")
     if transactional_id is not None:
         if abort:
-            producer.abort_transaction(READ_TIMEOUT_S)
+            transact(producer.abort_transaction, "abort", READ_TIMEOUT_S)
         else:
-            producer.commit_transaction(READ_TIMEOUT_S)
+            transact(producer.commit_transaction, "commit", READ_TIMEOUT_S)
     return count
 
 
@@ -133,12 +130,9 @@ def wait_settled(bootstrap: str, topic: str, timeout: float = READ_TIMEOUT_S) ->
     watermarks: dict[str, Consumer] = {}
     for isolation in ("read_committed", "read_uncommitted"):
         watermarks[isolation] = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": unique_name("kstream-settle"),
-                "isolation.level": isolation,
-                "log_level": 0,
-            }
+            client_config(
+                bootstrap, {"group.id": unique_name("kstream-settle"), "isolation.level": isolation}
+            )
         )
     try:
         n = Admin(bootstrap).partitions(topic) or 0
@@ -146,7 +140,13 @@ def wait_settled(bootstrap: str, topic: str, timeout: float = READ_TIMEOUT_S) ->
         while True:
             ends = {
                 isolation: [
-                    c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                    request(
+                        lambda c=c, p=p: c.get_watermark_offsets(  # type: ignore[misc]
+                            TopicPartition(topic, p), timeout=timeout
+                        ),
+                        f"cannot read the end of {topic}[{p}]",
+                        timeout,
+                    )[1]
                     for p in range(n)
                 ]
                 for isolation, c in watermarks.items()
@@ -183,22 +183,21 @@ def read_all(
         raise KafkaUnavailableError(f"topic {topic} does not exist")
     wanted = list(partitions) if partitions is not None else list(range(n))
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique_name("kstream-read"),
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": False,
-            "log_level": 0,
-        }
+        client_config(
+            bootstrap,
+            MANUAL_OFFSETS,
+            {"group.id": unique_name("kstream-read"), "isolation.level": isolation},
+        )
     )
     try:
         ends = {}
         for p in wanted:
-            _, high = retrying(
+            _, high = request(
                 lambda p=p: consumer.get_watermark_offsets(  # type: ignore[misc]
                     TopicPartition(topic, p), timeout=timeout, cached=False
-                )
+                ),
+                f"cannot read the end of {topic}[{p}]",
+                timeout,
             )
             ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in wanted])
@@ -214,7 +213,7 @@ def read_all(
             for msg in consumer.consume(1000, 0.5):
                 err = msg.error()
                 if err is not None:
-                    raise KafkaException(err)
+                    raise kafka_error(err, f"cannot read {topic}")
                 out.append(
                     ReadRecord(
                         topic,
@@ -301,9 +300,7 @@ class Feeder:
     def __init__(
         self, bootstrap: str, topic: str, values: list[bytes], partitions: int, rate: float | None
     ) -> None:
-        self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0}
-        )
+        self._producer = Producer(client_config(bootstrap, IDEMPOTENT))
         self._topic = topic
         self._values = values
         self._partitions = partitions
@@ -324,15 +321,8 @@ class Feeder:
         if self._rate is not None:
             due = min(due, int((now - self._started) * self._rate) + 1)
         for i in range(self._sent, due):
-            while True:
-                try:
-                    self._producer.produce(
-                        self._topic, self._values[i], partition=i % self._partitions
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)  # local queue full: let deliveries drain
+            produce_one(self._producer, self._topic, self._values[i], None, i % self._partitions)
         self._sent = due
         self._producer.poll(0)
-        if self._sent == len(self._values) and self._producer.flush(FEED_TIMEOUT_S):
-            raise KafkaUnavailableError(f"input not acknowledged by {self._topic}")
+        if self._sent == len(self._values):
+            flush(self._producer, FEED_TIMEOUT_S, f"input to {self._topic}")

@@ -19,11 +19,17 @@ so lambdas are fine.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from kstream.dataflow.serde import Serde
 from kstream.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    # Types only: this layer stays pure (the runtime's modules import confluent_kafka).
+    from kstream.runtime.sink import SinkContext, SinkWriter
 
 __all__ = [
     "ErrorPolicy",
@@ -33,12 +39,15 @@ __all__ = [
     "Sink",
     "Source",
     "Stage",
+    "StartPosition",
     "Stream",
     "ValueState",
     "sink_nodes",
 ]
 
 ErrorPolicy = Literal["dead-letter", "skip", "fail"]
+#: Where a source starts reading when no checkpoint says where it was.
+StartPosition = Literal["earliest", "latest"]
 
 
 class ValueState(Protocol):
@@ -57,26 +66,123 @@ class ValueState(Protocol):
 ProcessFn = Callable[[Any, Any, ValueState], Iterable[Any]]
 
 
-class Source(Protocol):
-    """A description of where records come from; the runtime builds the reader.
+class Source(ABC):
+    """Where records come from: a description of a Kafka topic to read.
 
-    Implemented by connectors (e.g. `kstream.connectors.kafka.KafkaSource`).
+    The runtime builds the reader itself (a consumer per source subtask that
+    keeps its offsets in checkpoints), so a source only answers questions.
+    Every process builds the job from its spec, so the answers must be the same
+    in every process.
+
+    ================= ========================================================
+    member            read or called
+    ================= ========================================================
+    `name`            when the job graph is built (`Job.source`) and when the
+                      job's identity is fingerprinted; must not change
+    `partitions`      by the runner once per run, before any worker starts
+                      (raising `ConfigurationError` refuses the run), and by
+                      every source subtask once when it opens
+    `topic`           by every source subtask once when it opens
+    `serde`           by every source subtask once when it opens; its `loads`
+                      then decodes every record (a `DecodeError` goes to the
+                      job's error policy)
+    `start`           by every source subtask that opens without a checkpoint
+                      to restore (a restored subtask resumes at its offsets)
+    ================= ========================================================
+
+    Implemented by `kstream.connectors.kafka.KafkaSource`.
+    """
+
+    #: The Kafka topic read. Subtask s of P reads its partitions p with p % P == s.
+    topic: str
+    #: Where to start without a checkpoint: the earliest retained record or the end.
+    start: StartPosition
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """A label for logs, operator names and the job's identity."""
+
+    @property
+    @abstractmethod
+    def serde(self) -> Serde:
+        """Decodes each record's value."""
+
+    @abstractmethod
+    def partitions(self, bootstrap: str) -> int:
+        """Number of partitions of `topic` on `bootstrap`.
+
+        Raises `ConfigurationError` if the topic does not exist (a run is refused
+        before it starts) and `KafkaUnavailableError` if the cluster does not answer.
+        """
+
+
+class Sink(ABC):
+    """Where results go: a description from which the runtime opens one writer per subtask.
+
+    ================= ========================================================
+    member            read or called
+    ================= ========================================================
+    `name`            when the job graph is built (`Stream.sink`) and when the
+                      job's identity is fingerprinted; with the sink's
+                      position, it names the writer's state in checkpoints, so
+                      it must not change between runs that resume each other
+    `lineage`         by the runner once per run, before any worker starts:
+                      True is refused unless the sink is in its source's stage
+    `check`           by the runner once per run, before any worker starts and
+                      after `lineage` is accepted; raising refuses the run
+    `topics`          by every worker once when it starts, to size the record
+                      limit of its shared producer
+    `open`            in a worker, once per sink subtask per generation (a
+                      recovery opens new writers after closing the old ones),
+                      never before `check` succeeded in the runner; never
+                      called again on the writer's behalf after its `close`
+    ================= ========================================================
+
+    The writer `open` returns follows the checkpoint protocol of
+    `kstream.runtime.sink.SinkWriter`: `recover` first, then epochs of
+    `write`/`pre_commit`, `commit` or `abort`, and no call after `close`.
+    Implemented by `kstream.connectors.kafka.KafkaSink`.
     """
 
     @property
+    @abstractmethod
     def name(self) -> str:
-        """A label for logs."""
-
-    def partitions(self, bootstrap: str) -> int:
-        """Number of input partitions; subtask s of P reads partitions p with p % P == s."""
-
-
-class Sink(Protocol):
-    """A description of where results go; the runtime builds the writer per subtask."""
+        """A label for logs and checkpoints; stable across runs."""
 
     @property
-    def name(self) -> str:
-        """A label for logs."""
+    def lineage(self) -> bool:
+        """Whether outputs carry the position of the source record behind them.
+
+        Positions do not cross channels, so the runner refuses a sink that asks
+        for them outside its source's stage. Default: False.
+        """
+        return False
+
+    def check(self, bootstrap: str) -> None:  # noqa: B027 - optional hook
+        """Raise `ConfigurationError` if the destination cannot be written (default: none).
+
+        Called in the runner, so a missing destination refuses the run before any
+        worker starts instead of failing every subtask.
+        """
+
+    def topics(self) -> tuple[str, ...]:
+        """Kafka topics the writer may produce to through `SinkContext.producer` (default: none).
+
+        The worker limits its shared producer's records to the smallest record
+        limit of these topics (with its channels' and dead letters'), so that a
+        too-large output is refused before it is produced.
+        """
+        return ()
+
+    @abstractmethod
+    def open(self, ctx: SinkContext) -> SinkWriter:
+        """A new writer for one subtask, as `ctx` describes it.
+
+        Raises `ConfigurationError` for a sink that cannot be written from that
+        subtask (it fails the worker, and the run); must not produce anything yet:
+        the writer's `recover` comes first.
+        """
 
 
 @dataclass(eq=False)
@@ -146,6 +252,10 @@ class Job:
 
     def source(self, source: Source, *, parallelism: int | None = None) -> Stream:
         """Start a stream reading `source`."""
+        if not isinstance(source, Source):
+            raise ConfigurationError(
+                f"{source!r} is not a kstream Source (subclass kstream.Source, e.g. KafkaSource)"
+            )
         node = Node("source", name=source.name)
         stage = Stage(len(self.stages), node, parallelism, source=source)
         self.stages.append(stage)
@@ -211,6 +321,10 @@ class Stream:
 
     def sink(self, sink: Sink) -> None:
         """Write every value to `sink`."""
+        if not isinstance(sink, Sink):
+            raise ConfigurationError(
+                f"{sink!r} is not a kstream Sink (subclass kstream.Sink, e.g. KafkaSink)"
+            )
         self._node.children.append(Node("sink", sink=sink, name=sink.name))
 
 

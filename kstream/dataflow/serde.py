@@ -11,13 +11,9 @@ import json
 import pickle
 from typing import Any, Protocol
 
-from kstream.errors import ConfigurationError, RecordError
+from kstream.errors import ConfigurationError, DecodeError, RecordError
 
 __all__ = ["BYTES", "JSON", "PICKLE", "STR", "DecodeError", "Serde", "serde"]
-
-
-class DecodeError(RecordError):
-    """A record's bytes are not valid for its serde."""
 
 
 class Serde(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -61,6 +61,16 @@ class Admin:
         self.bootstrap = bootstrap
         self._client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
 
+    def _metadata(self, topic: str | None = None) -> Any:
+        """The cluster's metadata (of `topic` only, if given); `KafkaUnavailableError` if none."""
+        try:
+            return self._client.list_topics(topic=topic, timeout=ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"Kafka at {self.bootstrap} gave no metadata within {ADMIN_TIMEOUT_S:.0f}s "
+                f"({exc.args[0]})"
+            ) from None
+
     def check_reachable(self, timeout: float = 10.0) -> None:
         """Raise `KafkaUnavailableError` unless the cluster answers within `timeout`.
 
@@ -87,12 +97,17 @@ class Admin:
             ResourceType,
         )
 
-        md = self._client.list_topics(timeout=ADMIN_TIMEOUT_S)
+        md = self._metadata()
         if not md.brokers:
             return None
         resource = ConfigResource(ResourceType.BROKER, str(next(iter(md.brokers))))
         for fut in self._client.describe_configs([resource]).values():
-            entries = fut.result(timeout=ADMIN_TIMEOUT_S)
+            try:
+                entries = fut.result(timeout=ADMIN_TIMEOUT_S)
+            except KafkaException as exc:
+                raise KafkaUnavailableError(
+                    f"cannot read broker setting {name}: {exc.args[0]}"
+                ) from None
             entry = entries.get(name)
             if entry is not None and entry.value is not None:
                 return str(entry.value)
@@ -126,14 +141,14 @@ class Admin:
 
     def partitions(self, topic: str) -> int | None:
         """Number of partitions of `topic`, or None if it does not exist."""
-        md = self._client.list_topics(topic=topic, timeout=ADMIN_TIMEOUT_S)
+        md = self._metadata(topic)
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None:
             return None
         return len(meta.partitions)
 
     def topics(self) -> set[str]:
-        return set(self._client.list_topics(timeout=ADMIN_TIMEOUT_S).topics)
+        return set(self._metadata().topics)
 
     def create_topics(
         self,
@@ -180,7 +195,7 @@ class Admin:
         deadline = time.monotonic() + ADMIN_TIMEOUT_S
         waiting = set(topics)
         while True:
-            md = self._client.list_topics(timeout=ADMIN_TIMEOUT_S)
+            md = self._metadata()
             waiting = {name for name in waiting if not _led(md.topics.get(name))}
             if not waiting:
                 return
@@ -257,6 +272,10 @@ class Admin:
                 )
                 for p in range(n)
             }
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"cannot read the offsets of {topic}: {exc.args[0]}"
+            ) from None
         finally:
             consumer.close()
 

@@ -37,10 +37,11 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
-from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
+from kstream.errors import ProtocolError, RecordTooLargeError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, RECORD_OVERHEAD
+from kstream.runtime.kafka import produce
 from kstream.runtime.state import key_bytes
 
 __all__ = [
@@ -161,7 +162,7 @@ class ChannelWriter:
         size, n = len(data), len(batch)
         if size <= self._room:
             self._fitted(size, n)
-            self._produce(data, partition)
+            produce(self._producer, self._topic, data, None, partition, kind="channel")
             self.sent += n
         elif n == 1:
             self._reject(batch[0], size, partition)
@@ -191,18 +192,4 @@ class ChannelWriter:
         self.flush()
         data = encode_barrier(checkpoint, self._generation)
         for j in range(self._d):
-            self._produce(data, self._base + j)
-
-    def _produce(self, data: bytes, partition: int) -> None:
-        while True:
-            try:
-                self._producer.produce(self._topic, data, partition=partition)
-                return
-            except BufferError:
-                # The local queue is full: serve delivery reports until it drains.
-                self._producer.poll(0.05)
-            except KafkaException as exc:
-                # kstream's own write failed, not a user's record: stop the worker.
-                raise KafkaUnavailableError(
-                    f"cannot write to channel {self._topic}[{partition}]: {exc.args[0]}"
-                ) from None
+            produce(self._producer, self._topic, data, None, self._base + j, kind="channel")

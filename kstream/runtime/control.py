@@ -42,11 +42,20 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kstream.errors import KafkaUnavailableError, ProtocolError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, record_bytes
 from kstream.protocol.names import control_topic, history_group
+from kstream.runtime.kafka import (
+    IDEMPOTENT,
+    MANUAL_OFFSETS,
+    client_config,
+    kafka_error,
+    produce,
+    request,
+)
+from kstream.runtime.kafka import flush as flush_producer
 
 __all__ = ["ControlReader", "ControlWriter", "read_history"]
 
@@ -66,14 +75,7 @@ class ControlWriter:
 
     def __init__(self, bootstrap: str, job: str) -> None:
         self.topic = control_topic(job)
-        self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "enable.idempotence": True,
-                "linger.ms": 0,
-                "log_level": 0,
-            }
-        )
+        self._producer = Producer(client_config(bootstrap, IDEMPOTENT, {"linger.ms": 0}))
 
     def send(self, message: Message, *, flush: bool = True) -> None:
         """Append `message` (its ``reason`` cut to `REASON_CHARS`).
@@ -91,17 +93,14 @@ class ControlWriter:
                 f"control message {message.get('type')!r} of {len(data)} bytes exceeds the "
                 f"{MAX_CONTROL_BYTES} bytes a record of {self.topic} may hold"
             )
-        self._producer.produce(self.topic, data, partition=0)
+        produce(self._producer, self.topic, data, None, 0, kind="control topic")
         if flush:
             self.flush()
         else:
             self._producer.poll(0)
 
     def flush(self) -> None:
-        if self._producer.flush(FLUSH_TIMEOUT_S):
-            raise KafkaUnavailableError(
-                f"control message to {self.topic} not acknowledged within {FLUSH_TIMEOUT_S:.0f}s"
-            )
+        flush_producer(self._producer, FLUSH_TIMEOUT_S, f"control messages to {self.topic}")
 
 
 class ControlReader:
@@ -110,24 +109,17 @@ class ControlReader:
     def __init__(self, bootstrap: str, job: str, group: str, start: int = 0) -> None:
         self.topic = control_topic(job)
         self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "enable.partition.eof": False,
-                "fetch.wait.max.ms": 10,
-                "log_level": 0,
-            }
+            client_config(bootstrap, MANUAL_OFFSETS, {"group.id": group, "fetch.wait.max.ms": 10})
         )
         self._consumer.assign([TopicPartition(self.topic, 0, start)])
 
     def end_offset(self) -> int:
-        from kstream.infra.admin import retrying
-
-        _, high = retrying(
+        _, high = request(
             lambda: self._consumer.get_watermark_offsets(
                 TopicPartition(self.topic, 0), timeout=FLUSH_TIMEOUT_S, cached=False
-            )
+            ),
+            f"cannot read the end of {self.topic}",
+            FLUSH_TIMEOUT_S,
         )
         return int(high)
 
@@ -139,7 +131,7 @@ class ControlReader:
             if err is not None:
                 if err.retriable() or not err.fatal():
                     continue
-                raise KafkaException(err)
+                raise kafka_error(err, f"cannot read {self.topic}")
             raw = msg.value()
             if raw is None:
                 continue

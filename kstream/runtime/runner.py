@@ -189,15 +189,13 @@ class Runner:
                 stage.source.partitions(self.bootstrap)  # raises for a missing topic
         for stage in self.job.stages:
             for node in sink_nodes(stage.root):
-                if stage.source is None and getattr(node.sink, "lineage", False):
-                    name = getattr(node.sink, "name", node.name)
+                assert node.sink is not None
+                if stage.source is None and node.sink.lineage:
                     raise ConfigurationError(
-                        f"sink {name}: lineage needs the sink in its source's stage "
+                        f"sink {node.sink.name}: lineage needs the sink in its source's stage "
                         "(no key_by or rebalance before it): positions do not cross channels"
                     )
-                check = getattr(node.sink, "check", None)
-                if check is not None:
-                    check(self.bootstrap)
+                node.sink.check(self.bootstrap)
         if self.guarantee == "exactly-once":
             self.transaction_timeout_s = transaction_timeout(
                 self.config, self.transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)

@@ -108,7 +108,7 @@ class SinkContext:
     #: for a commit to free a transactional producer calls this). Raises
     #: `RollbackInterrupt` if a rollback arrives meanwhile: let it propagate.
     pump: Callable[[], None] = lambda: None
-    #: Raises `KafkaUnavailableError` if the shared `producer` failed to deliver
+    #: Raises `RecordLostError` if the shared `producer` failed to deliver
     #: a record (its delivery errors are collected producer-wide).
     raise_if_undelivered: Callable[[], None] = lambda: None
     #: (topic, partition, offset) of the source record being processed, for

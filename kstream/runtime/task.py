@@ -28,7 +28,6 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
     Consumer,
-    KafkaException,
     Message,
     TopicPartition,
 )
@@ -39,7 +38,6 @@ from kstream.errors import (
     CheckpointError,
     ConfigurationError,
     JobFailedError,
-    KafkaUnavailableError,
     KStreamError,
     RecordError,
     RecordTooLargeError,
@@ -78,6 +76,7 @@ from kstream.runtime.channel import (
     barrier_checkpoint,
     decode_header,
 )
+from kstream.runtime.kafka import MANUAL_OFFSETS, READ_COMMITTED, client_config, produce, request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta
 from kstream.runtime.state import StateStore, key_bytes
@@ -195,17 +194,17 @@ class Subtask:
             writer.recover(restore_from, kept)
             writer.begin_epoch(self._epoch)
         self.consumer = Consumer(
-            {
-                "bootstrap.servers": rt.bootstrap,
-                "group.id": task_group(self.job.name, self.id),
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": False,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 50,
-                "queued.max.messages.kbytes": 32768,
-                "log_level": 0,
-            }
+            client_config(
+                rt.bootstrap,
+                MANUAL_OFFSETS,
+                READ_COMMITTED,
+                {
+                    "group.id": task_group(self.job.name, self.id),
+                    "enable.auto.offset.store": False,
+                    "fetch.wait.max.ms": 50,
+                    "queued.max.messages.kbytes": 32768,
+                },
+            )
         )
 
     # -- the chain ----------------------------------------------------------
@@ -259,11 +258,8 @@ class Subtask:
             return process
         if node.kind == "sink":
             assert node.sink is not None
-            opener = getattr(node.sink, "open", None)
-            if opener is None:
-                raise ConfigurationError(f"sink {node.sink.name} cannot be opened")
             ordinal = len(self.sinks)
-            writer: SinkWriter = opener(
+            writer: SinkWriter = node.sink.open(
                 SinkContext(
                     self.rt.bootstrap,
                     self.job.name,
@@ -372,17 +368,7 @@ class Subtask:
         topic = dead_letter_topic(self.job.name)
         # The dead letter must fit where the record did not: cut to fit, marked.
         key, payload, headers = fit_dead_letter(key, payload, headers, self.rt.max_record_bytes)
-        producer = self.rt.producer
-        while True:
-            try:
-                producer.produce(topic, payload, key, headers=headers)
-                break
-            except BufferError:
-                producer.poll(0.05)  # local queue full: serve deliveries until it drains
-            except KafkaException as err:
-                raise KafkaUnavailableError(
-                    f"cannot write a dead letter to {topic}: {err.args[0]}"
-                ) from None
+        produce(self.rt.producer, topic, payload, key, headers=headers, kind="dead-letter topic")
         self.stats.dead_letters += 1
         self.stats.last_dead_letter = f"{self.id}: {what}: {type(exc).__name__}: {exc}"[:300]
         log.warning("%s: %s sent to %s: %s: %s", self.id, what, topic, type(exc).__name__, exc)
@@ -519,10 +505,10 @@ class SourceTask(Subtask):
         super().__init__(rt, spec, restore_from)
         source = self.stage.source
         assert source is not None
-        self.topic: str = getattr(source, "topic")  # noqa: B009 - Source protocol has no topic
-        self.loads = getattr(source, "serde").loads  # noqa: B009
+        self.topic = source.topic
+        self.loads = source.serde.loads
         n = source.partitions(rt.bootstrap)
-        start = OFFSET_END if getattr(source, "start", "earliest") == "latest" else OFFSET_BEGINNING
+        start = OFFSET_END if source.start == "latest" else OFFSET_BEGINNING
         self.positions: dict[int, int] = {
             p: start for p in range(n) if p % spec.parallelism == spec.index
         }
@@ -532,8 +518,12 @@ class SourceTask(Subtask):
         if self._at_most_once and self.positions:
             # Never replay: resume after the last record handed to processing, as
             # committed before processing it, if that is past the checkpoint.
-            committed = self.consumer.committed(
-                [TopicPartition(self.topic, p) for p in self.positions], timeout=30
+            committed = request(
+                lambda: self.consumer.committed(
+                    [TopicPartition(self.topic, p) for p in self.positions], timeout=30
+                ),
+                f"cannot read the committed offsets of {self.topic}",
+                30,
             )
             for tp in committed:
                 if tp.offset >= 0 and tp.offset > self.positions.get(tp.partition, -1):
@@ -571,9 +561,10 @@ class SourceTask(Subtask):
             last: dict[int, int] = {}
             for m in msgs:
                 last[m.partition() or 0] = (m.offset() or 0) + 1
-            self.consumer.commit(
-                offsets=[TopicPartition(self.topic, p, o) for p, o in last.items()],
-                asynchronous=False,
+            offsets = [TopicPartition(self.topic, p, o) for p, o in last.items()]
+            request(
+                lambda: self.consumer.commit(offsets=offsets, asynchronous=False),
+                f"cannot commit the offsets of {self.topic}",
             )
         push, loads, positions = self.push, self.loads, self.positions
         for m in msgs:

@@ -23,12 +23,13 @@ from confluent_kafka import KafkaError, Message, Producer
 from kstream.dataflow.identity import JobIdentity
 from kstream.dataflow.job import Job, sink_nodes
 from kstream.dataflow.plan import Plan, plan
-from kstream.errors import CheckpointError, JobFailedError, KafkaUnavailableError
+from kstream.errors import CheckpointError, JobFailedError, KafkaUnavailableError, RecordLostError
 from kstream.infra.admin import Admin
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
 from kstream.protocol.names import dead_letter_topic, worker_group
 from kstream.runtime.control import ControlReader, ControlWriter
+from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.sink import Guarantee, RollbackInterrupt
 from kstream.runtime.snapshot import LocalCheckpointStorage
@@ -79,27 +80,24 @@ class Worker:
         #: The largest record the shared producer writes (`kstream.protocol.limits`).
         self.max_record_bytes = _shared_producer_limit(bootstrap, self.plan, guarantee)
         self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "enable.idempotence": True,
-                # A channel with a gap (a record lost, a later barrier delivered)
-                # would break the snapshot's consistency: make any gap fatal, so the
-                # worker dies and the job rolls back instead.
-                "enable.gapless.guarantee": True,
-                "linger.ms": 5,
-                "batch.size": 1_000_000,
-                "compression.type": "lz4",
-                "queue.buffering.max.messages": 1_000_000,
-                "queue.buffering.max.kbytes": 1_048_576,
-                # Every record it accepts, and every batch it builds, fits each topic it
-                # writes; writers check records against this before producing.
-                "message.max.bytes": self.max_record_bytes,
-                # Per-record delivery callbacks cost a Python call each; only
-                # failures need one, and one producer-wide callback sees them all.
-                "delivery.report.only.error": True,
-                "on_delivery": self._on_delivery_error,
-                "log_level": 0,
-            }
+            client_config(
+                bootstrap,
+                IDEMPOTENT,
+                BATCHING,
+                {
+                    # A channel with a gap (a record lost, a later barrier delivered)
+                    # would break the snapshot's consistency: make any gap fatal, so the
+                    # worker dies and the job rolls back instead.
+                    "enable.gapless.guarantee": True,
+                    "queue.buffering.max.kbytes": 1_048_576,
+                    # Every record it accepts, and every batch it builds, fits each topic
+                    # it writes; writers check records against this before producing.
+                    "message.max.bytes": self.max_record_bytes,
+                    # Only failures call back (`BATCHING`); one producer-wide
+                    # callback sees them all.
+                    "on_delivery": self._on_delivery_error,
+                },
+            )
         )
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
         self.faults = Faults.from_env()
@@ -122,14 +120,14 @@ class Worker:
             self._undelivered.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
 
     def raise_if_undelivered(self) -> None:
-        """Raise `KafkaUnavailableError` if a record of the shared producer was lost.
+        """Raise `RecordLostError` if a record of the shared producer was lost.
 
         The worker then dies and the job rolls back to its latest checkpoint,
         which no lost record can be part of: a checkpoint is acked only after
         this check (and a sink's pre-commit flushes and checks first).
         """
         if self._undelivered:
-            raise KafkaUnavailableError(
+            raise RecordLostError(
                 f"{len(self._undelivered)} records not delivered, e.g. {self._undelivered[0]}"
             )
 
@@ -379,8 +377,7 @@ def _shared_producer_limit(bootstrap: str, job_plan: Plan, guarantee: Guarantee)
     if guarantee != "exactly-once":
         for stage in job_plan.job.stages:
             for node in sink_nodes(stage.root):
-                topic = getattr(node.sink, "topic", None)
-                if isinstance(topic, str):
-                    topics.append(topic)
+                assert node.sink is not None
+                topics.extend(node.sink.topics())
     found = Admin(bootstrap).topic_config(topics, MAX_MESSAGE_BYTES)
     return producer_limit(int(found.get(t, INTERNAL_TOPIC_MAX_BYTES)) for t in topics)

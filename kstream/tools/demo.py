@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import shutil
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kstream.audit.checks import Record, ViolationKind, running_count_violations
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.infra.broker import cache_dir
@@ -64,19 +65,25 @@ def smoke(records: int, bootstrap: str | None, say: Say) -> bool:
     return ok
 
 
-@dataclass
+@dataclass(frozen=True)
 class CountCheck:
-    """How a running word count's output compares with the truth from its input."""
+    """How a running word count's output compares with the truth from its input.
+
+    The figures of the audit's definition (`kstream.audit.checks.running_count`).
+    """
 
     words: int = 0
     outputs: int = 0
-    #: Words whose largest emitted count differs from their number of occurrences.
+    #: Words whose largest emitted count differs from their number of occurrences
+    #: (the count itself is missing, or larger counts were emitted), then output
+    #: keys that are no input word.
     wrong_final: list[str] = field(default_factory=list)
     #: Outputs beyond the first for a (word, count) pair.
     duplicates: int = 0
     #: Counts in 1..N never emitted.
     missing: int = 0
-    #: Outputs lower than an earlier output for the same word in the same partition.
+    #: Outputs lower than an earlier output for the same word in the same partition
+    #: (duplicates aside).
     out_of_order: int = 0
 
     @property
@@ -96,24 +103,25 @@ class CountCheck:
 def check_running_counts(lines: list[str], output: list[ReadRecord]) -> CountCheck:
     """Compare a running word count's output with the counts in `lines`."""
     truth = Counter(w for line in lines for w in line.split())
-    seen: dict[str, list[int]] = defaultdict(list)
-    highest: dict[tuple[int, str], int] = {}
-    check = CountCheck(words=len(truth), outputs=len(output))
-    for r in sorted(output, key=lambda r: (r.partition, r.offset)):
-        word, value = (r.key or b"").decode(), int(r.value or b"0")
-        seen[word].append(value)
-        top = highest.get((r.partition, word), 0)
-        if value < top:
-            check.out_of_order += 1
-        highest[(r.partition, word)] = max(value, top)
-    for word, n in truth.items():
-        values = seen.get(word, [])
-        if max(values, default=0) != n:
-            check.wrong_final.append(word)
-        check.duplicates += len(values) - len(set(values))
-        check.missing += len(set(range(1, n + 1)) - set(values))
-    check.wrong_final += [w for w in seen if w not in truth]
-    return check
+    records = [Record(r.partition, r.offset, r.key, r.value) for r in output]
+    violations = running_count_violations(truth, records, output[0].topic if output else "")
+    kinds = Counter(v.kind for v in violations)
+    # A lost violation names its word and the missing count.
+    final_lost = {
+        v.key
+        for v in violations
+        if v.kind is ViolationKind.LOST and v.key is not None and v.value == str(truth[v.key])
+    }
+    too_high = {v.key for v in violations if v.kind is ViolationKind.UNEXPECTED}
+    return CountCheck(
+        words=len(truth),
+        outputs=len(output),
+        wrong_final=[w for w in truth if w in final_lost or w in too_high]
+        + sorted(k for k in too_high if k is not None and k not in truth),
+        duplicates=kinds[ViolationKind.DUPLICATE],
+        missing=kinds[ViolationKind.LOST],
+        out_of_order=kinds[ViolationKind.OUT_OF_ORDER],
+    )
 
 
 @dataclass

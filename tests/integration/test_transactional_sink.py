@@ -9,6 +9,7 @@ from confluent_kafka import Producer
 
 from kstream.connectors import kafka as kafka_connector
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
+from kstream.errors import KafkaUnavailableError, ProducerFencedError
 from kstream.infra.admin import Admin
 from kstream.protocol.names import commit_topic
 from kstream.runtime.sink import SinkContext
@@ -90,3 +91,18 @@ def test_the_newest_committed_marker_is_found_behind_many_aborted_ones(
     assert high - low >= 5 * 2 + 30 * 2  # data and transaction markers
     monkeypatch.setattr(kafka_connector, "MARKER_WINDOW", 4)  # 4, 16, 64 offsets back
     assert _writer(bootstrap, job, topic)._last_committed() == 5
+
+
+def test_a_fenced_writer_says_fenced_not_retry_later(
+    bootstrap: str, job_and_topic: tuple[str, str]
+) -> None:
+    job, topic = job_and_topic
+    zombie = _writer(bootstrap, job, topic)
+    zombie.recover(None, None)
+    zombie.write(("a", 1))
+    zombie.pre_commit(1)
+    # A successor (a newer generation of the same subtask) fences every slot.
+    _writer(bootstrap, job, topic).recover(None, None)
+    with pytest.raises(ProducerFencedError, match="transactional commit failed") as raised:
+        zombie.commit(1)
+    assert not isinstance(raised.value, KafkaUnavailableError)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kstream.errors import KafkaUnavailableError
+from kstream.errors import RecordLostError
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.runtime.worker import Worker
@@ -30,5 +30,5 @@ def test_an_undelivered_record_raises(bootstrap: str, tmp_path: Path) -> None:
     # Queued before the producer knows the topic's metadata, so it fails on delivery.
     worker.producer.produce(topic, b"lost", partition=5)
     assert worker.producer.flush(30) == 0
-    with pytest.raises(KafkaUnavailableError, match=r"1 records not delivered.*\[5\]"):
+    with pytest.raises(RecordLostError, match=r"1 records not delivered.*\[5\]"):
         worker.raise_if_undelivered()

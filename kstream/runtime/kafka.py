@@ -1,0 +1,186 @@
+"""The Kafka client mechanics of kstream, in one place.
+
+* **Presets**: the configuration layers the runtime's clients share
+  (`client_config` merges them), so a setting and its reason are written once.
+* **Produce with backpressure**: `produce` hands one record to a producer and,
+  while the producer's local queue is full, serves delivery reports until there
+  is room, instead of failing with `BufferError`.
+* **Flush**: `flush` waits for acknowledgements within a bound.
+* **Requests**: `request` (offsets, metadata) and `transact` (transactional
+  calls) retry what librdkafka marks retriable, until a deadline.
+* **Errors**: `kafka_error` turns a Kafka error into kstream's tree
+  (`kstream.errors`): fenced -> `ProducerFencedError`; a transaction that must
+  abort because a record of it failed -> `RecordLostError`; anything else ->
+  `KafkaUnavailableError`. No `KafkaException` leaves these helpers.
+
+`produce` adds no work per record on the path that succeeds: one call and a
+``try`` (free in CPython until something is raised); it passes ``headers`` only
+when there are some (an explicit ``headers=None`` costs the binding about a
+microsecond per call, more than the rest of the produce).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from kstream.errors import (
+    KafkaUnavailableError,
+    KStreamError,
+    ProducerFencedError,
+    RecordLostError,
+)
+from kstream.infra.admin import retrying
+
+__all__ = [
+    "BATCHING",
+    "FENCED_CODES",
+    "IDEMPOTENT",
+    "MANUAL_OFFSETS",
+    "PARTITION_UA",
+    "READ_COMMITTED",
+    "TXN_TIMEOUT_S",
+    "Config",
+    "client_config",
+    "flush",
+    "kafka_error",
+    "produce",
+    "request",
+    "transact",
+]
+
+T = TypeVar("T")
+
+#: A librdkafka configuration.
+Config = dict[str, Any]
+
+#: A producer that retries without duplicating or reordering records.
+IDEMPOTENT: Mapping[str, Any] = {"enable.idempotence": True}
+#: Producers that write many records: a produce call costs microseconds when
+#: records are batched, compressed and queued deeply. Only failed deliveries
+#: call back (a callback per record would cost a Python call each).
+BATCHING: Mapping[str, Any] = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "compression.type": "lz4",
+    "queue.buffering.max.messages": 1_000_000,
+    "delivery.report.only.error": True,
+}
+#: Consumers whose positions live in checkpoints (or nowhere), never in
+#: automatic group commits.
+MANUAL_OFFSETS: Mapping[str, Any] = {"enable.auto.commit": False, "enable.partition.eof": False}
+#: Consumers that see only committed transactions.
+READ_COMMITTED: Mapping[str, Any] = {"isolation.level": "read_committed"}
+
+#: librdkafka's "no partition given": the producer's partitioner picks one
+#: (confluent-kafka's own constant is missing from its type stubs).
+PARTITION_UA = -1
+
+#: Bound on one transactional call (init, commit) against a healthy broker.
+TXN_TIMEOUT_S = 60.0
+#: While a producer's local queue is full, serve delivery reports this long
+#: before trying again (they free the queue).
+BACKPRESSURE_POLL_S = 0.05
+
+#: Codes saying a newer producer initialised this transactional id.
+FENCED_CODES = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+
+
+def client_config(bootstrap: str, *layers: Mapping[str, Any]) -> Config:
+    """A client configuration for `bootstrap`: quiet, then `layers` in order (later wins).
+
+    librdkafka's own log lines are off: kstream reports what goes wrong itself,
+    through the errors its helpers raise.
+    """
+    config: Config = {"bootstrap.servers": bootstrap, "log_level": 0}
+    for layer in layers:
+        config.update(layer)
+    return config
+
+
+def kafka_error(error: KafkaException | KafkaError, what: str) -> KStreamError:
+    """kstream's error for a Kafka error met while doing `what` (a short phrase)."""
+    err = error.args[0] if isinstance(error, KafkaException) else error
+    if not isinstance(err, KafkaError):
+        return KafkaUnavailableError(f"{what}: {err}")
+    if err.code() in FENCED_CODES:
+        return ProducerFencedError(
+            f"{what}: {err.str()} (another process took over this producer's transactional id)"
+        )
+    if err.txn_requires_abort():
+        return RecordLostError(f"{what}: {err.str()} (a record of the transaction failed)")
+    return KafkaUnavailableError(f"{what}: {err.str()}")
+
+
+def produce(
+    producer: Producer,
+    topic: str,
+    value: bytes | None,
+    key: bytes | None = None,
+    partition: int = PARTITION_UA,
+    headers: Sequence[tuple[str, str | bytes | None]] | None = None,
+    *,
+    kind: str = "topic",
+) -> None:
+    """Hand one record to `producer`, waiting while its local queue is full.
+
+    Raises kstream's error (`kafka_error`) if the producer refuses the record
+    (an unknown partition, a fatal producer state); `kind` names the destination
+    in the message ("channel", "dead-letter topic"). Callers size records
+    beforehand, so a refusal is kstream's own I/O failing, never a record's
+    fault: it stops the worker rather than feeding the job's error policy.
+    Delivery failures arrive later, through the producer's callback.
+    """
+    while True:
+        try:
+            # `headers=None` costs librdkafka's binding more than the produce itself.
+            if headers is None:
+                producer.produce(topic, value, key, partition)
+            else:
+                # The binding reads any sequence; its stubs say list.
+                producer.produce(topic, value, key, partition, headers=cast(Any, headers))
+            return
+        except BufferError:
+            producer.poll(BACKPRESSURE_POLL_S)
+        except KafkaException as exc:
+            place = topic if partition == PARTITION_UA else f"{topic}[{partition}]"
+            raise kafka_error(exc, f"cannot write to {kind} {place}") from None
+
+
+def flush(producer: Producer, timeout: float, what: str) -> None:
+    """Wait until every record of `producer` is acknowledged, at most `timeout` seconds.
+
+    Raises `KafkaUnavailableError` (naming `what`) if some are still pending.
+    """
+    pending = producer.flush(timeout)
+    if pending:
+        raise KafkaUnavailableError(
+            f"{what}: {pending} deliveries pending after waiting {timeout:.0f}s"
+        )
+
+
+def request(call: Callable[[], T], what: str, timeout: float = TXN_TIMEOUT_S) -> T:
+    """Run one request to the cluster (offsets, metadata) and return its answer.
+
+    Transient errors (retriable, or a leader not known yet) are retried until
+    `timeout`; anything else, or the last, is raised as kstream's error
+    (`kafka_error`) for doing `what`.
+    """
+    try:
+        return retrying(call, timeout)
+    except KafkaException as exc:
+        raise kafka_error(exc, what) from None
+
+
+def transact(call: Callable[[float], None], what: str, timeout: float = TXN_TIMEOUT_S) -> None:
+    """Run a transactional call (``init_transactions``, ``commit_transaction``...).
+
+    Errors librdkafka marks retriable are retried until `timeout`; anything else
+    (fenced, fatal, abortable) is raised as kstream's error (`kafka_error`): the
+    worker dies and the job recovers, which re-commits from the write-ahead copy.
+    """
+    request(lambda: call(timeout), f"transactional {what} failed", timeout)

@@ -1,0 +1,81 @@
+"""The runtime's Kafka helpers against a real broker: backpressure and error translation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Producer
+
+import kstream.infra.admin as admin_module
+from kstream import KafkaSink, KafkaSource
+from kstream.errors import KafkaUnavailableError
+from kstream.infra.admin import Admin
+from kstream.protocol.names import control_topic
+from kstream.runtime.control import ControlWriter
+from kstream.runtime.kafka import IDEMPOTENT, client_config, flush, produce
+from kstream.testing import read_all, unique_name
+
+pytestmark = pytest.mark.broker
+
+
+def test_produce_waits_for_room_instead_of_failing_on_a_full_queue(
+    bootstrap: str, admin: Admin
+) -> None:
+    topic = unique_name("backpressure")
+    admin.create_topics({topic: 1})
+    # A local queue of one record: every produce after the first finds it full
+    # until the broker acknowledges the one before.
+    producer = Producer(client_config(bootstrap, IDEMPOTENT, {"queue.buffering.max.messages": 1}))
+    values = [str(i).encode() for i in range(50)]
+    for value in values:
+        produce(producer, topic, value, b"k", 0)
+    flush(producer, 60, topic)
+    assert [r.value for r in read_all(bootstrap, topic)] == values
+
+
+def test_a_refused_produce_is_kstreams_error_naming_the_destination(
+    bootstrap: str, admin: Admin
+) -> None:
+    topic = unique_name("refused")
+    admin.create_topics({topic: 1})
+    producer = Producer(client_config(bootstrap))
+    producer.list_topics(topic, timeout=30)  # the partition count is known: produce checks it
+    with pytest.raises(KafkaUnavailableError, match=rf"cannot write to markers {topic}\[7\]"):
+        produce(producer, topic, b"v", None, 7, kind="markers")
+
+
+@pytest.mark.parametrize(
+    "public_call",
+    [
+        lambda where: KafkaSource("t").partitions(where),
+        lambda where: KafkaSink("t").check(where),
+        lambda where: read_all(where, "t"),
+    ],
+    ids=["source partitions", "sink check", "read_all"],
+)
+def test_an_unreachable_cluster_is_kstreams_error_not_a_bare_kafka_exception(
+    public_call: Callable[[str], object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing listens there: no need to wait long.
+    monkeypatch.setattr(admin_module, "ADMIN_TIMEOUT_S", 1.0)
+    with pytest.raises(KafkaUnavailableError, match=r"127\.0\.0\.1:1 gave no metadata"):
+        public_call("127.0.0.1:1")
+
+
+def test_control_messages_wait_for_room_in_a_full_queue(bootstrap: str, admin: Admin) -> None:
+    job = unique_name("ctljob")
+    admin.create_topics({control_topic(job): 1})
+    writer = ControlWriter(bootstrap, job)
+    # The writer's producer, with room for one record that lingers: the second
+    # send finds the queue full (it raised BufferError before control messages
+    # went through `produce`).
+    writer._producer = Producer(
+        client_config(bootstrap, IDEMPOTENT, {"queue.buffering.max.messages": 1, "linger.ms": 200})
+    )
+    for n in range(5):
+        writer.send({"type": "heartbeat", "n": n}, flush=False)
+    writer.flush()
+    values = [r.value for r in read_all(bootstrap, control_topic(job))]
+    assert values == [json.dumps({"type": "heartbeat", "n": n}).encode() for n in range(5)]
