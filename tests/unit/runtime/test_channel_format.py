@@ -42,8 +42,11 @@ class KeepingProducer:
         self._full = full
         self._fail = fail
 
-    def produce(self, topic: str, value: bytes, partition: int) -> None:
+    def produce(
+        self, topic: str, value: bytes, key: bytes | None = None, partition: int = -1
+    ) -> None:
         assert topic == TOPIC
+        assert key is None  # channel records carry no key
         if self._fail:
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "gone"))
         if self._full:
