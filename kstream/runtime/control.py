@@ -1,7 +1,8 @@
 """The control topic of a job: triggers, acks, completions, aborts, recoveries, heartbeats.
 
 ``kstream.<job>.control`` has one partition, so every reader sees one total
-order of control messages. Messages are JSON objects with a ``type`` field:
+order of control messages. Messages are JSON objects with a ``type`` field,
+each read and written through its class in `kstream.protocol.messages`:
 
 =========== ============================================ ==========================
 type        fields                                       written by
@@ -39,18 +40,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kstream.errors import KafkaUnavailableError, ProtocolError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, record_bytes
+from kstream.protocol.messages import ControlMessage, decode, decode_all
 from kstream.protocol.names import control_topic, history_group
 
-__all__ = ["ControlReader", "ControlWriter", "read_history"]
+__all__ = ["ControlReader", "ControlWriter", "read_history", "read_messages"]
 
-Message = dict[str, Any]
 #: Control messages are few and small; a flush waits at most this long.
 FLUSH_TIMEOUT_S = 30.0
 #: A reason (an error's text, which may quote a record) is cut to this many
@@ -75,20 +76,21 @@ class ControlWriter:
             }
         )
 
-    def send(self, message: Message, *, flush: bool = True) -> None:
+    def send(self, message: ControlMessage, *, flush: bool = True) -> None:
         """Append `message` (its ``reason`` cut to `REASON_CHARS`).
 
         Messages are small by construction; one that is not (offsets of
         thousands of partitions, say) raises `ProtocolError` naming its type
         and size rather than failing inside the producer.
         """
-        reason = message.get("reason")
+        body = message.to_dict()
+        reason = body.get("reason")
         if isinstance(reason, str) and len(reason) > REASON_CHARS:
-            message = {**message, "reason": reason[:REASON_CHARS] + " [cut]"}
-        data = json.dumps(message).encode()
+            body["reason"] = reason[:REASON_CHARS] + " [cut]"
+        data = json.dumps(body).encode()
         if record_bytes(None, data) > MAX_CONTROL_BYTES:
             raise ProtocolError(
-                f"control message {message.get('type')!r} of {len(data)} bytes exceeds the "
+                f"control message {message.TYPE!r} of {len(data)} bytes exceeds the "
                 f"{MAX_CONTROL_BYTES} bytes a record of {self.topic} may hold"
             )
         self._producer.produce(self.topic, data, partition=0)
@@ -131,9 +133,16 @@ class ControlReader:
         )
         return int(high)
 
-    def poll(self, timeout: float = 0.0, limit: int = 500) -> list[tuple[int, Message]]:
-        """Messages available now (waiting up to `timeout`), with their offsets."""
-        out: list[tuple[int, Message]] = []
+    def poll(self, timeout: float = 0.0, limit: int = 500) -> list[tuple[int, ControlMessage]]:
+        """Messages available now (waiting up to `timeout`), with their offsets.
+
+        Records that are no message (`kstream.protocol.messages.decode`) are skipped.
+        """
+        return _decoded(self._records(timeout, limit))
+
+    def _records(self, timeout: float, limit: int) -> list[tuple[int, dict[str, Any]]]:
+        """The JSON objects available now, with their offsets."""
+        out: list[tuple[int, dict[str, Any]]] = []
         for msg in self._consumer.consume(limit, timeout):
             err = msg.error()
             if err is not None:
@@ -151,15 +160,21 @@ class ControlReader:
                 out.append((msg.offset() or 0, body))
         return out
 
-    def read_to_end(self, timeout: float = 30.0) -> Iterator[tuple[int, Message]]:
+    def read_to_end(self, timeout: float = 30.0) -> Iterator[tuple[int, ControlMessage]]:
         """Every message up to the end offset as of this call."""
+        for offset, body in self._records_to_end(timeout):
+            message = decode(body)
+            if message is not None:
+                yield offset, message
+
+    def _records_to_end(self, timeout: float) -> Iterator[tuple[int, dict[str, Any]]]:
         end = self.end_offset()
         deadline = time.monotonic() + timeout
         last = -1
         while last + 1 < end:
             if time.monotonic() > deadline:
                 raise KafkaUnavailableError(f"could not read {self.topic} to its end")
-            for offset, body in self.poll(0.2):
+            for offset, body in self._records(0.2, 500):
                 last = offset
                 yield offset, body
             pos = self._consumer.position([TopicPartition(self.topic, 0)])[0].offset
@@ -170,14 +185,28 @@ class ControlReader:
         self._consumer.close()
 
 
-def read_history(bootstrap: str, job: str) -> list[Message]:
-    """All control messages of `job` so far (empty if the job never ran)."""
+def read_history(bootstrap: str, job: str) -> list[dict[str, Any]]:
+    """The control topic of `job` as it is written: JSON objects (empty if the job never ran)."""
     from kstream.infra.admin import Admin
 
     if Admin(bootstrap).partitions(control_topic(job)) is None:
         return []
     reader = ControlReader(bootstrap, job, group=history_group(job))
     try:
-        return [body for _, body in reader.read_to_end()]
+        return [body for _, body in reader._records_to_end(30.0)]
     finally:
         reader.close()
+
+
+def read_messages(bootstrap: str, job: str) -> list[ControlMessage]:
+    """All control messages of `job` so far, decoded (empty if the job never ran)."""
+    return decode_all(read_history(bootstrap, job))
+
+
+def _decoded(records: Iterable[tuple[int, object]]) -> list[tuple[int, ControlMessage]]:
+    out = []
+    for offset, body in records:
+        message = decode(body)
+        if message is not None:
+            out.append((offset, message))
+    return out
