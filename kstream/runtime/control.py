@@ -1,33 +1,27 @@
 """The control topic of a job: triggers, acks, completions, aborts, recoveries, heartbeats.
 
 ``kstream.<job>.control`` has one partition, so every reader sees one total
-order of control messages. Messages are JSON objects with a ``type`` field,
-each read and written through its class in `kstream.protocol.messages`:
+order of control messages. Messages are JSON objects with a ``type`` field;
+their classes and fields are defined in `kstream.protocol.messages`, and this
+module moves them (`ControlWriter.send` takes one, `ControlReader` yields them):
 
-=========== ============================================ ==========================
-type        fields                                       written by
-=========== ============================================ ==========================
-recover     generation, checkpoint (or null), reason,    coordinator
-            fresh (true: forget older checkpoints)
-trigger     checkpoint, generation, time                 coordinator
-ack         checkpoint, generation, task, size,          subtask (worker)
-            alignment_ms, sync_ms, channel_offsets
-decline     checkpoint, generation, task, reason         subtask (worker)
-complete    checkpoint, generation, duration_s, size,    coordinator
-            alignment_ms, time, identity (`JobIdentity`)
-abort       checkpoint, generation, reason               coordinator (also for each
-                                                         pending checkpoint when
-                                                         the job stops cleanly)
-heartbeat   worker, generation, time, process,           worker (every few seconds,
-            counters {in, out, dead_letters},            before each ack, and once
-            dead_letter (latest example)                 more at a clean stop)
-failed      reason                                       worker (a fatal job error)
-restore-    worker, generation, checkpoint, reason       worker (checkpoint unusable)
-failed
-coordinator incarnation, pid, host, state_dir, time,     runner (at start, every
-            stopped                                      second, and at a clean stop;
-                                                         see `kstream.presence`)
-=========== ============================================ ==========================
+=============== ==================== ================================================
+type            class                written by
+=============== ==================== ================================================
+recover         `Recovered`          coordinator (``fresh``: forget older checkpoints)
+trigger         `Triggered`          coordinator
+ack             `Acked`              subtask (worker)
+decline         `Declined`           subtask (worker)
+complete        `Completed`          coordinator (with the `JobIdentity`)
+abort           `Aborted`            coordinator (also for each pending checkpoint
+                                     when the job stops cleanly)
+heartbeat       `WorkerAlive`        worker (every few seconds, before each ack,
+                                     and once more at a clean stop)
+failed          `WorkerFailed`       worker (a fatal job error)
+restore-failed  `RestoreFailed`      worker (checkpoint unusable)
+coordinator     `Presence`           runner (at start, every second, and at a clean
+                                     stop; see `kstream.protocol.presence`)
+=============== ==================== ================================================
 
 The topic is the durable record of completed checkpoints: replaying it
 rebuilds the coordinator's history (`kstream.protocol.coordinator.replay`). A checkpoint
