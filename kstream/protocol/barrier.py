@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import assert_never
 
 from kstream.errors import ProtocolError
 
@@ -176,11 +177,15 @@ class Aligner:
 
     def handle(self, event: Event) -> list[Action]:
         """Feed one event; return the actions to carry out, in order."""
-        if isinstance(event, RecordArrived):
-            return [self._on_record(event)]
-        if isinstance(event, BarrierArrived):
-            return self._on_barrier(event)
-        return self._on_abort(event)
+        match event:
+            case RecordArrived():
+                return [self._on_record(event)]
+            case BarrierArrived():
+                return self._on_barrier(event)
+            case CheckpointAborted():
+                return self._on_abort(event)
+            case _:
+                assert_never(event)
 
     def _check_channel(self, channel: Channel) -> None:
         if channel not in self.channels:

@@ -19,9 +19,23 @@ replays a whole history (for ``kstream checkpoints``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, assert_never
+
+from kstream.protocol.messages import (
+    Aborted,
+    Acked,
+    Completed,
+    ControlMessage,
+    Declined,
+    Presence,
+    Recovered,
+    RestoreFailed,
+    Triggered,
+    WorkerAlive,
+    WorkerFailed,
+)
 
 __all__ = ["CheckpointRecord", "CheckpointTracker", "Status", "checkpoint_history"]
 
@@ -53,14 +67,6 @@ class CheckpointRecord:
         )
 
 
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 @dataclass(slots=True)
 class CheckpointTracker:
     """Follows control messages in topic order; knows every checkpoint's fate so far."""
@@ -70,46 +76,46 @@ class CheckpointTracker:
     #: The newest generation seen (in a trigger, a recover or any other message).
     generation: int = 0
 
-    def observe(self, message: Mapping[str, object]) -> list[CheckpointRecord]:
+    def observe(self, message: ControlMessage) -> list[CheckpointRecord]:
         """Feed one control message; return the checkpoints it ended, oldest first.
 
-        Messages that are not about checkpoints (acks, heartbeats, …) and
-        malformed ones end nothing.
+        Messages that are not about checkpoints (acks, heartbeats, …) end nothing.
         """
-        kind = message.get("type")
-        n = _int(message.get("checkpoint"))
-        g = _int(message.get("generation"))
-        if kind == "recover":
-            if g is None:
+        match message:
+            case Recovered(generation=g):
+                self.generation = max(self.generation, g)
+                why = message.reason or "recovery"
+                return self._end_older_than(g, f"rolled back in generation {g} ({why})")
+            case Triggered(checkpoint=n, generation=g):
+                self.generation = max(self.generation, g)
+                self.pending[n] = CheckpointRecord(n, g, triggered_at=message.time)
                 return []
-            self.generation = max(self.generation, g)
-            why = str(message.get("reason") or "recovery")
-            return self._end_older_than(g, f"rolled back in generation {g} ({why})")
-        if g is not None:
-            self.generation = max(self.generation, g)
-        if n is None:
-            return []
-        if kind == "trigger":
-            self.pending[n] = CheckpointRecord(n, g, triggered_at=_number(message.get("time")))
-            return []
-        if kind == "complete":
-            size = _int(message.get("size"))
-            record = replace(
-                self.pending.pop(n, CheckpointRecord(n, g)),
-                status="completed",
-                duration_s=_number(message.get("duration_s")),
-                alignment_ms=_number(message.get("alignment_ms")),
-                size=size,
-            )
-            return [record]
-        if kind == "abort":
-            reason = str(message.get("reason") or "")
-            return [
-                replace(
-                    self.pending.pop(n, CheckpointRecord(n, g)), status="aborted", reason=reason
+            case Completed(checkpoint=n, generation=g):
+                self.generation = max(self.generation, g)
+                record = replace(
+                    self.pending.pop(n, CheckpointRecord(n, g)),
+                    status="completed",
+                    duration_s=message.duration_s,
+                    alignment_ms=message.alignment_ms,
+                    size=message.size,
                 )
-            ]
-        return []
+                return [record]
+            case Aborted(checkpoint=n, generation=g):
+                self.generation = max(self.generation, g)
+                return [
+                    replace(
+                        self.pending.pop(n, CheckpointRecord(n, g)),
+                        status="aborted",
+                        reason=message.reason,
+                    )
+                ]
+            case Acked() | Declined() | WorkerAlive() | RestoreFailed():
+                self.generation = max(self.generation, message.generation)
+                return []
+            case WorkerFailed() | Presence():
+                return []
+            case _:
+                assert_never(message)
 
     def _end_older_than(self, generation: int, reason: str) -> list[CheckpointRecord]:
         ended = [
@@ -133,7 +139,7 @@ class CheckpointTracker:
         return out
 
 
-def checkpoint_history(messages: Iterable[Mapping[str, object]]) -> list[CheckpointRecord]:
+def checkpoint_history(messages: Iterable[ControlMessage]) -> list[CheckpointRecord]:
     """Every checkpoint named in `messages` (a job's control topic, in order), by id."""
     tracker = CheckpointTracker()
     ended: dict[int, CheckpointRecord] = {}

@@ -23,11 +23,27 @@ Invariants (checked by the tests):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from kstream.dataflow.identity import JobIdentity
 from kstream.errors import ConfigurationError
+from kstream.protocol.messages import (
+    Aborted,
+    Acked,
+    Completed,
+    ControlMessage,
+    Declined,
+    Presence,
+    Recovered,
+    RestoreFailed,
+    Triggered,
+    WorkerAlive,
+    WorkerFailed,
+    checkpoint_of,
+    generation_of,
+)
 
 __all__ = [
     "Abort",
@@ -261,17 +277,21 @@ class Coordinator:
             return self._on_damaged(event)
         if not self.started:
             return []
-        if isinstance(event, Tick):
-            return self._on_tick(event.now)
-        if isinstance(event, AckReceived):
-            return self._on_ack(event)
-        if isinstance(event, DeclineReceived):
-            return self._on_decline(event)
-        if isinstance(event, Heartbeat):
-            if event.generation == self.generation:
-                self.heartbeats[event.worker] = event.now
-            return []
-        return self._recover(event.now, f"worker {event.worker} lost: {event.reason}")
+        match event:
+            case Tick():
+                return self._on_tick(event.now)
+            case AckReceived():
+                return self._on_ack(event)
+            case DeclineReceived():
+                return self._on_decline(event)
+            case Heartbeat():
+                if event.generation == self.generation:
+                    self.heartbeats[event.worker] = event.now
+                return []
+            case WorkerLost():
+                return self._recover(event.now, f"worker {event.worker} lost: {event.reason}")
+            case _:
+                assert_never(event)
 
     def _on_damaged(self, event: CheckpointDamaged) -> list[Command]:
         if event.checkpoint not in self.completed:
@@ -360,8 +380,8 @@ class Coordinator:
         ]
 
 
-def replay(records: Iterable[Mapping[str, object]], retained: int) -> History:
-    """Rebuild `History` from control-topic messages (dicts with a ``type`` key), in order."""
+def replay(records: Iterable[ControlMessage], retained: int) -> History:
+    """Rebuild `History` from control-topic messages, in topic order."""
     if retained < 1:
         # `completed[-0:]` would keep every checkpoint instead of none.
         raise ConfigurationError(f"retained checkpoints must be >= 1, got {retained}")
@@ -370,21 +390,27 @@ def replay(records: Iterable[Mapping[str, object]], retained: int) -> History:
     completed: list[int] = []
     identity: JobIdentity | None = None
     for msg in records:
-        kind = msg.get("type")
-        n = msg.get("checkpoint")
-        g = msg.get("generation")
-        if isinstance(g, int):
-            generation = max(generation, g)
-        if kind == "recover" and msg.get("fresh") is True:
-            # A fresh start: earlier checkpoints belong to a previous life of the job name.
-            completed, identity = [], None
-        if isinstance(n, int):
-            max_checkpoint = max(max_checkpoint, n)
-            if kind == "complete":
-                completed.append(n)
-                raw = msg.get("identity")
-                try:
-                    identity = JobIdentity.from_json(raw) if isinstance(raw, Mapping) else None
-                except ValueError:
-                    identity = None
+        generation = max(generation, generation_of(msg) or 0)
+        max_checkpoint = max(max_checkpoint, checkpoint_of(msg) or 0)
+        match msg:
+            case Recovered(fresh=True):
+                # A fresh start: earlier checkpoints belong to a previous life of the job name.
+                completed, identity = [], None
+            case Completed():
+                completed.append(msg.checkpoint)
+                identity = msg.identity
+            case (
+                Recovered()
+                | Triggered()
+                | Acked()
+                | Declined()
+                | Aborted()
+                | WorkerAlive()
+                | WorkerFailed()
+                | RestoreFailed()
+                | Presence()
+            ):
+                pass  # only their generation and checkpoint ids count
+            case _:
+                assert_never(msg)
     return History(generation, max_checkpoint, tuple(completed[-retained:]), identity)

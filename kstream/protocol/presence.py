@@ -21,9 +21,9 @@ other's first announcement is visible.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+
+from kstream.protocol.messages import ControlMessage, Presence
 
 __all__ = [
     "HEARTBEAT_S",
@@ -44,60 +44,13 @@ WAIT_S = 3 * HEARTBEAT_S
 #: its runner has missed dozens of heartbeats. Generous, for clock skew between hosts.
 RECENT_S = 60.0
 
-_KIND = "coordinator"
 
-
-@dataclass(frozen=True, slots=True)
-class Presence:
-    """One announcement of a coordinator (the runner of `kstream run`)."""
-
-    incarnation: str
-    pid: int
-    host: str
-    state_dir: str
-    time: float
-    stopped: bool = False
-
-    def message(self) -> dict[str, Any]:
-        """Its control-topic form."""
-        return {
-            "type": _KIND,
-            "incarnation": self.incarnation,
-            "pid": self.pid,
-            "host": self.host,
-            "state_dir": self.state_dir,
-            "time": self.time,
-            "stopped": self.stopped,
-        }
-
-    @classmethod
-    def parse(cls, message: Mapping[str, object]) -> Presence | None:
-        """The presence a control message announces, or None (another kind, malformed)."""
-        if message.get("type") != _KIND:
-            return None
-        incarnation, pid, host = message.get("incarnation"), message.get("pid"), message.get("host")
-        state_dir, when = message.get("state_dir"), message.get("time")
-        if not (
-            isinstance(incarnation, str)
-            and isinstance(pid, int)
-            and isinstance(host, str)
-            and isinstance(state_dir, str)
-            and isinstance(when, (int, float))
-        ):
-            return None
-        return cls(incarnation, pid, host, state_dir, float(when), message.get("stopped") is True)
-
-    def describe(self) -> str:
-        return f"pid {self.pid} on {self.host}, state dir {self.state_dir}"
-
-
-def last_presence(messages: Iterable[Mapping[str, object]]) -> Presence | None:
+def last_presence(messages: Iterable[ControlMessage]) -> Presence | None:
     """The newest announcement among control messages (in topic order), if any."""
     last = None
     for message in messages:
-        presence = Presence.parse(message)
-        if presence is not None:
-            last = presence
+        if isinstance(message, Presence):
+            last = message
     return last
 
 
@@ -106,7 +59,7 @@ def needs_wait(last: Presence | None, now: float) -> bool:
     return last is not None and not last.stopped and now - last.time < RECENT_S
 
 
-def still_alive(later: Iterable[Mapping[str, object]]) -> Presence | None:
+def still_alive(later: Iterable[ControlMessage]) -> Presence | None:
     """The announcement proving another coordinator alive, among the control
     messages written since this runner began to start (it has not announced
     itself yet, so every announcement there is another runner's); None if the
@@ -114,7 +67,6 @@ def still_alive(later: Iterable[Mapping[str, object]]) -> Presence | None:
     """
     alive = None
     for message in later:
-        presence = Presence.parse(message)
-        if presence is not None:
-            alive = None if presence.stopped else presence
+        if isinstance(message, Presence):
+            alive = None if message.stopped else message
     return alive

@@ -1,32 +1,27 @@
 """The control topic of a job: triggers, acks, completions, aborts, recoveries, heartbeats.
 
 ``kstream.<job>.control`` has one partition, so every reader sees one total
-order of control messages. Messages are JSON objects with a ``type`` field:
+order of control messages. Messages are JSON objects with a ``type`` field;
+their classes and fields are defined in `kstream.protocol.messages`, and this
+module moves them (`ControlWriter.send` takes one, `ControlReader` yields them):
 
-=========== ============================================ ==========================
-type        fields                                       written by
-=========== ============================================ ==========================
-recover     generation, checkpoint (or null), reason,    coordinator
-            fresh (true: forget older checkpoints)
-trigger     checkpoint, generation, time                 coordinator
-ack         checkpoint, generation, task, size,          subtask (worker)
-            alignment_ms, sync_ms, channel_offsets
-decline     checkpoint, generation, task, reason         subtask (worker)
-complete    checkpoint, generation, duration_s, size,    coordinator
-            alignment_ms, time, identity (`JobIdentity`)
-abort       checkpoint, generation, reason               coordinator (also for each
-                                                         pending checkpoint when
-                                                         the job stops cleanly)
-heartbeat   worker, generation, time, process,           worker (every few seconds,
-            counters {in, out, dead_letters},            before each ack, and once
-            dead_letter (latest example)                 more at a clean stop)
-failed      reason                                       worker (a fatal job error)
-restore-    worker, generation, checkpoint, reason       worker (checkpoint unusable)
-failed
-coordinator incarnation, pid, host, state_dir, time,     runner (at start, every
-            stopped                                      second, and at a clean stop;
-                                                         see `kstream.presence`)
-=========== ============================================ ==========================
+=============== ==================== ================================================
+type            class                written by
+=============== ==================== ================================================
+recover         `Recovered`          coordinator (``fresh``: forget older checkpoints)
+trigger         `Triggered`          coordinator
+ack             `Acked`              subtask (worker)
+decline         `Declined`           subtask (worker)
+complete        `Completed`          coordinator (with the `JobIdentity`)
+abort           `Aborted`            coordinator (also for each pending checkpoint
+                                     when the job stops cleanly)
+heartbeat       `WorkerAlive`        worker (every few seconds, before each ack,
+                                     and once more at a clean stop)
+failed          `WorkerFailed`       worker (a fatal job error)
+restore-failed  `RestoreFailed`      worker (checkpoint unusable)
+coordinator     `Presence`           runner (at start, every second, and at a clean
+                                     stop; see `kstream.protocol.presence`)
+=============== ==================== ================================================
 
 The topic is the durable record of completed checkpoints: replaying it
 rebuilds the coordinator's history (`kstream.protocol.coordinator.replay`). A checkpoint
@@ -39,13 +34,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kstream.errors import KafkaUnavailableError, ProtocolError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, record_bytes
+from kstream.protocol.messages import ControlMessage, decode, decode_all
 from kstream.protocol.names import control_topic, history_group
 from kstream.runtime.kafka import (
     IDEMPOTENT,
@@ -57,9 +53,8 @@ from kstream.runtime.kafka import (
 )
 from kstream.runtime.kafka import flush as flush_producer
 
-__all__ = ["ControlReader", "ControlWriter", "read_history"]
+__all__ = ["ControlReader", "ControlWriter", "read_history", "read_messages"]
 
-Message = dict[str, Any]
 #: Control messages are few and small; a flush waits at most this long.
 FLUSH_TIMEOUT_S = 30.0
 #: A reason (an error's text, which may quote a record) is cut to this many
@@ -77,20 +72,21 @@ class ControlWriter:
         self.topic = control_topic(job)
         self._producer = Producer(client_config(bootstrap, IDEMPOTENT, {"linger.ms": 0}))
 
-    def send(self, message: Message, *, flush: bool = True) -> None:
+    def send(self, message: ControlMessage, *, flush: bool = True) -> None:
         """Append `message` (its ``reason`` cut to `REASON_CHARS`).
 
         Messages are small by construction; one that is not (offsets of
         thousands of partitions, say) raises `ProtocolError` naming its type
         and size rather than failing inside the producer.
         """
-        reason = message.get("reason")
+        body = message.to_dict()
+        reason = body.get("reason")
         if isinstance(reason, str) and len(reason) > REASON_CHARS:
-            message = {**message, "reason": reason[:REASON_CHARS] + " [cut]"}
-        data = json.dumps(message).encode()
+            body["reason"] = reason[:REASON_CHARS] + " [cut]"
+        data = json.dumps(body).encode()
         if record_bytes(None, data) > MAX_CONTROL_BYTES:
             raise ProtocolError(
-                f"control message {message.get('type')!r} of {len(data)} bytes exceeds the "
+                f"control message {message.TYPE!r} of {len(data)} bytes exceeds the "
                 f"{MAX_CONTROL_BYTES} bytes a record of {self.topic} may hold"
             )
         produce(self._producer, self.topic, data, None, 0, kind="control topic")
@@ -123,9 +119,16 @@ class ControlReader:
         )
         return int(high)
 
-    def poll(self, timeout: float = 0.0, limit: int = 500) -> list[tuple[int, Message]]:
-        """Messages available now (waiting up to `timeout`), with their offsets."""
-        out: list[tuple[int, Message]] = []
+    def poll(self, timeout: float = 0.0, limit: int = 500) -> list[tuple[int, ControlMessage]]:
+        """Messages available now (waiting up to `timeout`), with their offsets.
+
+        Records that are no message (`kstream.protocol.messages.decode`) are skipped.
+        """
+        return _decoded(self._records(timeout, limit))
+
+    def _records(self, timeout: float, limit: int) -> list[tuple[int, dict[str, Any]]]:
+        """The JSON objects available now, with their offsets."""
+        out: list[tuple[int, dict[str, Any]]] = []
         for msg in self._consumer.consume(limit, timeout):
             err = msg.error()
             if err is not None:
@@ -143,15 +146,21 @@ class ControlReader:
                 out.append((msg.offset() or 0, body))
         return out
 
-    def read_to_end(self, timeout: float = 30.0) -> Iterator[tuple[int, Message]]:
+    def read_to_end(self, timeout: float = 30.0) -> Iterator[tuple[int, ControlMessage]]:
         """Every message up to the end offset as of this call."""
+        for offset, body in self._records_to_end(timeout):
+            message = decode(body)
+            if message is not None:
+                yield offset, message
+
+    def _records_to_end(self, timeout: float) -> Iterator[tuple[int, dict[str, Any]]]:
         end = self.end_offset()
         deadline = time.monotonic() + timeout
         last = -1
         while last + 1 < end:
             if time.monotonic() > deadline:
                 raise KafkaUnavailableError(f"could not read {self.topic} to its end")
-            for offset, body in self.poll(0.2):
+            for offset, body in self._records(0.2, 500):
                 last = offset
                 yield offset, body
             pos = self._consumer.position([TopicPartition(self.topic, 0)])[0].offset
@@ -162,14 +171,28 @@ class ControlReader:
         self._consumer.close()
 
 
-def read_history(bootstrap: str, job: str) -> list[Message]:
-    """All control messages of `job` so far (empty if the job never ran)."""
+def read_history(bootstrap: str, job: str) -> list[dict[str, Any]]:
+    """The control topic of `job` as it is written: JSON objects (empty if the job never ran)."""
     from kstream.infra.admin import Admin
 
     if Admin(bootstrap).partitions(control_topic(job)) is None:
         return []
     reader = ControlReader(bootstrap, job, group=history_group(job))
     try:
-        return [body for _, body in reader.read_to_end()]
+        return [body for _, body in reader._records_to_end(30.0)]
     finally:
         reader.close()
+
+
+def read_messages(bootstrap: str, job: str) -> list[ControlMessage]:
+    """All control messages of `job` so far, decoded (empty if the job never ran)."""
+    return decode_all(read_history(bootstrap, job))
+
+
+def _decoded(records: Iterable[tuple[int, object]]) -> list[tuple[int, ControlMessage]]:
+    out = []
+    for offset, body in records:
+        message = decode(body)
+        if message is not None:
+            out.append((offset, message))
+    return out

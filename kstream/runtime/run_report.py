@@ -17,11 +17,24 @@ The first ``recover`` of a run is its start, not a recovery.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from kstream.protocol.checkpoint_history import CheckpointRecord, CheckpointTracker
-from kstream.protocol.counters import JobCounters, WorkerCounters
+from kstream.protocol.counters import JobCounters
+from kstream.protocol.messages import (
+    Aborted,
+    Acked,
+    Completed,
+    ControlMessage,
+    Declined,
+    Presence,
+    Recovered,
+    RestoreFailed,
+    Triggered,
+    WorkerAlive,
+    WorkerFailed,
+)
 from kstream.protocol.names import dead_letter_topic
 from kstream.runtime.notices import Notices
 
@@ -46,23 +59,35 @@ class RunReport:
     recoveries: Counter[str] = field(default_factory=Counter)
     started_at: float | None = None
 
-    def observe(self, message: Mapping[str, object], now: float) -> list[str]:
+    def observe(self, message: ControlMessage, now: float) -> list[str]:
         """Feed one control message; return the notice lines to print now."""
-        kind = message.get("type")
-        if kind == "heartbeat":
-            return self._heartbeat(message, now)
         lines: list[str] = []
-        if kind == "recover":
-            if self.started_at is None:
+        match message:
+            case WorkerAlive():
+                return self._heartbeat(message, now)
+            case Recovered() if self.started_at is None:
                 self.started_at = now
-            else:
-                cause = str(message.get("reason") or "unknown cause")
+            case Recovered():
+                cause = message.reason or "unknown cause"
                 self.recoveries[cause] += 1
-                to = message.get("checkpoint")
-                where = f"checkpoint {to}" if isinstance(to, int) else "the start (no checkpoint)"
+                to = message.checkpoint
+                where = f"checkpoint {to}" if to is not None else "the start (no checkpoint)"
                 lines += self.notices.offer(
                     "recovery", f"recovery: {cause}; rolling back to {where}", now
                 )
+            case (
+                Triggered()
+                | Acked()
+                | Declined()
+                | Completed()
+                | Aborted()
+                | WorkerFailed()
+                | RestoreFailed()
+                | Presence()
+            ):
+                pass  # checkpoints they end are told below
+            case _:
+                assert_never(message)
         for record in self.checkpoints.observe(message):
             lines += self._ended(record, now)
         return lines
@@ -83,15 +108,13 @@ class RunReport:
         self.aborted += 1
         return self.notices.offer("abort", f"checkpoint {record.checkpoint} {record.label}", now)
 
-    def _heartbeat(self, message: Mapping[str, object], now: float) -> list[str]:
-        counters = WorkerCounters.from_message(message.get("counters"))
-        process = message.get("process")
-        if counters is None or not isinstance(process, str):
+    def _heartbeat(self, message: WorkerAlive, now: float) -> list[str]:
+        if message.counters is None or message.process is None:
             return []
-        added = self.counters.observe(process, counters)
+        added = self.counters.observe(message.process, message.counters)
         if not added.dead_letters:
             return []
-        example = str(message.get("dead_letter") or f"worker {message.get('worker')}")
+        example = message.dead_letter or f"worker {message.worker}"
         text = f"dead letter: {example} -> {dead_letter_topic(self.job)}"
         return self.notices.offer("dead letter", text, now, count=added.dead_letters)
 

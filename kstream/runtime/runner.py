@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, assert_never
 
 from confluent_kafka import TopicPartition
 
@@ -58,10 +58,23 @@ from kstream.protocol.coordinator import (
     replay,
 )
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
+from kstream.protocol.messages import (
+    Aborted,
+    Acked,
+    Completed,
+    ControlMessage,
+    Declined,
+    Presence,
+    Recovered,
+    RestoreFailed,
+    Triggered,
+    WorkerAlive,
+    WorkerFailed,
+)
 from kstream.protocol.names import runner_group, task_group
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
-from kstream.protocol.presence import WAIT_S, Presence, last_presence, needs_wait, still_alive
-from kstream.runtime.control import ControlReader, ControlWriter, read_history
+from kstream.protocol.presence import WAIT_S, last_presence, needs_wait, still_alive
+from kstream.runtime.control import ControlReader, ControlWriter, read_messages
 from kstream.runtime.lock import ProcessLock, runner_lock_path, worker_lock_path
 from kstream.runtime.run_report import RunReport
 from kstream.runtime.sink import Guarantee
@@ -158,7 +171,7 @@ class Runner:
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._logs: dict[int, IO[bytes]] = {}
         self._restart_times: list[float] = []
-        self._acks: dict[int, dict[str, dict[str, Any]]] = {}
+        self._acks: dict[int, dict[str, Acked]] = {}
         self._channel_offsets: dict[int, dict[str, dict[int, int]]] = {}
         self._last_purge = 0.0
         self._failed: str | None = None
@@ -219,7 +232,7 @@ class Runner:
 
     def start(self) -> None:
         """Resume the coordinator from the control topic, open a generation, spawn workers."""
-        messages = read_history(self.bootstrap, self.job.name)
+        messages = read_messages(self.bootstrap, self.job.name)
         self._refuse_if_coordinated_elsewhere(messages)
         history = self._resume_point(replay(messages, self.config.retained))
         tasks = frozenset(t.id for t in self.plan.tasks)
@@ -244,7 +257,7 @@ class Runner:
             for w in range(self.workers):
                 self._spawn(w)
 
-    def _refuse_if_coordinated_elsewhere(self, history: list[dict[str, Any]]) -> None:
+    def _refuse_if_coordinated_elsewhere(self, history: list[ControlMessage]) -> None:
         """Raise `AlreadyRunningError` if another runner coordinates this job on this cluster.
 
         The file lock only sees runners sharing the state directory; this sees
@@ -261,7 +274,7 @@ class Runner:
         reader = ControlReader(
             self.bootstrap, self.job.name, group=runner_group(self.job.name), start=start
         )
-        seen: list[dict[str, Any]] = []
+        seen: list[ControlMessage] = []
         try:
             deadline = time.monotonic() + WAIT_S
             while time.monotonic() < deadline:
@@ -287,7 +300,7 @@ class Runner:
         presence = Presence(
             self._incarnation, os.getpid(), socket.gethostname(), str(self.state_dir), now, stopped
         )
-        self.control.send(presence.message(), flush=stopped)
+        self.control.send(presence, flush=stopped)
         self._announced = time.monotonic()
 
     def _resume_point(self, history: History) -> History:
@@ -496,47 +509,36 @@ class Runner:
             self._last_purge = now
             self._purge()
 
-    def _event(self, msg: dict[str, Any], now: float) -> Event | None:
-        kind = msg.get("type")
-        try:
-            if kind == "ack":
-                n, task = int(msg["checkpoint"]), str(msg["task"])
-                if msg.get("generation") == self.stats.generation:
+    def _event(self, msg: ControlMessage, now: float) -> Event | None:
+        """The coordinator's event for a message read; other messages are acted on here."""
+        match msg:
+            case Acked(checkpoint=n, generation=g, task=task):
+                if g == self.stats.generation:
                     self._acks.setdefault(n, {})[task] = msg
-                return AckReceived(
-                    n,
-                    int(msg["generation"]),
-                    task,
-                    now,
-                    size=int(msg.get("size", 0)),
-                    alignment_ms=float(msg.get("alignment_ms", 0.0)),
-                )
-            if kind == "decline":
-                return DeclineReceived(
-                    int(msg["checkpoint"]),
-                    int(msg["generation"]),
-                    str(msg["task"]),
-                    str(msg.get("reason", "")),
-                    now,
-                )
-            if kind == "heartbeat":
+                return AckReceived(n, g, task, now, size=msg.size, alignment_ms=msg.alignment_ms)
+            case Declined():
+                return DeclineReceived(msg.checkpoint, msg.generation, msg.task, msg.reason, now)
+            case WorkerAlive():
                 self._notify(self.report.observe(msg, now))
-                return Heartbeat(str(msg["worker"]), int(msg["generation"]), now)
-            if kind == "failed":
-                self._failed = f"worker {msg.get('worker')}: {msg.get('reason')}"
-            if kind == "restore-failed" and msg.get("generation") == self.stats.generation:
-                damaged = msg.get("checkpoint")
-                if isinstance(damaged, int):
-                    self._damaged(damaged, f"worker {msg.get('worker')}: {msg.get('reason')}")
-        except (KeyError, TypeError, ValueError):
-            log.warning("ignoring malformed control message %r", msg)
+                return Heartbeat(msg.worker, msg.generation, now)
+            case WorkerFailed():
+                self._failed = f"worker {msg.worker}: {msg.reason}"
+            case RestoreFailed(generation=g, checkpoint=damaged):
+                if g == self.stats.generation and damaged is not None:
+                    self._damaged(damaged, f"worker {msg.worker}: {msg.reason}")
+            case Recovered() | Triggered() | Completed() | Aborted():
+                pass  # this runner's own, heard back (`_send` told the report already)
+            case Presence():
+                pass  # another runner's: only looked for at start-up
+            case _:
+                assert_never(msg)
         return None
 
     def _notify(self, lines: list[str]) -> None:
         for line in lines:
             self.say(line)
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: ControlMessage) -> None:
         """Write a control message; the report hears of it."""
         assert self.control is not None
         self.control.send(message)
@@ -544,67 +546,47 @@ class Runner:
 
     def _execute(self, commands: list[Command]) -> None:
         for c in commands:
-            if isinstance(c, Trigger):
-                self._send(
-                    {
-                        "type": "trigger",
-                        "checkpoint": c.checkpoint,
-                        "generation": c.generation,
-                        "time": time.time(),
-                    }
-                )
-            elif isinstance(c, Complete):
-                self._send(
-                    {
-                        "type": "complete",
-                        "checkpoint": c.checkpoint,
-                        "generation": c.generation,
-                        "duration_s": round(c.duration_s, 4),
-                        "size": c.size,
-                        "alignment_ms": c.alignment_ms,
-                        "time": time.time(),
-                        "identity": self.identity.to_json(),
-                    }
-                )
-                self._on_complete(c)
-            elif isinstance(c, Abort):
-                self.stats.aborted += 1
-                self._acks.pop(c.checkpoint, None)
-                self._send(
-                    {
-                        "type": "abort",
-                        "checkpoint": c.checkpoint,
-                        "generation": c.generation,
-                        "reason": c.reason,
-                        "time": time.time(),
-                    }
-                )
-            elif isinstance(c, Recover):
-                if not self._restorable(c):
-                    continue  # the fallback's own Recover was carried out instead
-                if self.stats.generation:
-                    self.stats.recoveries += 1
-                self.stats.generation = c.generation
-                self._acks.clear()
-                message: dict[str, Any] = {
-                    "type": "recover",
-                    "generation": c.generation,
-                    "checkpoint": c.checkpoint,
-                    "reason": c.reason,
-                    "time": time.time(),
-                }
-                if self._announce_fresh:
-                    message["fresh"] = True
-                    self._announce_fresh = False
-                self._send(message)
-            elif isinstance(c, Halt):
-                raise CheckpointDamagedError(
-                    f"job {self.job.name}: {c.reason}. {self._halt_advice()}"
-                )
-            elif isinstance(c, Discard):
-                for n in c.checkpoints:
-                    self.storage.discard(n)
-                    self._channel_offsets.pop(n, None)
+            match c:
+                case Trigger():
+                    self._send(Triggered(c.checkpoint, c.generation, time.time()))
+                case Complete():
+                    self._send(
+                        Completed(
+                            c.checkpoint,
+                            c.generation,
+                            duration_s=round(c.duration_s, 4),
+                            size=c.size,
+                            alignment_ms=c.alignment_ms,
+                            time=time.time(),
+                            identity=self.identity,
+                        )
+                    )
+                    self._on_complete(c)
+                case Abort():
+                    self.stats.aborted += 1
+                    self._acks.pop(c.checkpoint, None)
+                    self._send(Aborted(c.checkpoint, c.generation, c.reason, time.time()))
+                case Recover():
+                    if not self._restorable(c):
+                        continue  # the fallback's own Recover was carried out instead
+                    if self.stats.generation:
+                        self.stats.recoveries += 1
+                    self.stats.generation = c.generation
+                    self._acks.clear()
+                    fresh, self._announce_fresh = self._announce_fresh, False
+                    self._send(
+                        Recovered(c.generation, c.checkpoint, c.reason, time.time(), fresh=fresh)
+                    )
+                case Halt():
+                    raise CheckpointDamagedError(
+                        f"job {self.job.name}: {c.reason}. {self._halt_advice()}"
+                    )
+                case Discard():
+                    for n in c.checkpoints:
+                        self.storage.discard(n)
+                        self._channel_offsets.pop(n, None)
+                case _:
+                    assert_never(c)
 
     def _on_complete(self, c: Complete) -> None:
         acks = self._acks.pop(c.checkpoint, {})
@@ -614,11 +596,11 @@ class Runner:
         channels: dict[str, dict[int, int]] = {}
         syncs = []
         for a in acks.values():
-            for topic, parts in (a.get("source_offsets") or {}).items():
-                sources.setdefault(topic, {}).update({int(p): int(o) for p, o in parts.items()})
-            for topic, parts in (a.get("channel_offsets") or {}).items():
-                channels.setdefault(topic, {}).update({int(p): int(o) for p, o in parts.items()})
-            syncs.append(float(a.get("sync_ms", 0.0)))
+            for topic, parts in a.source_offsets.items():
+                sources.setdefault(topic, {}).update(parts)
+            for topic, parts in a.channel_offsets.items():
+                channels.setdefault(topic, {}).update(parts)
+            syncs.append(a.sync_ms)
         self._channel_offsets[c.checkpoint] = channels
         s = self.stats
         s.completed += 1
@@ -680,18 +662,10 @@ class Runner:
             return
         try:
             for _, msg in self.reader.read_to_end(WIND_UP_TIMEOUT_S):
-                if msg.get("type") == "heartbeat":
+                if isinstance(msg, WorkerAlive):
                     self.report.observe(msg, time.monotonic())
             for n in sorted(self.coordinator.pending):
-                self._send(
-                    {
-                        "type": "abort",
-                        "checkpoint": n,
-                        "generation": self.coordinator.generation,
-                        "reason": "job stopped",
-                        "time": time.time(),
-                    }
-                )
+                self._send(Aborted(n, self.coordinator.generation, "job stopped", time.time()))
             self.coordinator.pending.clear()
         except KafkaUnavailableError as exc:
             log.warning("final control messages not read or written: %s", exc)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -44,6 +44,7 @@ from kstream.errors import (
 )
 from kstream.protocol.barrier import (
     AbandonAlignment,
+    Action,
     Aligner,
     BarrierArrived,
     Block,
@@ -57,6 +58,7 @@ from kstream.protocol.barrier import (
 )
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, Headers, fit_dead_letter
+from kstream.protocol.messages import ControlMessage, Declined
 from kstream.protocol.names import (
     ERROR_HEADER,
     LINEAGE_OFFSET_HEADER,
@@ -103,7 +105,7 @@ class TaskRuntime:
     storage: CheckpointStorage
     state_root: Path
     executor: Executor
-    send_control: Callable[[dict[str, Any]], None]
+    send_control: Callable[[ControlMessage], None]
     faults: Faults = field(default_factory=Faults)
     guarantee: Guarantee = "exactly-once"
     transaction_timeout_ms: int = 600_000
@@ -432,15 +434,7 @@ class Subtask:
         )
 
     def decline(self, checkpoint: int, reason: str) -> None:
-        self.rt.send_control(
-            {
-                "type": "decline",
-                "checkpoint": checkpoint,
-                "generation": self.rt.generation,
-                "task": self.id,
-                "reason": reason,
-            }
-        )
+        self.rt.send_control(Declined(checkpoint, self.rt.generation, self.id, reason))
 
     def trigger(self, checkpoint: int) -> None:
         """A checkpoint was triggered (only sources act on it)."""
@@ -646,38 +640,45 @@ class ChannelTask(Subtask):
         self.stats.records += processed
         return len(msgs)
 
-    def _run(self, actions: list[Any], reseeked: set[Channel]) -> None:
+    def _run(self, actions: list[Action], reseeked: set[Channel]) -> None:
         for action in actions:
-            if isinstance(action, Drop):
-                self.stats.dropped += 1
-            elif isinstance(action, Block):
-                if self._align_started is None:
-                    self._align_started = time.perf_counter()
-                self._resume[action.channel] = action.resume_offset
-                self.rt.faults.hit("aligning", self.aligner.aligning or 0)
-                self.consumer.pause(
-                    [TopicPartition(action.channel.topic, action.channel.partition)]
-                )
-            elif isinstance(action, TakeSnapshot):
-                started = self._align_started
-                alignment_ms = 0.0 if started is None else (time.perf_counter() - started) * 1000
-                self._align_started = None
-                offsets = {c.partition: o for c, o in action.channel_offsets.items()}
-                self.snapshot(
-                    action.checkpoint,
-                    channel_offsets={self.topic: offsets},
-                    alignment_ms=alignment_ms,
-                )
-            elif isinstance(action, Unblock):
-                tp = TopicPartition(action.channel.topic, action.channel.partition)
-                self.consumer.resume([tp])
-                self.consumer.seek(
-                    TopicPartition(tp.topic, tp.partition, self._resume.pop(action.channel))
-                )
-                reseeked.add(action.channel)
-            elif isinstance(action, AbandonAlignment):
-                self._align_started = None
-                self.decline(action.checkpoint, "alignment abandoned")
+            match action:
+                case Process():
+                    pass  # only a record's own event asks to process it (see `poll`)
+                case Drop():
+                    self.stats.dropped += 1
+                case Block():
+                    if self._align_started is None:
+                        self._align_started = time.perf_counter()
+                    self._resume[action.channel] = action.resume_offset
+                    self.rt.faults.hit("aligning", self.aligner.aligning or 0)
+                    self.consumer.pause(
+                        [TopicPartition(action.channel.topic, action.channel.partition)]
+                    )
+                case TakeSnapshot():
+                    started = self._align_started
+                    alignment_ms = (
+                        0.0 if started is None else (time.perf_counter() - started) * 1000
+                    )
+                    self._align_started = None
+                    offsets = {c.partition: o for c, o in action.channel_offsets.items()}
+                    self.snapshot(
+                        action.checkpoint,
+                        channel_offsets={self.topic: offsets},
+                        alignment_ms=alignment_ms,
+                    )
+                case Unblock():
+                    tp = TopicPartition(action.channel.topic, action.channel.partition)
+                    self.consumer.resume([tp])
+                    self.consumer.seek(
+                        TopicPartition(tp.topic, tp.partition, self._resume.pop(action.channel))
+                    )
+                    reseeked.add(action.channel)
+                case AbandonAlignment():
+                    self._align_started = None
+                    self.decline(action.checkpoint, "alignment abandoned")
+                case _:
+                    assert_never(action)
 
 
 def _raise_if_fatal(msg: Message) -> None:

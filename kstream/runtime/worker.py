@@ -16,9 +16,10 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import assert_never
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Message as KafkaMessage
 
 from kstream.dataflow.identity import JobIdentity
 from kstream.dataflow.job import Job, sink_nodes
@@ -27,6 +28,19 @@ from kstream.errors import CheckpointError, JobFailedError, KafkaUnavailableErro
 from kstream.infra.admin import Admin
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
+from kstream.protocol.messages import (
+    Aborted,
+    Acked,
+    Completed,
+    ControlMessage,
+    Declined,
+    Presence,
+    Recovered,
+    RestoreFailed,
+    Triggered,
+    WorkerAlive,
+    WorkerFailed,
+)
 from kstream.protocol.names import dead_letter_topic, worker_group
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config
@@ -113,9 +127,9 @@ class Worker:
         self._last_dead_letter = ""
         self._reader: ControlReader | None = None
         #: Control messages read by `_pump` to be handled by the main loop.
-        self._deferred: list[dict[str, Any]] = []
+        self._deferred: list[ControlMessage] = []
 
-    def _on_delivery_error(self, err: KafkaError | None, msg: Message) -> None:
+    def _on_delivery_error(self, err: KafkaError | None, msg: KafkaMessage) -> None:
         if err is not None:
             self._undelivered.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
 
@@ -131,19 +145,19 @@ class Worker:
                 f"{len(self._undelivered)} records not delivered, e.g. {self._undelivered[0]}"
             )
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: ControlMessage) -> None:
         self.control.send(message)
 
     # -- generations --------------------------------------------------------
 
     def _join(self, reader: ControlReader) -> None:
         """Read the control topic to its end; restore from the latest `recover`."""
-        latest: dict[str, Any] | None = None
+        latest: Recovered | None = None
         # Messages after the latest `recover` belong to the generation we join
         # (a trigger sent while this process was starting, say): replay them.
-        since: list[dict[str, Any]] = []
+        since: list[ControlMessage] = []
         for _, msg in reader.read_to_end():
-            if msg.get("type") == "recover":
+            if isinstance(msg, Recovered):
                 latest, since = msg, []
             else:
                 since.append(msg)
@@ -155,11 +169,11 @@ class Worker:
                     f"{JOIN_TIMEOUT_S:.0f}s (is `kstream run` running?)"
                 )
             for _, msg in reader.poll(0.5):
-                if msg.get("type") == "recover":
+                if isinstance(msg, Recovered):
                     latest, since = msg, []
                 else:
                     since.append(msg)
-        self._restore(int(latest["generation"]), latest.get("checkpoint"))
+        self._restore(latest.generation, latest.checkpoint)
         for msg in since:
             self._on_control(msg)
 
@@ -190,15 +204,7 @@ class Worker:
         except CheckpointError as exc:
             # Tell the coordinator why, so it can fall back to an older checkpoint
             # instead of restarting this worker into the same failure.
-            self._send(
-                {
-                    "type": "restore-failed",
-                    "worker": self.name,
-                    "generation": generation,
-                    "checkpoint": checkpoint,
-                    "reason": str(exc),
-                }
-            )
+            self._send(RestoreFailed(self.name, generation, checkpoint, str(exc)))
             raise
         log.info(
             "%s: generation %d, restored %s from %s",
@@ -211,26 +217,30 @@ class Worker:
 
     # -- control ------------------------------------------------------------
 
-    def _on_control(self, msg: dict[str, Any]) -> None:
-        kind = msg.get("type")
-        gen = msg.get("generation")
-        if kind == "recover" and isinstance(gen, int) and gen > self.generation:
-            self._restore(gen, msg.get("checkpoint"))
-            return
-        if gen != self.generation:
-            return
-        n = int(msg.get("checkpoint", 0))
-        if kind == "trigger":
-            for t in self.tasks:
-                t.trigger(n)
-        elif kind == "complete":
-            self.faults.hit("completed-before-commit", n)
-            for t in self.tasks:
-                t.on_complete(n)
-            self.faults.hit("committed", n)
-        elif kind == "abort":
-            for t in self.tasks:
-                t.on_abort(n)
+    def _on_control(self, msg: ControlMessage) -> None:
+        """Act on one control message; those of another generation are ignored."""
+        match msg:
+            case Recovered(generation=gen) if gen > self.generation:
+                self._restore(gen, msg.checkpoint)
+            case Triggered(checkpoint=n, generation=gen) if gen == self.generation:
+                for t in self.tasks:
+                    t.trigger(n)
+            case Completed(checkpoint=n, generation=gen) if gen == self.generation:
+                self.faults.hit("completed-before-commit", n)
+                for t in self.tasks:
+                    t.on_complete(n)
+                self.faults.hit("committed", n)
+            case Aborted(checkpoint=n, generation=gen) if gen == self.generation:
+                for t in self.tasks:
+                    t.on_abort(n)
+            case Recovered() | Triggered() | Completed() | Aborted():
+                pass  # of a generation this worker left, or has not joined
+            case Acked() | Declined() | WorkerAlive() | WorkerFailed() | RestoreFailed():
+                pass  # for the coordinator
+            case Presence():
+                pass  # for other runners
+            case _:
+                assert_never(msg)
 
     def _pump(self) -> None:
         """Serve `complete`/`abort` of this generation now, from inside a subtask.
@@ -241,12 +251,11 @@ class Worker:
         """
         assert self._reader is not None
         for _, msg in self._reader.poll(0.05):
-            kind, gen = msg.get("type"), msg.get("generation")
-            if kind in ("complete", "abort") and gen == self.generation:
+            if isinstance(msg, Completed | Aborted) and msg.generation == self.generation:
                 self._on_control(msg)
             else:
                 self._deferred.append(msg)
-                if kind == "recover" and isinstance(gen, int) and gen > self.generation:
+                if isinstance(msg, Recovered) and msg.generation > self.generation:
                     raise RollbackInterrupt
         self._send_acks()
         self._heartbeat()
@@ -269,17 +278,16 @@ class Worker:
                     continue
                 m = p.meta
                 self._send(
-                    {
-                        "type": "ack",
-                        "checkpoint": m.checkpoint,
-                        "generation": m.generation,
-                        "task": m.task,
-                        "size": m.size,
-                        "alignment_ms": round(m.alignment_ms, 3),
-                        "sync_ms": round(m.sync_ms, 3),
-                        "channel_offsets": m.channel_offsets,
-                        "source_offsets": m.source_offsets,
-                    }
+                    Acked(
+                        m.checkpoint,
+                        m.generation,
+                        m.task,
+                        size=m.size,
+                        alignment_ms=round(m.alignment_ms, 3),
+                        sync_ms=round(m.sync_ms, 3),
+                        channel_offsets=m.channel_offsets,
+                        source_offsets=m.source_offsets,
+                    )
                 )
 
     def _retire_tasks(self) -> None:
@@ -305,15 +313,14 @@ class Worker:
             for t in self.tasks:
                 latest = t.stats.last_dead_letter or latest
             self.control.send(
-                {
-                    "type": "heartbeat",
-                    "worker": self.name,
-                    "generation": self.generation,
-                    "time": time.time(),
-                    "process": self.process,
-                    "counters": self.counters().to_message(),
-                    "dead_letter": latest,
-                },
+                WorkerAlive(
+                    self.name,
+                    self.generation,
+                    time=time.time(),
+                    process=self.process,
+                    counters=self.counters(),
+                    dead_letter=latest,
+                ),
                 flush=flush,
             )
 
@@ -351,12 +358,12 @@ class Worker:
             # A clean stop: commit what completed checkpoints cover before leaving,
             # so the output of the last checkpoint does not wait for the next run.
             for _, msg in reader.read_to_end():
-                if msg.get("type") in ("complete", "abort"):
+                if isinstance(msg, Completed | Aborted):
                     self._on_control(msg)
             # The final counts, for the runner's summary.
             self._heartbeat(force=True, flush=True)
         except JobFailedError as exc:
-            self.control.send({"type": "failed", "worker": self.name, "reason": str(exc)})
+            self.control.send(WorkerFailed(self.name, str(exc)))
             raise
         finally:
             self._retire_tasks()

@@ -334,11 +334,11 @@ def checkpoints_command(
     from kstream.infra.admin import Admin
     from kstream.infra.cluster import bootstrap_servers as resolve
     from kstream.protocol.checkpoint_history import checkpoint_history
-    from kstream.runtime.control import read_history
+    from kstream.runtime.control import read_messages
 
     bootstrap = resolve(bootstrap_servers, _say)
     Admin(bootstrap).check_reachable()
-    history = read_history(bootstrap, job_name)
+    history = read_messages(bootstrap, job_name)
     if not history:
         raise ConfigurationError(f"job {job_name!r} has no control topic: it never ran here")
     table = Table(title=f"checkpoints of {job_name}")

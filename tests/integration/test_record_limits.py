@@ -21,6 +21,7 @@ from kstream.protocol.limits import (
     producer_limit,
     record_bytes,
 )
+from kstream.protocol.messages import Acked, WorkerFailed
 from kstream.protocol.names import commit_topic, control_topic
 from kstream.runtime.channel import HEADER_SIZE, RECORD, ChannelWriter, decode_batch, decode_header
 from kstream.runtime.control import REASON_CHARS, ControlWriter
@@ -215,10 +216,10 @@ def test_a_control_message_quoting_a_huge_error_is_cut_and_an_oversized_one_refu
     job = unique_name("ctl")
     admin.create_topics({control_topic(job): 1})
     control = ControlWriter(bootstrap, job)
-    control.send({"type": "failed", "worker": "w0", "reason": "boom " + "x" * 3_000_000})
+    control.send(WorkerFailed("w0", "boom " + "x" * 3_000_000))
     [record] = read_all(bootstrap, control_topic(job))
     reason = json.loads(record.value or b"")["reason"]
     assert reason.startswith("boom ")
     assert len(reason) <= REASON_CHARS + 10
     with pytest.raises(ProtocolError, match="control message 'ack' of"):
-        control.send({"type": "ack", "channel_offsets": {"t": {str(p): p for p in range(10**5)}}})
+        control.send(Acked(1, 1, "t", channel_offsets={"t": {p: p for p in range(10**5)}}))

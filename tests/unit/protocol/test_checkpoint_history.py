@@ -6,11 +6,22 @@ from hypothesis import settings
 from hypothesis.stateful import invariant
 from test_coordinator import CoordinatorMachine
 
-from kstream.protocol.checkpoint_history import (
-    CheckpointRecord,
-    CheckpointTracker,
-    checkpoint_history,
-)
+from kstream.protocol.checkpoint_history import CheckpointRecord
+from kstream.protocol.checkpoint_history import CheckpointTracker as MessageTracker
+from kstream.protocol.checkpoint_history import checkpoint_history as history_of_messages
+from kstream.protocol.messages import decode_all
+
+
+def checkpoint_history(wire: list[dict[str, object]]) -> list[CheckpointRecord]:
+    """`checkpoint_history` of control records in their wire form (JSON objects)."""
+    return history_of_messages(decode_all(wire))
+
+
+class CheckpointTracker(MessageTracker):
+    """The tracker, fed control records in their wire form."""
+
+    def observe(self, wire: dict[str, object]) -> list[CheckpointRecord]:  # type: ignore[override]
+        return [r for m in decode_all([wire]) for r in MessageTracker.observe(self, m)]
 
 
 def trigger(n: int, g: int, t: float = 100.0) -> dict[str, object]:

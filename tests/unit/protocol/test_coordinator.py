@@ -35,8 +35,15 @@ from kstream.protocol.coordinator import (
     Tick,
     Trigger,
     WorkerLost,
-    replay,
 )
+from kstream.protocol.coordinator import replay as replay_messages
+from kstream.protocol.messages import decode_all
+
+
+def replay(wire: Iterable[object], retained: int) -> History:
+    """`replay` of control records in their wire form (JSON objects)."""
+    return replay_messages(decode_all(wire), retained)
+
 
 TASKS = frozenset({"map-0", "map-1", "sum-0"})
 CONFIG = CoordinatorConfig(

@@ -8,8 +8,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kstream.protocol.counters import JobCounters, WorkerCounters
+from kstream.protocol.messages import decode_all
 from kstream.runtime.notices import Notices
-from kstream.runtime.run_report import RunReport
+from kstream.runtime.run_report import RunReport as MessageReport
+
+
+class RunReport(MessageReport):
+    """The report, fed control records in their wire form."""
+
+    def observe(self, wire: dict[str, object], now: float) -> list[str]:  # type: ignore[override]
+        return [line for m in decode_all([wire]) for line in MessageReport.observe(self, m, now)]
+
 
 # -- counters ------------------------------------------------------------------
 

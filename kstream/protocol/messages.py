@@ -1,0 +1,585 @@
+"""The messages of a job's control topic, one frozen class per type (pure, no I/O).
+
+Each class owns its wire form: `to_dict` gives the JSON object written to the
+topic (``type`` plus the fields below, in this order), `from_dict` reads one
+back and raises `ProtocolError` when a field is missing or of the wrong type.
+`decode` is what readers use: it turns any JSON value into a message, or into
+None (with a logged warning) when the value is of an unknown type or malformed,
+so a stray record never stops a reader.
+
+=============== ====================== ============================================
+class           ``type`` on the wire   fields
+=============== ====================== ============================================
+`Recovered`     recover                generation, checkpoint (or null), reason,
+                                       time, fresh (only written when true)
+`Triggered`     trigger                checkpoint, generation, time
+`Acked`         ack                    checkpoint, generation, task, size,
+                                       alignment_ms, sync_ms, channel_offsets,
+                                       source_offsets
+`Declined`      decline                checkpoint, generation, task, reason
+`Completed`     complete               checkpoint, generation, duration_s, size,
+                                       alignment_ms, time, identity
+`Aborted`       abort                  checkpoint, generation, reason, time
+`WorkerAlive`   heartbeat              worker, generation, time, process,
+                                       counters {in, out, dead_letters}, dead_letter
+`WorkerFailed`  failed                 worker, reason
+`RestoreFailed` restore-failed         worker, generation, checkpoint, reason
+`Presence`      coordinator            incarnation, pid, host, state_dir, time, stopped
+=============== ====================== ============================================
+
+Who writes which, and what they mean, is told in `kstream.runtime.control`.
+Reading is lenient where the readers always were: fields written by every
+kstream version are required; the others (times, statistics, a heartbeat's
+counters, a completion's identity) read as None or a default when absent, and
+a malformed identity or counters object reads as None rather than losing the
+message (the history of checkpoints must survive it).
+
+Offsets maps (`Acked`) have integer partitions; JSON object keys are strings,
+so `to_dict` writes them as strings and `from_dict` turns them back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeAlias, assert_never
+
+from kstream.dataflow.identity import JobIdentity
+from kstream.errors import ProtocolError
+from kstream.protocol.counters import WorkerCounters
+
+__all__ = [
+    "Aborted",
+    "Acked",
+    "Completed",
+    "ControlMessage",
+    "Declined",
+    "Offsets",
+    "Presence",
+    "Recovered",
+    "RestoreFailed",
+    "Triggered",
+    "WorkerAlive",
+    "WorkerFailed",
+    "checkpoint_of",
+    "decode",
+    "decode_all",
+    "generation_of",
+]
+
+log = logging.getLogger("kstream.control")
+
+#: Offsets per topic and partition.
+Offsets: TypeAlias = dict[str, dict[int, int]]
+#: A message's JSON object.
+Wire: TypeAlias = dict[str, Any]
+
+
+# -- reading fields ------------------------------------------------------------
+
+
+def _malformed(raw: Mapping[str, Any], key: str, want: str) -> ProtocolError:
+    return ProtocolError(
+        f"control message {raw.get('type')!r}: {key} must be {want}, got {raw.get(key)!r}"
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(raw: Mapping[str, Any], key: str) -> int:
+    value = raw.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _malformed(raw, key, "an integer")
+    return value
+
+
+def _int_or_none(raw: Mapping[str, Any], key: str) -> int | None:
+    return None if raw.get(key) is None else _int(raw, key)
+
+
+def _int_or(raw: Mapping[str, Any], key: str, default: int) -> int:
+    return default if raw.get(key) is None else _int(raw, key)
+
+
+def _float_or_none(raw: Mapping[str, Any], key: str) -> float | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not (_is_int(value) or isinstance(value, float)):
+        raise _malformed(raw, key, "a number")
+    return float(value)
+
+
+def _float_or(raw: Mapping[str, Any], key: str, default: float) -> float:
+    value = _float_or_none(raw, key)
+    return default if value is None else value
+
+
+def _str(raw: Mapping[str, Any], key: str) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str):
+        raise _malformed(raw, key, "a string")
+    return value
+
+
+def _str_or(raw: Mapping[str, Any], key: str, default: str) -> str:
+    return default if raw.get(key) is None else _str(raw, key)
+
+
+def _offsets(raw: Mapping[str, Any], key: str) -> Offsets:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    try:
+        return {
+            str(topic): {int(p): int(o) for p, o in dict(parts).items()}
+            for topic, parts in dict(value).items()
+        }
+    except (AttributeError, TypeError, ValueError):
+        raise _malformed(raw, key, "offsets by topic and partition") from None
+
+
+def _offsets_wire(offsets: Offsets) -> dict[str, dict[str, int]]:
+    return {topic: {str(p): o for p, o in parts.items()} for topic, parts in offsets.items()}
+
+
+def _identity(raw: Mapping[str, Any]) -> JobIdentity | None:
+    value = raw.get("identity")
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return JobIdentity.from_json(value)
+    except ValueError:
+        return None  # unreadable: the completion counts, its identity is unknown
+
+
+# -- the messages --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """Every subtask rolls back to `checkpoint` (None: the start) in `generation`.
+
+    `fresh`: the job starts over, forgetting every older checkpoint.
+    """
+
+    TYPE: ClassVar[str] = "recover"
+
+    generation: int
+    checkpoint: int | None
+    reason: str = ""
+    time: float | None = None
+    fresh: bool = False
+
+    def to_dict(self) -> Wire:
+        out: Wire = {
+            "type": self.TYPE,
+            "generation": self.generation,
+            "checkpoint": self.checkpoint,
+            "reason": self.reason,
+            "time": self.time,
+        }
+        if self.fresh:
+            out["fresh"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Recovered:
+        return cls(
+            _int(raw, "generation"),
+            _int_or_none(raw, "checkpoint"),
+            _str_or(raw, "reason", ""),
+            _float_or_none(raw, "time"),
+            raw.get("fresh") is True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Triggered:
+    """Checkpoint `checkpoint` starts: sources record offsets and emit barriers."""
+
+    TYPE: ClassVar[str] = "trigger"
+
+    checkpoint: int
+    generation: int
+    time: float | None = None
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "checkpoint": self.checkpoint,
+            "generation": self.generation,
+            "time": self.time,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Triggered:
+        return cls(_int(raw, "checkpoint"), _int(raw, "generation"), _float_or_none(raw, "time"))
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """Subtask `task` stored its snapshot of `checkpoint` (`size` bytes of state)."""
+
+    TYPE: ClassVar[str] = "ack"
+
+    checkpoint: int
+    generation: int
+    task: str
+    size: int = 0
+    alignment_ms: float = 0.0
+    sync_ms: float = 0.0
+    channel_offsets: Offsets = field(default_factory=dict)
+    source_offsets: Offsets = field(default_factory=dict)
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "checkpoint": self.checkpoint,
+            "generation": self.generation,
+            "task": self.task,
+            "size": self.size,
+            "alignment_ms": self.alignment_ms,
+            "sync_ms": self.sync_ms,
+            "channel_offsets": _offsets_wire(self.channel_offsets),
+            "source_offsets": _offsets_wire(self.source_offsets),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Acked:
+        return cls(
+            _int(raw, "checkpoint"),
+            _int(raw, "generation"),
+            _str(raw, "task"),
+            _int_or(raw, "size", 0),
+            _float_or(raw, "alignment_ms", 0.0),
+            _float_or(raw, "sync_ms", 0.0),
+            _offsets(raw, "channel_offsets"),
+            _offsets(raw, "source_offsets"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Declined:
+    """Subtask `task` could not take `checkpoint`, for `reason`."""
+
+    TYPE: ClassVar[str] = "decline"
+
+    checkpoint: int
+    generation: int
+    task: str
+    reason: str = ""
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "checkpoint": self.checkpoint,
+            "generation": self.generation,
+            "task": self.task,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Declined:
+        return cls(
+            _int(raw, "checkpoint"),
+            _int(raw, "generation"),
+            _str(raw, "task"),
+            _str_or(raw, "reason", ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """Every subtask acked `checkpoint`: it is a restore point of the job `identity`."""
+
+    TYPE: ClassVar[str] = "complete"
+
+    checkpoint: int
+    generation: int
+    duration_s: float | None = None
+    size: int | None = None
+    alignment_ms: float | None = None
+    time: float | None = None
+    identity: JobIdentity | None = None
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "checkpoint": self.checkpoint,
+            "generation": self.generation,
+            "duration_s": self.duration_s,
+            "size": self.size,
+            "alignment_ms": self.alignment_ms,
+            "time": self.time,
+            "identity": None if self.identity is None else self.identity.to_json(),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Completed:
+        return cls(
+            _int(raw, "checkpoint"),
+            _int(raw, "generation"),
+            _float_or_none(raw, "duration_s"),
+            _int_or_none(raw, "size"),
+            _float_or_none(raw, "alignment_ms"),
+            _float_or_none(raw, "time"),
+            _identity(raw),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Aborted:
+    """Checkpoint `checkpoint` is given up, for `reason`."""
+
+    TYPE: ClassVar[str] = "abort"
+
+    checkpoint: int
+    generation: int
+    reason: str = ""
+    time: float | None = None
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "checkpoint": self.checkpoint,
+            "generation": self.generation,
+            "reason": self.reason,
+            "time": self.time,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Aborted:
+        return cls(
+            _int(raw, "checkpoint"),
+            _int(raw, "generation"),
+            _str_or(raw, "reason", ""),
+            _float_or_none(raw, "time"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerAlive:
+    """Worker `worker` runs `generation`; process `process` has done `counters` so far.
+
+    `dead_letter` describes the latest record it dead-lettered ("" if none).
+    """
+
+    TYPE: ClassVar[str] = "heartbeat"
+
+    worker: str
+    generation: int
+    time: float | None = None
+    process: str | None = None
+    counters: WorkerCounters | None = None
+    dead_letter: str = ""
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "worker": self.worker,
+            "generation": self.generation,
+            "time": self.time,
+            "process": self.process,
+            "counters": None if self.counters is None else self.counters.to_message(),
+            "dead_letter": self.dead_letter,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> WorkerAlive:
+        process = raw.get("process")
+        dead_letter = raw.get("dead_letter")
+        return cls(
+            _str(raw, "worker"),
+            _int(raw, "generation"),
+            _float_or_none(raw, "time"),
+            process if isinstance(process, str) else None,
+            WorkerCounters.from_message(raw.get("counters")),
+            dead_letter if isinstance(dead_letter, str) else "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerFailed:
+    """Worker `worker` stopped the job: an error its policy says not to skip."""
+
+    TYPE: ClassVar[str] = "failed"
+
+    worker: str
+    reason: str
+
+    def to_dict(self) -> Wire:
+        return {"type": self.TYPE, "worker": self.worker, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> WorkerFailed:
+        return cls(_str(raw, "worker"), _str_or(raw, "reason", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreFailed:
+    """Worker `worker` could not restore `checkpoint` in `generation`, for `reason`."""
+
+    TYPE: ClassVar[str] = "restore-failed"
+
+    worker: str
+    generation: int
+    checkpoint: int | None
+    reason: str = ""
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "worker": self.worker,
+            "generation": self.generation,
+            "checkpoint": self.checkpoint,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RestoreFailed:
+        return cls(
+            _str(raw, "worker"),
+            _int(raw, "generation"),
+            _int_or_none(raw, "checkpoint"),
+            _str_or(raw, "reason", ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Presence:
+    """One announcement of a coordinator (the runner of `kstream run`).
+
+    What runners make of them: `kstream.protocol.presence`.
+    """
+
+    TYPE: ClassVar[str] = "coordinator"
+
+    incarnation: str
+    pid: int
+    host: str
+    state_dir: str
+    time: float
+    stopped: bool = False
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "incarnation": self.incarnation,
+            "pid": self.pid,
+            "host": self.host,
+            "state_dir": self.state_dir,
+            "time": self.time,
+            "stopped": self.stopped,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Presence:
+        when = _float_or_none(raw, "time")
+        if when is None:
+            raise _malformed(raw, "time", "a number")
+        return cls(
+            _str(raw, "incarnation"),
+            _int(raw, "pid"),
+            _str(raw, "host"),
+            _str(raw, "state_dir"),
+            when,
+            raw.get("stopped") is True,
+        )
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}, state dir {self.state_dir}"
+
+
+ControlMessage: TypeAlias = (
+    Recovered
+    | Triggered
+    | Acked
+    | Declined
+    | Completed
+    | Aborted
+    | WorkerAlive
+    | WorkerFailed
+    | RestoreFailed
+    | Presence
+)
+
+_READERS: dict[str, Callable[[Mapping[str, Any]], ControlMessage]] = {
+    cls.TYPE: cls.from_dict
+    for cls in (
+        Recovered,
+        Triggered,
+        Acked,
+        Declined,
+        Completed,
+        Aborted,
+        WorkerAlive,
+        WorkerFailed,
+        RestoreFailed,
+        Presence,
+    )
+}
+
+
+def decode(raw: object) -> ControlMessage | None:
+    """The message `raw` (a decoded JSON value) is; None, with a warning, if it is none."""
+    if not isinstance(raw, Mapping):
+        log.warning("ignoring control record that is not a JSON object: %.200r", raw)
+        return None
+    kind = raw.get("type")
+    read = _READERS.get(kind) if isinstance(kind, str) else None
+    if read is None:
+        log.warning("ignoring control message of unknown type %.100r", kind)
+        return None
+    try:
+        return read(raw)
+    except ProtocolError as exc:
+        log.warning("ignoring malformed control message: %s", exc)
+        return None
+
+
+def decode_all(raws: Iterable[object]) -> list[ControlMessage]:
+    """The messages among `raws`, in order (see `decode`)."""
+    return [m for m in map(decode, raws) if m is not None]
+
+
+def generation_of(message: ControlMessage) -> int | None:
+    """The generation `message` belongs to (None: it belongs to none)."""
+    match message:
+        case (
+            Recovered()
+            | Triggered()
+            | Acked()
+            | Declined()
+            | Completed()
+            | Aborted()
+            | WorkerAlive()
+            | RestoreFailed()
+        ):
+            return message.generation
+        case WorkerFailed() | Presence():
+            return None
+        case _:
+            assert_never(message)
+
+
+def checkpoint_of(message: ControlMessage) -> int | None:
+    """The checkpoint `message` names (None: it names none)."""
+    match message:
+        case (
+            Recovered()
+            | Triggered()
+            | Acked()
+            | Declined()
+            | Completed()
+            | Aborted()
+            | RestoreFailed()
+        ):
+            return message.checkpoint
+        case WorkerAlive() | WorkerFailed() | Presence():
+            return None
+        case _:
+            assert_never(message)
