@@ -14,7 +14,8 @@ from importlib import metadata
 from pathlib import Path
 
 from kstream.errors import DependencyResolutionError, EnvironmentSetupError
-from kstream.infra.broker import cache_dir, deploy_dir, resolve_maven_classpath
+from kstream.infra.maven import resolve_maven_classpath
+from kstream.infra.paths import cache_dir, deploy_dir
 
 __all__ = ["CONNECTOR_ARTIFACTS", "SPARK_VERSION", "connector_jars", "require_pyspark"]
 

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kstream.errors import ConfigurationError, EnvironmentSetupError, KafkaUnavailableError
 from kstream.infra.admin import Admin
-from kstream.infra.broker import deploy_dir
+from kstream.infra.paths import deploy_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

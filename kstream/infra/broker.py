@@ -1,12 +1,10 @@
 """A real single-node Apache Kafka broker (KRaft) on 127.0.0.1, without Docker.
 
 The broker is built from the official jars on Maven Central: `deploy/kafka/pom.xml`
-is resolved with `mvn` into a cache directory, storage is formatted on first start,
-and `kafka.Kafka` runs detached with its own log file.
+is resolved with `mvn` into a cache directory (`kstream.infra.maven`), storage is
+formatted on first start, and `kafka.Kafka` runs detached with its own log file.
 
-``KSTREAM_MVN_ARGS`` adds arguments to every mvn call (a settings file, a mirror).
-
-Layout (``KSTREAM_CACHE_DIR``, default: the user's cache dir, e.g. ``~/.cache/kstream``)::
+Layout (in `kstream.infra.paths.cache_dir`)::
 
     <cache>/kafka-<version>/libs/*.jar       the classpath, shared by all brokers
     <cache>/broker-<port>/server.properties   this broker's config
@@ -24,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
@@ -33,28 +30,19 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from string import Template
-
-import platformdirs
 
 from kstream.errors import (
     BrokerError,
     ConfigurationError,
     DependencyResolutionError,
     PortInUseError,
-    ToolMissingError,
 )
+from kstream.infra.maven import resolve_maven_classpath
+from kstream.infra.paths import cache_dir, deploy_dir, require_tool
 
-__all__ = [
-    "DEFAULT_PORT",
-    "BrokerInfo",
-    "LocalBroker",
-    "cache_dir",
-    "deploy_dir",
-    "resolve_maven_classpath",
-]
+__all__ = ["DEFAULT_PORT", "BrokerInfo", "LocalBroker"]
 
 #: Default listener port: far from Kafka's 9092 so a user's own Kafka never collides,
 #: and below Linux's ephemeral range (32768-60999), where an outgoing connection of any
@@ -66,40 +54,12 @@ KAFKA_VERSION = "4.1.1"
 READY_TIMEOUT_S = 90.0
 #: Time a broker gets to shut down cleanly on SIGTERM before it is killed.
 STOP_TIMEOUT_S = 30.0
-#: `mvn` downloads ~70 MB of jars on a cold cache; slow mirrors need minutes.
-RESOLVE_TIMEOUT_S = 900.0
 
 Log = Callable[[str], None]
 
 
 def _quiet(_: str) -> None:
     """Default progress sink: say nothing."""
-
-
-def cache_dir() -> Path:
-    """Directory for resolved jars and local broker data (``KSTREAM_CACHE_DIR`` overrides)."""
-    override = os.environ.get("KSTREAM_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir("kstream"))
-
-
-def deploy_dir() -> Path:
-    """The `deploy/` folder: shipped in the wheel as `kstream/_deploy`, or the checkout's own."""
-    packaged = Path(str(resources.files("kstream"))) / "_deploy"
-    if (packaged / "kafka" / "pom.xml").is_file():
-        return packaged
-    checkout = Path(__file__).resolve().parents[2] / "deploy"
-    if (checkout / "kafka" / "pom.xml").is_file():
-        return checkout
-    raise BrokerError(
-        "kstream's deploy files are missing from this installation; reinstall kstream"
-    )
-
-
-def _require_tool(name: str, purpose: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise ToolMissingError(f"`{name}` is not on PATH; kstream needs it {purpose}")
-    return path
 
 
 def _port_is_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -121,57 +81,6 @@ def resolve_jars(version: str = KAFKA_VERSION, log: Log = _quiet) -> Path:
     if not any(libs.glob("kafka_2.13-*.jar")):
         raise DependencyResolutionError(f"mvn succeeded but left no kafka jar in {libs}")
     return libs
-
-
-def resolve_maven_classpath(
-    pom: Path,
-    libs: Path,
-    *,
-    properties: dict[str, str] | None = None,
-    what: str,
-    log: Log = _quiet,
-) -> list[Path]:
-    """Copy the runtime dependencies of `pom` into `libs` with mvn, once; return the jars.
-
-    A `.complete` marker is written only after mvn succeeded, so an interrupted
-    download is retried next time. Raises `ToolMissingError` without mvn and
-    `DependencyResolutionError` (one line) when Maven Central cannot serve the jars.
-    """
-    marker = libs / ".complete"
-    if not marker.is_file():
-        mvn = _require_tool("mvn", f"to fetch the {what} jars from Maven Central")
-        libs.mkdir(parents=True, exist_ok=True)
-        log(f"resolving {what} jars with mvn into {libs} (once)")
-        cmd = [
-            mvn,
-            "-B",
-            "-q",
-            # Extra mvn arguments, e.g. `-s settings.xml` naming a corporate mirror.
-            *shlex.split(os.environ.get("KSTREAM_MVN_ARGS", "")),
-            "-f",
-            str(pom),
-            *(f"-D{k}={v}" for k, v in (properties or {}).items()),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={libs}",
-        ]
-        try:
-            done = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise DependencyResolutionError(
-                f"mvn did not resolve the {what} jars within {RESOLVE_TIMEOUT_S:.0f}s; "
-                "is Maven Central reachable?"
-            ) from exc
-        if done.returncode != 0:
-            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln]
-            detail = lines[0].strip() if lines else f"exit code {done.returncode}"
-            raise DependencyResolutionError(
-                f"mvn could not resolve {what} from Maven Central: {detail}"
-            )
-        marker.write_text(what)
-    return sorted(libs.glob("*.jar"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +181,7 @@ class LocalBroker:
             log(f"broker already running (pid {pid})")
             self._await_ready(pid, log)
             return self.status()
-        java = _require_tool("java", "to run the Kafka broker (Java 17 or newer)")
+        java = require_tool("java", "to run the Kafka broker (Java 17 or newer)")
         for p in (self.port, self.controller_port):
             if _port_is_open(p):
                 raise PortInUseError(

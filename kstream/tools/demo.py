@@ -16,8 +16,8 @@ from rich.table import Table
 from kstream.audit.checks import Record, ViolationKind, running_count_violations
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
-from kstream.infra.broker import cache_dir
 from kstream.infra.cluster import bootstrap_servers
+from kstream.infra.paths import cache_dir
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.runner import Runner
 from kstream.runtime.sink import Guarantee

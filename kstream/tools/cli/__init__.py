@@ -1,0 +1,58 @@
+"""The `kstream` command line.
+
+Built with Typer (typed options, generated help) and Rich (progress, tables).
+Every `KStreamError` becomes one line on stderr and exit code 2; a failed job
+or a failed verification exits 1.
+
+One module per command group: `broker` (the local broker), `run` (``run`` and
+``worker``), `checkpoints`, `demo`; the audit's command lives with the audit
+(`kstream.audit.cli`). Option types the commands share are in `options`, the
+output consoles in `console`. This module assembles them into `app` and holds
+`main`, the console script's entry point (also what ``python -m kstream``,
+the way workers are spawned, runs).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from kstream.audit.cli import audit_command
+from kstream.errors import JobFailedError, KStreamError
+from kstream.tools.cli.broker import broker_app
+from kstream.tools.cli.checkpoints import checkpoints_command
+from kstream.tools.cli.console import err
+from kstream.tools.cli.demo import demo_app
+from kstream.tools.cli.run import run_command, worker_command
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="kstream",
+    help="Exactly-once stream processing for Python on Apache Kafka.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(broker_app, name="broker")
+app.add_typer(demo_app, name="demo")
+app.command("run")(run_command)
+app.command("worker")(worker_command)
+app.command("checkpoints")(checkpoints_command)
+app.command("audit")(audit_command)
+
+
+def main() -> None:
+    """Entry point of the `kstream` console script."""
+    try:
+        app()
+    except JobFailedError as exc:
+        err.print(f"kstream: failed: {exc}", highlight=False, markup=False)
+        sys.exit(1)
+    except KStreamError as exc:
+        err.print(f"kstream: error: {exc}", highlight=False, markup=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("kstream: interrupted", highlight=False)
+        sys.exit(130)

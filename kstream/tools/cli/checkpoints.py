@@ -1,0 +1,64 @@
+"""`kstream checkpoints`: a job's checkpoint history as a table.
+
+The history is decoded by `kstream.protocol.checkpoint_history` from the
+job's control topic; this module only reads the topic and formats the rows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from kstream.errors import ConfigurationError
+from kstream.tools.cli.console import out, say
+from kstream.tools.cli.options import BootstrapOption
+
+__all__ = ["checkpoints_command"]
+
+
+def checkpoints_command(
+    job_name: Annotated[str, typer.Option("--job-name", help="The job to list.")],
+    bootstrap_servers: BootstrapOption = None,
+) -> None:
+    """List a job's checkpoints: id, status, trigger time, duration, alignment, size."""
+    from rich.table import Table
+
+    from kstream.infra.admin import Admin
+    from kstream.infra.cluster import bootstrap_servers as resolve
+    from kstream.protocol.checkpoint_history import checkpoint_history
+    from kstream.runtime.control import read_messages
+
+    bootstrap = resolve(bootstrap_servers, say)
+    Admin(bootstrap).check_reachable()
+    history = read_messages(bootstrap, job_name)
+    if not history:
+        raise ConfigurationError(f"job {job_name!r} has no control topic: it never ran here")
+    table = Table(title=f"checkpoints of {job_name}")
+    for col in ("id", "gen", "status", "triggered", "duration s", "alignment ms", "size"):
+        table.add_column(col)
+    for r in checkpoint_history(history):
+        t = r.triggered_at
+        table.add_row(
+            str(r.checkpoint),
+            "" if r.generation is None else str(r.generation),
+            escape(r.label),
+            "" if t is None else time.strftime("%H:%M:%S", time.localtime(t)),
+            "" if r.duration_s is None else f"{r.duration_s:.3f}",
+            "" if r.alignment_ms is None else f"{r.alignment_ms:.1f}",
+            _size(r.size),
+        )
+    out.print(table)
+
+
+def _size(value: object) -> str:
+    """A byte count in binary units (``"3 MiB"``); empty when the size is unknown."""
+    if not isinstance(value, int):
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value} {unit}"
+        value //= 1024
+    return f"{value} TiB"

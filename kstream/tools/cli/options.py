@@ -1,0 +1,122 @@
+"""What the options of the command line accept, decided in one place.
+
+The option types several commands share (``--port``, ``--bootstrap-servers``,
+``--param``, ``--state-dir``, ``--job-name``, ``--guarantee``) are declared
+here once, so every command spells, documents and checks them alike.
+
+Typer parses ``nan``, ``inf`` and ``-1`` as valid floats, and a job started
+with ``--checkpoint-interval nan`` only fails later, in every worker. Each
+numeric option therefore names one of these checks as its callback, which
+runs when the command line is parsed and raises `ConfigurationError` (one
+line on stderr, exit 2) for a value outside its range::
+
+    interval: Annotated[float, typer.Option("--checkpoint-interval", callback=POSITIVE)]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+
+from kstream.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from kstream.runtime.sink import Guarantee
+
+__all__ = [
+    "AT_LEAST_ONE",
+    "NON_NEGATIVE",
+    "PORT",
+    "POSITIVE",
+    "BootstrapOption",
+    "GuaranteeOption",
+    "JobNameOption",
+    "ParamsOption",
+    "PortOption",
+    "SpecArgument",
+    "StateDirOption",
+    "number",
+    "parse_guarantee",
+]
+
+N = TypeVar("N", int, float)
+
+
+def number(
+    *, minimum: float, exclusive: bool = False, maximum: float | None = None
+) -> Callable[[typer.CallbackParam, N | None], N | None]:
+    """A callback accepting finite numbers >= `minimum` (> if `exclusive`) and <= `maximum`."""
+    bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+    if maximum is not None:
+        bound += f" and <= {maximum:g}"
+
+    def check(param: typer.CallbackParam, value: N | None) -> N | None:
+        if value is None:
+            return None
+        low = value <= minimum if exclusive else value < minimum
+        if not math.isfinite(value) or low or (maximum is not None and value > maximum):
+            name = max(param.opts, key=len) if param.opts else str(param.name)
+            kind = "an integer" if isinstance(value, int) else "a finite number"
+            raise ConfigurationError(f"{name} must be {kind} {bound}, got {value}")
+        return value
+
+    return check
+
+
+#: Durations and timeouts: zero would mean "always" or "never".
+POSITIVE = number(minimum=0, exclusive=True)
+#: Counts of things that may be absent (kills, an index).
+NON_NEGATIVE = number(minimum=0)
+#: Counts of things a job needs at least one of (workers, records, retained checkpoints).
+AT_LEAST_ONE = number(minimum=1)
+#: TCP ports; the local broker's controller listens on port + 1.
+PORT = number(minimum=1, maximum=65534)
+
+
+PortOption = Annotated[
+    int,
+    typer.Option(
+        "--port",
+        envvar="KSTREAM_BROKER_PORT",
+        help="Listener port (the controller uses port+1).",
+        callback=PORT,
+    ),
+]
+SpecArgument = Annotated[str, typer.Argument(help="Job: module:attribute or path.py:attribute.")]
+ParamsOption = Annotated[
+    list[str] | None,
+    typer.Option("-p", "--param", help="Job parameter KEY=VALUE (repeatable)."),
+]
+BootstrapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-servers", help="Kafka cluster; default: KSTREAM_BOOTSTRAP or the local broker."
+    ),
+]
+StateDirOption = Annotated[
+    Path, typer.Option("--state-dir", help="Local state and checkpoint storage.")
+]
+JobNameOption = Annotated[
+    str | None, typer.Option("--job-name", help="Name of the job (scopes topics and state).")
+]
+GuaranteeOption = Annotated[
+    str,
+    typer.Option(
+        "--guarantee", help="Output guarantee: exactly-once, at-least-once or at-most-once."
+    ),
+]
+
+
+def parse_guarantee(value: str) -> Guarantee:
+    """The `Guarantee` a ``--guarantee`` value names; `ConfigurationError` for any other."""
+    # Imported here: the sink module loads confluent_kafka, which `--help` does not need.
+    from kstream.runtime.sink import GUARANTEES
+
+    for g in GUARANTEES:
+        if value == g:
+            return g
+    raise ConfigurationError(f"--guarantee must be one of {', '.join(GUARANTEES)}, got {value!r}")

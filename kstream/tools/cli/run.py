@@ -1,0 +1,235 @@
+"""`kstream run` and `kstream worker`: a job's runner and one of its workers.
+
+`kstream run` supervises worker processes it spawns as ``python -m kstream
+worker ...`` (or coordinates workers started elsewhere with ``--no-spawn``);
+both commands load the job the same way and stop cleanly on SIGTERM or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kstream.errors import ConfigurationError, JobFailedError
+from kstream.tools.cli.console import err, say
+from kstream.tools.cli.options import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    POSITIVE,
+    BootstrapOption,
+    GuaranteeOption,
+    JobNameOption,
+    ParamsOption,
+    SpecArgument,
+    StateDirOption,
+    parse_guarantee,
+)
+
+if TYPE_CHECKING:
+    from kstream.dataflow.job import Job
+
+__all__ = ["run_command", "worker_command"]
+
+
+def run_command(
+    spec: SpecArgument,
+    param: ParamsOption = None,
+    bootstrap_servers: BootstrapOption = None,
+    workers: Annotated[
+        int, typer.Option("--workers", help="Worker processes.", callback=AT_LEAST_ONE)
+    ] = 2,
+    checkpoint_interval: Annotated[
+        float,
+        typer.Option(
+            "--checkpoint-interval", help="Seconds between checkpoints.", callback=POSITIVE
+        ),
+    ] = 1.0,
+    checkpoint_timeout: Annotated[
+        float,
+        typer.Option(
+            "--checkpoint-timeout", help="Seconds before a checkpoint fails.", callback=POSITIVE
+        ),
+    ] = 60.0,
+    max_in_flight: Annotated[
+        int,
+        typer.Option("--max-in-flight", help="Checkpoints pending at once.", callback=AT_LEAST_ONE),
+    ] = 1,
+    retained: Annotated[
+        int,
+        typer.Option(
+            "--retained", help="Completed checkpoints kept on disk.", callback=AT_LEAST_ONE
+        ),
+    ] = 3,
+    spawn: Annotated[
+        bool,
+        typer.Option(
+            "--spawn/--no-spawn",
+            help="Start the workers here, or only coordinate workers started elsewhere "
+            "with `kstream worker`.",
+        ),
+    ] = True,
+    guarantee: GuaranteeOption = "exactly-once",
+    transaction_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--transaction-timeout",
+            help="Seconds a sink transaction may stay open (exactly-once); "
+            "default: enough for two checkpoint intervals plus timeouts.",
+            callback=POSITIVE,
+        ),
+    ] = None,
+    state_dir: StateDirOption = Path("state"),
+    job_name: JobNameOption = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Start from scratch: forget the job's checkpoints, empty state, sources "
+            "from their start position.",
+        ),
+    ] = False,
+    accept_changes: Annotated[
+        bool,
+        typer.Option(
+            "--accept-changes",
+            help="Resume a checkpoint although the job's sources, sinks or operators "
+            "changed (never across a parallelism change).",
+        ),
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
+    from kstream.infra.cluster import bootstrap_servers as resolve
+    from kstream.protocol.coordinator import CoordinatorConfig
+    from kstream.runtime.runner import Runner
+
+    _logging(verbose)
+    if fresh and accept_changes:
+        raise ConfigurationError("--fresh and --accept-changes exclude each other")
+    job, values = _load(spec, param, job_name)
+    runner = Runner(
+        job,
+        spec=spec,
+        params=values,
+        bootstrap=resolve(bootstrap_servers, say),
+        workers=workers,
+        state_dir=state_dir,
+        config=CoordinatorConfig(
+            interval=checkpoint_interval,
+            timeout=checkpoint_timeout,
+            max_in_flight=max_in_flight,
+            retained=retained,
+        ),
+        spawn=spawn,
+        say=say,
+        guarantee=parse_guarantee(guarantee),
+        transaction_timeout_s=transaction_timeout,
+        fresh=fresh,
+        accept_changes=accept_changes,
+    )
+    stop = _stop_flag()
+    runner.prepare()
+    runner.start()
+    say(
+        f"job {job.name}: {len(runner.plan.tasks)} subtasks on {workers} workers; "
+        f"worker logs in {runner.log_path(0).parent}"
+    )
+    last = None
+    try:
+        while not stop():
+            runner.step()
+            if runner.stats.latest != last and runner.stats.latest is not None:
+                last = runner.stats.latest
+                if verbose or last % 10 == 0:
+                    say(
+                        f"checkpoint {last} complete in {runner.stats.last_duration_s:.2f}s "
+                        f"(alignment {runner.stats.last_alignment_ms:.1f} ms)"
+                    )
+    finally:
+        runner.stop()
+        for line in runner.report.summary(time.monotonic()):
+            say(line)
+
+
+def worker_command(
+    spec: SpecArgument,
+    worker: Annotated[
+        int, typer.Option("--worker", help="This worker's index.", callback=NON_NEGATIVE)
+    ],
+    workers: Annotated[
+        int,
+        typer.Option("--workers", help="Number of workers in the job.", callback=AT_LEAST_ONE),
+    ],
+    param: ParamsOption = None,
+    bootstrap_servers: BootstrapOption = None,
+    state_dir: StateDirOption = Path("state"),
+    job_name: JobNameOption = None,
+    guarantee: GuaranteeOption = "exactly-once",
+    transaction_timeout: Annotated[
+        float, typer.Option("--transaction-timeout", callback=POSITIVE)
+    ] = 600.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
+    from kstream.infra.cluster import bootstrap_servers as resolve
+    from kstream.runtime.worker import EXIT_JOB_FAILED, Worker
+
+    _logging(verbose)
+    job, _ = _load(spec, param, job_name)
+    if not 0 <= worker < workers:
+        raise ConfigurationError(f"--worker must be in 0..{workers - 1}, got {worker}")
+    stop = _stop_flag()
+    w = Worker(
+        job,
+        index=worker,
+        workers=workers,
+        bootstrap=resolve(bootstrap_servers, say),
+        state_dir=state_dir.resolve(),
+        guarantee=parse_guarantee(guarantee),
+        transaction_timeout_ms=int(transaction_timeout * 1000),
+    )
+    try:
+        w.run(stop)
+    except JobFailedError as exc:
+        err.print(f"kstream: job failed: {exc}", highlight=False, markup=False)
+        sys.exit(EXIT_JOB_FAILED)
+
+
+def _logging(verbose: bool) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(console=err, show_path=False, rich_tracebacks=False)],
+    )
+
+
+def _load(spec: str, params: list[str] | None, job_name: str | None) -> tuple[Job, dict[str, str]]:
+    from kstream.tools.spec import load_job, parse_params
+
+    values = parse_params(params or [])
+    job = load_job(spec, values)
+    if job_name:
+        job.rename(job_name)
+    return job, values
+
+
+def _stop_flag() -> Callable[[], bool]:
+    """A flag set by SIGTERM or SIGINT, for a clean stop at the next loop round."""
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stopping.is_set
