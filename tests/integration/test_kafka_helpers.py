@@ -12,6 +12,7 @@ import kstream.infra.admin as admin_module
 from kstream import KafkaSink, KafkaSource
 from kstream.errors import KafkaUnavailableError
 from kstream.infra.admin import Admin
+from kstream.protocol.messages import WorkerAlive
 from kstream.protocol.names import control_topic
 from kstream.runtime.control import ControlWriter
 from kstream.runtime.kafka import IDEMPOTENT, client_config, flush, produce
@@ -74,8 +75,9 @@ def test_control_messages_wait_for_room_in_a_full_queue(bootstrap: str, admin: A
     writer._producer = Producer(
         client_config(bootstrap, IDEMPOTENT, {"queue.buffering.max.messages": 1, "linger.ms": 200})
     )
-    for n in range(5):
-        writer.send({"type": "heartbeat", "n": n}, flush=False)
+    sent = [WorkerAlive(f"w{n}", n) for n in range(5)]
+    for message in sent:
+        writer.send(message, flush=False)
     writer.flush()
     values = [r.value for r in read_all(bootstrap, control_topic(job))]
-    assert values == [json.dumps({"type": "heartbeat", "n": n}).encode() for n in range(5)]
+    assert values == [json.dumps(m.to_dict()).encode() for m in sent]
