@@ -1,40 +1,35 @@
-"""`kstream run`: the supervisor that coordinates a job and keeps its workers alive.
+"""`kstream run`: the runner, which coordinates a job and keeps its workers alive.
 
 The runner is the I/O shell around `kstream.protocol.coordinator.Coordinator`: it turns
-control-topic messages and child-process exits into events, carries out the
-commands (control messages, checkpoint deletion, channel purging) and restarts
-workers that die. Workers are separate OS processes (`kstream worker ...`);
-with `spawn=False` it only coordinates, for workers started on other machines.
+control-topic messages and child-process exits into events and carries out the
+commands (control messages, checkpoint deletion, recovery). Around it: the
+start-up checks (`kstream.runtime.preflight`), the worker processes
+(`kstream.runtime.supervisor`; with `spawn=False` the runner only coordinates,
+for workers started on other machines), channel purging (`kstream.runtime.purge`)
+and the run's statistics (`kstream.runtime.run_stats`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, assert_never
-
-from confluent_kafka import TopicPartition
+from typing import assert_never
 
 from kstream.dataflow.identity import JobIdentity, resume_problems
-from kstream.dataflow.job import Job, sink_nodes
-from kstream.dataflow.plan import Plan, plan, started_with
+from kstream.dataflow.job import Job
+from kstream.dataflow.plan import Plan, plan
 from kstream.errors import (
     AlreadyRunningError,
     CheckpointDamagedError,
-    ConfigurationError,
     IdentityMismatchError,
     JobFailedError,
     KafkaUnavailableError,
-    TimeoutConfigError,
 )
 from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import (
@@ -57,7 +52,6 @@ from kstream.protocol.coordinator import (
     WorkerLost,
     replay,
 )
-from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
 from kstream.protocol.messages import (
     Aborted,
     Acked,
@@ -75,10 +69,14 @@ from kstream.protocol.names import runner_group, task_group
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.presence import WAIT_S, last_presence, needs_wait, still_alive
 from kstream.runtime.control import ControlReader, ControlWriter, read_messages
-from kstream.runtime.lock import ProcessLock, runner_lock_path, worker_lock_path
+from kstream.runtime.lock import ProcessLock, runner_lock_path
+from kstream.runtime.preflight import check_cluster
+from kstream.runtime.purge import ChannelPurger
 from kstream.runtime.run_report import RunReport
+from kstream.runtime.run_stats import RunStats
 from kstream.runtime.sink import Guarantee
 from kstream.runtime.snapshot import LocalCheckpointStorage
+from kstream.runtime.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
 from kstream.runtime.worker import EXIT_JOB_FAILED
 
 __all__ = ["RunStats", "Runner"]
@@ -90,33 +88,8 @@ FALLBACK_DUPLICATES = (
     "Output the sinks committed after that checkpoint will be written again "
     "(duplicates, also under exactly-once)"
 )
-#: Channel purges are batched: at most one round of delete_records per period.
-PURGE_PERIOD_S = 5.0
-#: A worker restarted more often than this within `RESTART_WINDOW_S` fails the job.
-MAX_RESTARTS = 20
-RESTART_WINDOW_S = 120.0
-#: Grace period for workers to exit on SIGTERM before they are killed.
-STOP_TIMEOUT_S = 20.0
 #: After the workers exit, how long the runner reads their final heartbeats (counts).
 WIND_UP_TIMEOUT_S = 10.0
-
-
-@dataclass
-class RunStats:
-    """What happened so far, for progress output and the demo's summary."""
-
-    completed: int = 0
-    aborted: int = 0
-    recoveries: int = 0
-    restarts: int = 0
-    generation: int = 0
-    latest: int | None = None
-    #: Source offsets (topic -> partition -> next offset) of the latest completed checkpoint.
-    source_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
-    last_alignment_ms: float = 0.0
-    last_duration_s: float = 0.0
-    max_sync_ms: float = 0.0
-    sync_ms: list[float] = field(default_factory=list)
 
 
 class Runner:
@@ -168,12 +141,10 @@ class Runner:
         #: This runner's identity in its `coordinator` announcements.
         self._incarnation = uuid.uuid4().hex
         self._announced = 0.0
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        self._logs: dict[int, IO[bytes]] = {}
-        self._restart_times: list[float] = []
+        #: The worker processes this runner starts (with `spawn`).
+        self.supervisor = Supervisor(job.name, job_dir, self.worker_command, self.worker_env)
+        self.purger = ChannelPurger(bootstrap)
         self._acks: dict[int, dict[str, Acked]] = {}
-        self._channel_offsets: dict[int, dict[str, dict[int, int]]] = {}
-        self._last_purge = 0.0
         self._failed: str | None = None
         self.coordinator: Coordinator | None = None
         self.control: ControlWriter | None = None
@@ -188,47 +159,16 @@ class Runner:
         """
         self.lock.acquire()
         try:
-            self._check_cluster()
+            self.transaction_timeout_s = check_cluster(
+                self.plan,
+                bootstrap=self.bootstrap,
+                guarantee=self.guarantee,
+                config=self.config,
+                transaction_timeout_s=self.transaction_timeout_s,
+            )
         except BaseException:
             self.lock.release()
             raise
-
-    def _check_cluster(self) -> None:
-        """Check the cluster, the input and output topics; create internal topics."""
-        admin = Admin(self.bootstrap)
-        admin.check_reachable()
-        for stage in self.job.stages:
-            if stage.source is not None:
-                stage.source.partitions(self.bootstrap)  # raises for a missing topic
-        for stage in self.job.stages:
-            for node in sink_nodes(stage.root):
-                assert node.sink is not None
-                if stage.source is None and node.sink.lineage:
-                    raise ConfigurationError(
-                        f"sink {node.sink.name}: lineage needs the sink in its source's stage "
-                        "(no key_by or rebalance before it): positions do not cross channels"
-                    )
-                node.sink.check(self.bootstrap)
-        if self.guarantee == "exactly-once":
-            self.transaction_timeout_s = transaction_timeout(
-                self.config, self.transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
-            )
-        self._check_layout(admin)
-        # Stated explicitly: a broker whose default is lower must not shrink them.
-        admin.create_topics(
-            self.plan.internal_topics(), {MAX_MESSAGE_BYTES: str(INTERNAL_TOPIC_MAX_BYTES)}
-        )
-
-    def _check_layout(self, admin: Admin) -> None:
-        """Refuse a worker count the job's existing internal topics were not made for."""
-        existing = {}
-        for topic in self.plan.internal_topics():
-            n = admin.partitions(topic)
-            if n is not None:
-                existing[topic] = n
-        problem = started_with(self.job, existing, self.workers)
-        if problem is not None:
-            raise ConfigurationError(problem)
 
     def start(self) -> None:
         """Resume the coordinator from the control topic, open a generation, spawn workers."""
@@ -253,9 +193,9 @@ class Runner:
         if self.spawn:
             # All checked before any starts: a refusal then leaves no orphaned worker.
             for w in range(self.workers):
-                self._check_worker_free(w)
+                self.supervisor.check_free(w)
             for w in range(self.workers):
-                self._spawn(w)
+                self.supervisor.spawn(w)
 
     def _refuse_if_coordinated_elsewhere(self, history: list[ControlMessage]) -> None:
         """Raise `AlreadyRunningError` if another runner coordinates this job on this cluster.
@@ -428,51 +368,18 @@ class Runner:
         return cmd
 
     def log_path(self, index: int) -> Path:
-        return self.state_dir / self.job.name / "logs" / f"worker-{index}.log"
-
-    def _check_worker_free(self, index: int) -> None:
-        """Raise `AlreadyRunningError` if a process not started here runs worker `index`.
-
-        Our own worker is dead when this runs (the kernel dropped its lock), so a
-        held lock is someone's `kstream worker` started by hand; restarting ours
-        into it would only fail again and again.
-        """
-        probe = ProcessLock(
-            worker_lock_path(self.state_dir / self.job.name, index),
-            f"worker {index} of job {self.job.name}",
-        )
-        probe.acquire()
-        probe.release()
-
-    def _spawn(self, index: int) -> None:
-        path = self.log_path(index)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if index not in self._logs:
-            self._logs[index] = path.open("ab")
-        env = {**os.environ, **self.worker_env}
-        self.procs[index] = subprocess.Popen(
-            self.worker_command(index),
-            stdin=subprocess.DEVNULL,
-            stdout=self._logs[index],
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        return self.supervisor.log_path(index)
 
     def worker_pids(self) -> dict[int, int]:
-        return {i: p.pid for i, p in self.procs.items() if p.poll() is None}
+        return self.supervisor.pids()
 
     def _check_workers(self, now: float) -> None:
-        for index, proc in list(self.procs.items()):
-            code = proc.poll()
-            if code is None:
-                continue
+        for index, code in self.supervisor.exits():
             if code == EXIT_JOB_FAILED:
                 self._failed = self._failed or f"worker {index} failed; see {self.log_path(index)}"
                 return
             how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            self._restart_times = [t for t in self._restart_times if now - t < RESTART_WINDOW_S]
-            self._restart_times.append(now)
-            if len(self._restart_times) > MAX_RESTARTS:
+            if not self.supervisor.restart_allowed(now):
                 self._failed = (
                     f"workers died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; "
                     f"last: worker {index} {how}; see {self.log_path(index)}"
@@ -483,8 +390,8 @@ class Runner:
             # generation instead of the failed one.
             self._execute(self.coordinator.handle(WorkerLost(f"w{index}", how, now)))
             self.stats.restarts += 1
-            self._check_worker_free(index)
-            self._spawn(index)
+            self.supervisor.check_free(index)
+            self.supervisor.spawn(index)
 
     # -- the loop -----------------------------------------------------------
 
@@ -505,9 +412,7 @@ class Runner:
             self._check_workers(now)
         if self._failed:
             raise JobFailedError(self._failed)
-        if now - self._last_purge > PURGE_PERIOD_S:
-            self._last_purge = now
-            self._purge()
+        self.purger.maybe_purge(now)
 
     def _event(self, msg: ControlMessage, now: float) -> Event | None:
         """The coordinator's event for a message read; other messages are acted on here."""
@@ -584,7 +489,7 @@ class Runner:
                 case Discard():
                     for n in c.checkpoints:
                         self.storage.discard(n)
-                        self._channel_offsets.pop(n, None)
+                        self.purger.discarded(n)
                 case _:
                     assert_never(c)
 
@@ -592,58 +497,14 @@ class Runner:
         acks = self._acks.pop(c.checkpoint, {})
         for n in [m for m in self._acks if m < c.checkpoint]:
             del self._acks[n]
-        sources: dict[str, dict[int, int]] = {}
-        channels: dict[str, dict[int, int]] = {}
-        syncs = []
-        for a in acks.values():
-            for topic, parts in a.source_offsets.items():
-                sources.setdefault(topic, {}).update(parts)
-            for topic, parts in a.channel_offsets.items():
-                channels.setdefault(topic, {}).update(parts)
-            syncs.append(a.sync_ms)
-        self._channel_offsets[c.checkpoint] = channels
-        s = self.stats
-        s.completed += 1
-        s.latest = c.checkpoint
-        s.source_offsets = sources
-        s.last_alignment_ms = c.alignment_ms
-        s.last_duration_s = c.duration_s
-        if syncs:
-            s.sync_ms.append(max(syncs))
-            s.max_sync_ms = max(s.max_sync_ms, max(syncs))
-
-    def _purge(self) -> None:
-        """Delete channel records before the oldest retained checkpoint's positions."""
-        if not self._channel_offsets:
-            return
-        oldest = min(self._channel_offsets)
-        tps = [
-            TopicPartition(topic, p, o)
-            for topic, parts in self._channel_offsets[oldest].items()
-            for p, o in parts.items()
-            if o > 0
-        ]
-        try:
-            Admin(self.bootstrap).delete_records_before(tps)
-        except Exception as exc:
-            log.warning("channel purge failed (will retry): %s", exc)
+        channels = self.stats.checkpoint_completed(c, acks.values())
+        self.purger.completed(c.checkpoint, channels)
 
     # -- shutdown -----------------------------------------------------------
 
     def stop(self) -> None:
         """Stop the workers (SIGTERM, then SIGKILL) and close connections."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for proc in self.procs.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for f in self._logs.values():
-            f.close()
+        self.supervisor.stop()
         self._wind_up()
         if self.reader is not None:
             self.reader.close()
@@ -670,37 +531,3 @@ class Runner:
         except KafkaUnavailableError as exc:
             log.warning("final control messages not read or written: %s", exc)
         self._notify(self.report.flush(time.monotonic()))
-
-
-BROKER_MAX_TXN = "transaction.max.timeout.ms"
-
-
-def transaction_timeout(
-    config: CoordinatorConfig, requested_s: float | None, broker_max_ms: str | None
-) -> float:
-    """The producers' transaction timeout, checked against checkpointing and the broker.
-
-    An epoch's transaction lives from its first record until the checkpoint after
-    it completes: up to one interval plus one checkpoint timeout, twice if that
-    checkpoint fails and the epoch waits for the next. A transaction the broker
-    times out is aborted, silently losing the epoch, so a setting that allows
-    that is refused at start-up.
-    """
-    need = 2 * (config.interval + config.timeout)
-    cap = int(broker_max_ms) / 1000 if broker_max_ms else None
-    if requested_s is not None and requested_s < need:
-        raise TimeoutConfigError(
-            f"--transaction-timeout {requested_s:g}s is shorter than 2 x (checkpoint interval "
-            f"{config.interval:g}s + checkpoint timeout {config.timeout:g}s) = {need:g}s: a "
-            "pre-committed transaction could expire before its checkpoint completes"
-        )
-    chosen = requested_s if requested_s is not None else max(need, 600.0)
-    if cap is not None and chosen > cap:
-        if requested_s is None and need <= cap:
-            return cap
-        raise TimeoutConfigError(
-            f"transactions must live {chosen:g}s but the broker caps them at "
-            f"{BROKER_MAX_TXN}={cap * 1000:.0f}; raise that or shorten the checkpoint "
-            "interval/timeout"
-        )
-    return chosen

@@ -7,9 +7,10 @@ Two kinds, by what feeds the stage:
 * `ChannelTask` reads channel partitions and aligns barriers with a
   `kstream.protocol.barrier.Aligner`; it snapshots when the aligner says so.
 
-Both push records through the stage's fused chain (compiled to nested
-closures: no per-record dispatch on operator kinds) and hand finished
-snapshots to the worker, which sends the acks once they are durable.
+Both push records through the stage's fused chain (`kstream.runtime.chain`),
+opening its ends here (sink writers, channel writers), apply the job's error
+policy to records that fail (`kstream.runtime.dead_letters`), and hand
+finished snapshots to the worker, which sends the acks once they are durable.
 """
 
 from __future__ import annotations
@@ -17,31 +18,17 @@ from __future__ import annotations
 import logging
 import pickle
 import time
-import traceback
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, assert_never
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
-    Consumer,
-    Message,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Message, TopicPartition
 
 from kstream.dataflow.job import Node
 from kstream.dataflow.plan import Plan, TaskSpec
-from kstream.errors import (
-    CheckpointError,
-    ConfigurationError,
-    JobFailedError,
-    KStreamError,
-    RecordError,
-    RecordTooLargeError,
-)
+from kstream.errors import CheckpointError, JobFailedError
 from kstream.protocol.barrier import (
     AbandonAlignment,
     Action,
@@ -57,19 +44,10 @@ from kstream.protocol.barrier import (
     Unblock,
 )
 from kstream.protocol.counters import WorkerCounters
-from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, Headers, fit_dead_letter
+from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage, Declined
-from kstream.protocol.names import (
-    ERROR_HEADER,
-    LINEAGE_OFFSET_HEADER,
-    LINEAGE_PARTITION_HEADER,
-    LINEAGE_TOPIC_HEADER,
-    STACK_HEADER,
-    TASK_HEADER,
-    channel_topic,
-    dead_letter_topic,
-    task_group,
-)
+from kstream.protocol.names import channel_topic
+from kstream.runtime.chain import compile_chain, has_process
 from kstream.runtime.channel import (
     BARRIER,
     HEADER_SIZE,
@@ -78,10 +56,12 @@ from kstream.runtime.channel import (
     barrier_checkpoint,
     decode_header,
 )
-from kstream.runtime.kafka import MANUAL_OFFSETS, READ_COMMITTED, client_config, produce, request
+from kstream.runtime.consumers import task_consumer
+from kstream.runtime.dead_letters import RAW, PolicyCounts, RecordErrors
+from kstream.runtime.kafka import request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta
-from kstream.runtime.state import StateStore, key_bytes
+from kstream.runtime.state import StateStore
 from kstream.tools.fault import Faults
 
 __all__ = ["ChannelTask", "PendingAck", "SourceTask", "Subtask", "TaskRuntime", "open_task"]
@@ -90,8 +70,6 @@ log = logging.getLogger("kstream.task")
 
 #: Records fetched per `consume` call: large batches amortise the Python call overhead.
 BATCH = 1000
-#: Marks "the failing record is the Kafka record itself" in `on_record_error`.
-_RAW = object()
 
 
 @dataclass
@@ -130,21 +108,17 @@ class PendingAck:
 
 
 @dataclass
-class _Stats:
+class _Stats(PolicyCounts):
     records: int = 0
-    dropped: int = 0
-    dead_letters: int = 0
     snapshots: int = 0
     last_sync_ms: float = 0.0
     outputs: dict[str, int] = field(default_factory=dict)
     #: Results handed to this subtask's sinks (replays after a recovery count again).
     records_out: int = 0
-    #: The latest record sent to the dead-letter topic: where it came from and why.
-    last_dead_letter: str = ""
 
 
 class Subtask:
-    """Common machinery: chain, state, outputs, snapshots, error policy."""
+    """Common machinery: state, the chain's outputs, snapshots, control of the sinks."""
 
     def __init__(self, rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> None:
         self.rt = rt
@@ -164,7 +138,7 @@ class Subtask:
         try:
             if restore_from is not None:
                 self.restored = rt.storage.load(restore_from, self.id)
-            if _has_process(self.stage.root):
+            if has_process(self.stage.root):
                 if restore_from is not None:
                     found = rt.storage.fetch_db(restore_from, self.id, db_path)
                     if not found and self.restored is not None and self.restored.has_state:
@@ -185,7 +159,16 @@ class Subtask:
                 f"{self.id} cannot be restored from checkpoint {restore_from}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        self.push: Callable[..., None] = self._compile(self.stage.root, top=True)
+        self.errors = RecordErrors(
+            self.job.on_error, self.job.name, self.id, rt.producer, rt.max_record_bytes, self.stats
+        )
+        self.push: Callable[..., None] = compile_chain(
+            self.stage.root,
+            stage_index=self.stage.index,
+            state=self.state,
+            open_sink=self._open_sink,
+            open_edge=self._open_edge,
+        )
         for name, writer in self.sinks.items():
             kept = None
             if self.restored is not None and restore_from is not None:
@@ -195,185 +178,63 @@ class Subtask:
                 )
             writer.recover(restore_from, kept)
             writer.begin_epoch(self._epoch)
-        self.consumer = Consumer(
-            client_config(
-                rt.bootstrap,
-                MANUAL_OFFSETS,
-                READ_COMMITTED,
-                {
-                    "group.id": task_group(self.job.name, self.id),
-                    "enable.auto.offset.store": False,
-                    "fetch.wait.max.ms": 50,
-                    "queued.max.messages.kbytes": 32768,
-                },
+        self.consumer = task_consumer(rt.bootstrap, self.job.name, self.id)
+
+    # -- the chain's ends ---------------------------------------------------
+
+    def _open_sink(self, node: Node) -> Callable[[Any], None]:
+        """Open the writer of sink `node` (numbered in compile order) and count its results."""
+        assert node.sink is not None
+        ordinal = len(self.sinks)
+        writer: SinkWriter = node.sink.open(
+            SinkContext(
+                self.rt.bootstrap,
+                self.job.name,
+                self.id,
+                self.rt.generation,
+                self.rt.producer,
+                guarantee=self.rt.guarantee,
+                marker_partition=self.rt.plan.marker_partition(self.spec, ordinal),
+                transaction_timeout_ms=self.rt.transaction_timeout_ms,
+                pump=self.rt.pump,
+                raise_if_undelivered=self.rt.raise_if_undelivered,
+                source_position=self._source_position(),
+                max_record_bytes=self.rt.max_record_bytes,
             )
         )
+        self.sinks[f"{node.sink.name}#{ordinal}"] = writer
+        write, stats = writer.write, self.stats
 
-    # -- the chain ----------------------------------------------------------
+        def counted(value: Any) -> None:
+            stats.records_out += 1
+            write(value)
 
-    def _compile(self, node: Node, top: bool = False) -> Callable[..., None]:
-        kids = [self._compile(c) for c in node.children]
-        if not kids:
-            emit: Callable[[Any], None] = _discard
-        elif len(kids) == 1:
-            emit = kids[0]
-        else:
+        return counted
 
-            def emit(value: Any, _kids: list[Callable[[Any], None]] = kids) -> None:
-                for k in _kids:
-                    k(value)
-
-        fn = node.fn
-        if node.kind in ("source", "input"):
-            return emit
-        if node.kind == "map":
-            assert fn is not None
-            return lambda v: emit(fn(v))
-        if node.kind == "filter":
-            assert fn is not None
-
-            def keep(v: Any) -> None:
-                if fn(v):
-                    emit(v)
-
-            return keep
-        if node.kind == "flat_map":
-            assert fn is not None
-
-            def flat(v: Any) -> None:
-                for x in fn(v):
-                    emit(x)
-
-            return flat
-        if node.kind == "process":
-            assert fn is not None
-            assert self.state is not None
-            state = self.state.value_state(f"s{self.stage.index}.{node.name}")
-
-            def process(key: Any, value: Any) -> None:
-                state.key = key_bytes(key)
-                out = fn(key, value, state)
-                if out is not None:
-                    for x in out:
-                        emit(x)
-
-            return process
-        if node.kind == "sink":
-            assert node.sink is not None
-            ordinal = len(self.sinks)
-            writer: SinkWriter = node.sink.open(
-                SinkContext(
-                    self.rt.bootstrap,
-                    self.job.name,
-                    self.id,
-                    self.rt.generation,
-                    self.rt.producer,
-                    guarantee=self.rt.guarantee,
-                    marker_partition=self.rt.plan.marker_partition(self.spec, ordinal),
-                    transaction_timeout_ms=self.rt.transaction_timeout_ms,
-                    pump=self.rt.pump,
-                    raise_if_undelivered=self.rt.raise_if_undelivered,
-                    source_position=self._source_position(),
-                    max_record_bytes=self.rt.max_record_bytes,
-                )
-            )
-            self.sinks[f"{node.sink.name}#{ordinal}"] = writer
-            write, stats = writer.write, self.stats
-
-            def counted(value: Any) -> None:
-                stats.records_out += 1
-                write(value)
-
-            return counted
-        if node.kind == "edge":
-            assert node.edge_to is not None
-            target = node.edge_to
-            cw = ChannelWriter(
-                self.rt.producer,
-                channel_topic(self.job.name, target.index),
-                self.spec.index,
-                self.rt.plan.parallelism[target.index],
-                self.rt.generation,
-                target.key_fn,
-                max_bytes=self.rt.max_record_bytes,
-                on_too_large=self._on_channel_record_too_large,
-            )
-            self.writers.append(cw)
-            return cw.send
-        raise ConfigurationError(f"unknown operator kind {node.kind}")
+    def _open_edge(self, node: Node) -> Callable[[Any], None]:
+        """Open the channel writer of edge `node` to the next stage."""
+        assert node.edge_to is not None
+        target = node.edge_to
+        cw = ChannelWriter(
+            self.rt.producer,
+            channel_topic(self.job.name, target.index),
+            self.spec.index,
+            self.rt.plan.parallelism[target.index],
+            self.rt.generation,
+            target.key_fn,
+            max_bytes=self.rt.max_record_bytes,
+            on_too_large=self.errors.on_channel_record_too_large,
+        )
+        self.writers.append(cw)
+        return cw.send
 
     def _source_position(self) -> Callable[[], tuple[str, int, int] | None] | None:
         """How sinks of this stage learn the source record behind a result (sources only)."""
         return None
 
-    # -- errors -------------------------------------------------------------
-
-    def on_record_error(self, exc: BaseException, msg: Message, item: Any = _RAW) -> None:
-        """Apply the job's error policy to a record that failed to decode or process.
-
-        `msg` is the Kafka record it came in: a source record, or a channel record
-        holding a batch, in which case `item` is the failing stream record. A
-        `RecordTooLargeError` (an output too large for its topic) keeps the
-        output itself in the dead letter, with the input's position.
-
-        Errors that are not the record's pass through and stop the worker: a
-        `JobFailedError` (the policy of an operator further down) and any other
-        `KStreamError` that is not a `RecordError` (kstream's own I/O failed,
-        e.g. a produce; the job rolls back instead of blaming the record).
-        """
-        if isinstance(exc, KStreamError) and not isinstance(exc, RecordError):
-            raise exc
-        where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
-        source: Headers = [
-            (LINEAGE_TOPIC_HEADER, (msg.topic() or "").encode()),
-            (LINEAGE_PARTITION_HEADER, str(msg.partition()).encode()),
-            (LINEAGE_OFFSET_HEADER, str(msg.offset()).encode()),
-        ]
-        payload: bytes | None
-        if isinstance(exc, RecordTooLargeError):
-            key, payload = exc.key, exc.value
-        else:
-            key = msg.key()
-            payload = msg.value() if item is _RAW else repr(item).encode()
-        self._apply_policy(exc, f"record {where}", key, payload, source)
-
-    def _on_channel_record_too_large(self, item: Any, exc: RecordTooLargeError) -> None:
-        """A stream record too large for its channel (found when its batch is written).
-
-        Batches span many input records, so which one emitted it is not known:
-        the dead letter names no source position rather than a wrong one.
-        """
-        self._apply_policy(exc, "a stream record", exc.key, exc.value, [])
-
-    def _apply_policy(
-        self,
-        exc: BaseException,
-        what: str,
-        key: bytes | None,
-        payload: bytes | None,
-        source: Headers,
-    ) -> None:
-        policy = self.job.on_error
-        if policy == "fail":
-            raise JobFailedError(f"{self.id}: {what} failed: {type(exc).__name__}: {exc}") from exc
-        if policy == "skip":
-            log.warning("%s: skipped %s: %s: %s", self.id, what, type(exc).__name__, exc)
-            self.stats.dropped += 1
-            return
-        stack = "".join(traceback.format_exception(exc))[-8000:]
-        headers: Headers = [
-            (ERROR_HEADER, f"{type(exc).__name__}: {exc}".encode()[:2000]),
-            (TASK_HEADER, self.id.encode()),
-            *source,
-            (STACK_HEADER, stack.encode()),
-        ]
-        topic = dead_letter_topic(self.job.name)
-        # The dead letter must fit where the record did not: cut to fit, marked.
-        key, payload, headers = fit_dead_letter(key, payload, headers, self.rt.max_record_bytes)
-        produce(self.rt.producer, topic, payload, key, headers=headers, kind="dead-letter topic")
-        self.stats.dead_letters += 1
-        self.stats.last_dead_letter = f"{self.id}: {what}: {type(exc).__name__}: {exc}"[:300]
-        log.warning("%s: %s sent to %s: %s: %s", self.id, what, topic, type(exc).__name__, exc)
+    def on_record_error(self, exc: BaseException, msg: Message, item: Any = RAW) -> None:
+        """Apply the job's error policy (see `RecordErrors.on_record_error`)."""
+        self.errors.on_record_error(exc, msg, item)
 
     # -- checkpoints --------------------------------------------------------
 
@@ -480,14 +341,6 @@ def _finish_and_store(
     for finish in finishers:
         finish()
     storage.store(meta, staged, payloads)
-
-
-def _has_process(node: Node) -> bool:
-    return node.kind == "process" or any(_has_process(c) for c in node.children)
-
-
-def _discard(_: Any) -> None:
-    """End of a chain that leads nowhere."""
 
 
 class SourceTask(Subtask):

@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kstream.connectors.kafka import KafkaSource
-from kstream.dataflow.job import ErrorPolicy, Job, ValueState
+from kstream.dataflow.job import ErrorPolicy, Job, Sink, ValueState
 from kstream.dataflow.plan import TaskSpec, plan
 from kstream.infra.admin import Admin
 from kstream.protocol.names import channel_topic, dead_letter_topic
@@ -42,7 +42,7 @@ GENERATION = 1
 
 
 @dataclass
-class WaitingSink:
+class WaitingSink(Sink):
     """A sink whose writer waits in `pump` before every write, as a full sink does."""
 
     name: str = "waiting"

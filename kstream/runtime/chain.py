@@ -1,0 +1,111 @@
+"""A stage's fused operator chain, compiled to nested closures.
+
+`compile_chain` turns the operator tree of one stage (`kstream.dataflow.job.Node`)
+into one function that pushes a value through every operator: no per-record
+dispatch on operator kinds, one Python call per operator. What the chain's
+ends become is the caller's: `open_sink` and `open_edge` are called once per
+sink and edge node, in the order the tree is compiled (children first, left to
+right, so a stage's sinks are numbered the same way in every run), and return
+the function that receives the values reaching that end. The chain itself does
+no I/O, so it is tested without Kafka.
+
+A keyed stage's chain (its root is an ``input`` node followed by ``process``)
+is called as ``push(key, value)``; every other chain as ``push(value)``.
+Exceptions raised by user functions pass out of ``push`` unchanged: the error
+policy (`kstream.runtime.dead_letters`) is applied by the caller, per record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kstream.dataflow.job import Node
+from kstream.errors import ConfigurationError
+from kstream.runtime.state import StateStore, key_bytes
+
+__all__ = ["End", "compile_chain", "has_process"]
+
+#: What receives the values reaching a sink or an edge.
+End = Callable[[Any], None]
+
+
+def compile_chain(
+    root: Node,
+    *,
+    stage_index: int,
+    state: StateStore | None,
+    open_sink: Callable[[Node], End],
+    open_edge: Callable[[Node], End],
+) -> Callable[..., None]:
+    """Compile the chain rooted at `root` (stage `stage_index`) into one push function.
+
+    `state` holds the stage's keyed state; it must not be None if the chain
+    has a ``process`` node (`has_process`). Each process node keeps its values
+    under its own name, ``s<stage_index>.<node name>``, the name snapshots
+    store them under.
+    """
+
+    def compile_node(node: Node) -> Callable[..., None]:
+        kids = [compile_node(c) for c in node.children]
+        if not kids:
+            emit: End = _discard
+        elif len(kids) == 1:
+            emit = kids[0]
+        else:
+
+            def emit(value: Any, _kids: list[End] = kids) -> None:
+                for k in _kids:
+                    k(value)
+
+        fn = node.fn
+        if node.kind in ("source", "input"):
+            return emit
+        if node.kind == "map":
+            assert fn is not None
+            return lambda v: emit(fn(v))
+        if node.kind == "filter":
+            assert fn is not None
+
+            def keep(v: Any) -> None:
+                if fn(v):
+                    emit(v)
+
+            return keep
+        if node.kind == "flat_map":
+            assert fn is not None
+
+            def flat(v: Any) -> None:
+                for x in fn(v):
+                    emit(x)
+
+            return flat
+        if node.kind == "process":
+            assert fn is not None
+            assert state is not None, "a chain with a process node needs a state store"
+            value_state = state.value_state(f"s{stage_index}.{node.name}")
+
+            def process(key: Any, value: Any) -> None:
+                value_state.key = key_bytes(key)
+                out = fn(key, value, value_state)
+                if out is not None:
+                    for x in out:
+                        emit(x)
+
+            return process
+        if node.kind == "sink":
+            return open_sink(node)
+        if node.kind == "edge":
+            return open_edge(node)
+        raise ConfigurationError(f"unknown operator kind {node.kind}")
+
+    return compile_node(root)
+
+
+def has_process(node: Node) -> bool:
+    """Whether the chain rooted at `node` has a ``process`` node (and so needs state)."""
+    return node.kind == "process" or any(has_process(c) for c in node.children)
+
+
+def _discard(_: Any) -> None:
+    """End of a chain that leads nowhere."""

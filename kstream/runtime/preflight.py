@@ -1,0 +1,104 @@
+"""The checks a runner makes before a job starts, and the internal topics it creates.
+
+Every refusal is one `KStreamError` raised before any worker starts, so a job
+that cannot run leaves nothing half-started: the cluster must answer, input
+topics exist, sinks accept their outputs, the transaction timeout suits the
+checkpointing and the broker, and the worker count matches the internal
+topics an earlier run of the job created.
+"""
+
+from __future__ import annotations
+
+from kstream.dataflow.job import Job, sink_nodes
+from kstream.dataflow.plan import Plan, started_with
+from kstream.errors import ConfigurationError, TimeoutConfigError
+from kstream.infra.admin import Admin
+from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
+from kstream.runtime.sink import Guarantee
+
+__all__ = ["BROKER_MAX_TXN", "check_cluster", "transaction_timeout"]
+
+#: The broker setting that caps every transaction's timeout.
+BROKER_MAX_TXN = "transaction.max.timeout.ms"
+
+
+def check_cluster(
+    plan: Plan,
+    *,
+    bootstrap: str,
+    guarantee: Guarantee,
+    config: CoordinatorConfig,
+    transaction_timeout_s: float | None,
+) -> float | None:
+    """Check the cluster, the input and output topics; create internal topics.
+
+    Returns the transaction timeout the workers are to use (`transaction_timeout`
+    under exactly-once; `transaction_timeout_s` unchanged otherwise).
+    """
+    job = plan.job
+    admin = Admin(bootstrap)
+    admin.check_reachable()
+    for stage in job.stages:
+        if stage.source is not None:
+            stage.source.partitions(bootstrap)  # raises for a missing topic
+    for stage in job.stages:
+        for node in sink_nodes(stage.root):
+            assert node.sink is not None
+            if stage.source is None and node.sink.lineage:
+                raise ConfigurationError(
+                    f"sink {node.sink.name}: lineage needs the sink in its source's stage "
+                    "(no key_by or rebalance before it): positions do not cross channels"
+                )
+            node.sink.check(bootstrap)
+    if guarantee == "exactly-once":
+        transaction_timeout_s = transaction_timeout(
+            config, transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
+        )
+    _check_layout(admin, job, plan)
+    # Stated explicitly: a broker whose default is lower must not shrink them.
+    admin.create_topics(plan.internal_topics(), {MAX_MESSAGE_BYTES: str(INTERNAL_TOPIC_MAX_BYTES)})
+    return transaction_timeout_s
+
+
+def _check_layout(admin: Admin, job: Job, plan: Plan) -> None:
+    """Refuse a worker count the job's existing internal topics were not made for."""
+    existing = {}
+    for topic in plan.internal_topics():
+        n = admin.partitions(topic)
+        if n is not None:
+            existing[topic] = n
+    problem = started_with(job, existing, plan.workers)
+    if problem is not None:
+        raise ConfigurationError(problem)
+
+
+def transaction_timeout(
+    config: CoordinatorConfig, requested_s: float | None, broker_max_ms: str | None
+) -> float:
+    """The producers' transaction timeout, checked against checkpointing and the broker.
+
+    An epoch's transaction lives from its first record until the checkpoint after
+    it completes: up to one interval plus one checkpoint timeout, twice if that
+    checkpoint fails and the epoch waits for the next. A transaction the broker
+    times out is aborted, silently losing the epoch, so a setting that allows
+    that is refused at start-up.
+    """
+    need = 2 * (config.interval + config.timeout)
+    cap = int(broker_max_ms) / 1000 if broker_max_ms else None
+    if requested_s is not None and requested_s < need:
+        raise TimeoutConfigError(
+            f"--transaction-timeout {requested_s:g}s is shorter than 2 x (checkpoint interval "
+            f"{config.interval:g}s + checkpoint timeout {config.timeout:g}s) = {need:g}s: a "
+            "pre-committed transaction could expire before its checkpoint completes"
+        )
+    chosen = requested_s if requested_s is not None else max(need, 600.0)
+    if cap is not None and chosen > cap:
+        if requested_s is None and need <= cap:
+            return cap
+        raise TimeoutConfigError(
+            f"transactions must live {chosen:g}s but the broker caps them at "
+            f"{BROKER_MAX_TXN}={cap * 1000:.0f}; raise that or shorten the checkpoint "
+            "interval/timeout"
+        )
+    return chosen
