@@ -109,6 +109,13 @@ class ControlReader:
         )
         self._consumer.assign([TopicPartition(self.topic, 0, start)])
 
+    @classmethod
+    def at_end(cls, bootstrap: str, job: str, group: str) -> ControlReader:
+        """A reader of the messages written from now on (the topic's end at this call)."""
+        reader = cls(bootstrap, job, group)
+        reader._consumer.assign([TopicPartition(reader.topic, 0, reader.end_offset())])
+        return reader
+
     def end_offset(self) -> int:
         _, high = request(
             lambda: self._consumer.get_watermark_offsets(

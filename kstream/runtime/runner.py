@@ -179,11 +179,8 @@ class Runner:
         self.coordinator = Coordinator(tasks, self.config, history)
         self._settle_restore_point()
         self.control = ControlWriter(self.bootstrap, self.job.name)
-        probe = ControlReader(self.bootstrap, self.job.name, group=runner_group(self.job.name))
-        end = probe.end_offset()
-        probe.close()
-        self.reader = ControlReader(
-            self.bootstrap, self.job.name, group=runner_group(self.job.name), start=end
+        self.reader = ControlReader.at_end(
+            self.bootstrap, self.job.name, runner_group(self.job.name)
         )
         self._announce()
         self._execute(self.coordinator.start(time.monotonic()))
@@ -208,12 +205,7 @@ class Runner:
         last = last_presence(history)
         if last is None or not needs_wait(last, time.time()):
             return
-        probe = ControlReader(self.bootstrap, self.job.name, group=runner_group(self.job.name))
-        start = probe.end_offset()
-        probe.close()
-        reader = ControlReader(
-            self.bootstrap, self.job.name, group=runner_group(self.job.name), start=start
-        )
+        reader = ControlReader.at_end(self.bootstrap, self.job.name, runner_group(self.job.name))
         seen: list[ControlMessage] = []
         try:
             deadline = time.monotonic() + WAIT_S
