@@ -23,7 +23,6 @@ class RunStats:
     """What happened so far, for progress output and the demo's summary."""
 
     completed: int = 0
-    aborted: int = 0
     recoveries: int = 0
     restarts: int = 0
     generation: int = 0

@@ -460,7 +460,6 @@ class Runner:
                     )
                     self._on_complete(c)
                 case Abort():
-                    self.stats.aborted += 1
                     self._acks.pop(c.checkpoint, None)
                     self._send(Aborted(c.checkpoint, c.generation, c.reason, time.time()))
                 case Recover():
