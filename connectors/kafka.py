@@ -238,7 +238,10 @@ class TransactionalWriter(SinkWriter):
 
     * each epoch's records go into a transaction on one of `POOL_SIZE`
       producers (transactional ids ``kstream.<job>.<task>.<topic>.<slot>``), so
-      epoch n+1 is written while epoch n waits for its checkpoint to complete;
+      epoch n+1 is written while epoch n waits for its checkpoint to complete,
+      its records held back until epoch n's are acknowledged, so that no
+      record of epoch n+1 lands before one of epoch n in a partition (two
+      producers' batches race; per-key order and marker order depend on this);
     * `pre_commit(n)` writes epoch n's commit marker into the job's commit
       topic *in the same transaction*, flushes, and returns the records of
       every sealed, uncommitted epoch (the write-ahead copy the snapshot keeps);
@@ -274,6 +277,9 @@ class TransactionalWriter(SinkWriter):
         self._open: Producer | None = None
         self._rows: list[Row] = []
         self._began = 0.0
+        #: The producer of the newest sealed epoch while its records may still be in
+        #: flight; the open epoch's records are held back until it has delivered them.
+        self._previous: Producer | None = None
         #: Sealed epochs' records (write-ahead copies) and when their transaction began.
         self._sealed: dict[int, tuple[list[Row], float]] = {}
         self._warned: set[int] = set()
@@ -319,7 +325,22 @@ class TransactionalWriter(SinkWriter):
         row = self._row(value)  # sized first: a too-large row never enters a transaction
         producer = self._open or self._begin()
         self._rows.append(row)
-        produce(producer, self._topic, row[1], row[0], headers=row[2])
+        if self._previous is None:
+            produce(producer, self._topic, row[1], row[0], headers=row[2])
+        elif self._delivered(self._previous):
+            self._release(producer)
+        # Otherwise the row is held in `_rows` (the write-ahead copy holds it anyway).
+
+    def _delivered(self, producer: Producer) -> bool:
+        """Whether every record `producer` was given is acknowledged (non-blocking)."""
+        producer.poll(0)  # serve delivery reports: until then they count as pending
+        return len(producer) == 0
+
+    def _release(self, producer: Producer) -> None:
+        """Produce the rows held back while the previous epoch was in flight."""
+        self._previous = None
+        for kdata, data, headers in self._rows:
+            produce(producer, self._topic, data, kdata, headers=headers)
 
     def _begin(self) -> Producer:
         action = self._ledger.write()
@@ -338,12 +359,20 @@ class TransactionalWriter(SinkWriter):
         producer = self._open
         finish = None
         if self._ledger.pre_commit(epoch) is not None and producer is not None:
+            if self._previous is not None:
+                # This epoch's rows are still held: the previous epoch must be in the
+                # log before them and before this epoch's marker.
+                self._await_delivery(self._previous)
+                self._release(producer)
             self._marker(producer, epoch)
             self._sealed[epoch] = (self._rows, self._began)
             self._open, self._rows = None, []
             # The next epoch writes to another producer, so waiting for this one's
             # acknowledgements can leave the processing thread: the ack waits for it.
             finish = functools.partial(self._await_delivery, producer)
+            # But the next epoch's records must not overtake this one's in a
+            # partition (per-key order): they are held until this one is delivered.
+            self._previous = producer
         self._warn_if_old()
         return SinkSnapshot(
             meta={"pending": sorted(self._sealed)},

@@ -106,3 +106,30 @@ def test_a_fenced_writer_says_fenced_not_retry_later(
     with pytest.raises(ProducerFencedError, match="transactional commit failed") as raised:
         zombie.commit(1)
     assert not isinstance(raised.value, KafkaUnavailableError)
+
+
+def test_an_epoch_never_overtakes_the_one_before_it_in_a_partition(
+    bootstrap: str, job_and_topic: tuple[str, str]
+) -> None:
+    """Epoch n+1 writes on another producer while epoch n's tail may still be queued:
+    its records must still land after every record of epoch n (per-key order)."""
+    job, topic = job_and_topic
+    writer = _writer(bootstrap, job, topic)
+    writer.recover(None, None)
+    sizes = [50_000, 3, 50_000, 1, 20_000]
+    finish = None
+    for epoch, size in enumerate(sizes, start=1):
+        for i in range(size):
+            writer.write((f"k{i % 7}", epoch))
+        if finish is not None:
+            finish()  # the upload thread waits for epoch n-1's delivery after epoch n began
+            writer.commit(epoch - 1)  # frees a slot: only 3 producers
+        finish = writer.pre_commit(epoch).finish
+    if finish is not None:
+        finish()
+    writer.commit(len(sizes))
+    writer.close()
+    wait_settled(bootstrap, topic)
+    epochs = [json.loads(r.value) for r in read_all(bootstrap, topic)]
+    assert len(epochs) == sum(sizes)
+    assert epochs == sorted(epochs)
