@@ -449,7 +449,6 @@ class ChannelTask(Subtask):
 
     def poll(self, timeout: float) -> int:
         msgs = self.consumer.consume(BATCH, timeout)
-        generation = self.rt.generation
         aligner = self.aligner
         push = self.push
         loads = pickle.loads
@@ -468,7 +467,8 @@ class ChannelTask(Subtask):
             value = m.value() or b""
             kind, gen = decode_header(value)
             if kind == RECORD:
-                if gen != generation or aligner.aligning is not None:
+                # The aligner's fast path (`Aligner.open_generation`): no event per record.
+                if gen != aligner.open_generation:
                     action = aligner.handle(RecordArrived(ch, m.offset() or 0, gen))[0]
                     if not isinstance(action, Process):
                         self.stats.dropped += 1

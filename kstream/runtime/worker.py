@@ -6,6 +6,11 @@ checkpoint n): every one of its subtasks is restored from n. From then on it
 acts on control messages of generation g (`trigger`, `complete`, `abort`) and
 starts over when a newer `recover` arrives. It sends `ack`/`decline` per
 subtask and a `heartbeat` every `HEARTBEAT_S`.
+
+What each control message means here is decided by the pure state machine
+`kstream.protocol.recovery.WorkerRecovery`; this module reads the topic, tells
+it where it read each message (main loop, a sink's wait, stopping) and carries
+out its actions.
 """
 
 from __future__ import annotations
@@ -29,19 +34,23 @@ from kstream.infra.admin import Admin
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
 from kstream.protocol.messages import (
-    Aborted,
     Acked,
-    Completed,
     ControlMessage,
-    Declined,
-    Presence,
-    Recovered,
     RestoreFailed,
-    Triggered,
     WorkerAlive,
     WorkerFailed,
 )
 from kstream.protocol.names import dead_letter_topic, worker_group
+from kstream.protocol.recovery import (
+    Abort,
+    Commit,
+    Interrupt,
+    Restore,
+    Trigger,
+    Where,
+    WorkerAction,
+    WorkerRecovery,
+)
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config
 from kstream.runtime.lock import ProcessLock, worker_lock_path
@@ -126,8 +135,8 @@ class Worker:
         self._counted = WorkerCounters()
         self._last_dead_letter = ""
         self._reader: ControlReader | None = None
-        #: Control messages read by `_pump` to be handled by the main loop.
-        self._deferred: list[ControlMessage] = []
+        #: What the control messages ask of this worker (generations, deferrals).
+        self.recovery = WorkerRecovery()
 
     def _on_delivery_error(self, err: KafkaError | None, msg: KafkaMessage) -> None:
         if err is not None:
@@ -152,30 +161,18 @@ class Worker:
 
     def _join(self, reader: ControlReader) -> None:
         """Read the control topic to its end; restore from the latest `recover`."""
-        latest: Recovered | None = None
-        # Messages after the latest `recover` belong to the generation we join
-        # (a trigger sent while this process was starting, say): replay them.
-        since: list[ControlMessage] = []
         for _, msg in reader.read_to_end():
-            if isinstance(msg, Recovered):
-                latest, since = msg, []
-            else:
-                since.append(msg)
+            self.recovery.read(msg)
+        self._carry_out(self.recovery.caught_up())
         deadline = time.monotonic() + JOIN_TIMEOUT_S
-        while latest is None:
+        while not self.recovery.joined:
             if time.monotonic() > deadline:
                 raise KafkaUnavailableError(
                     f"no coordinator: nothing told job {self.job.name} to start within "
                     f"{JOIN_TIMEOUT_S:.0f}s (is `kstream run` running?)"
                 )
             for _, msg in reader.poll(0.5):
-                if isinstance(msg, Recovered):
-                    latest, since = msg, []
-                else:
-                    since.append(msg)
-        self._restore(latest.generation, latest.checkpoint)
-        for msg in since:
-            self._on_control(msg)
+                self._carry_out(self.recovery.read(msg))
 
     def _restore(self, generation: int, checkpoint: int | None) -> None:
         self._retire_tasks()
@@ -217,46 +214,44 @@ class Worker:
 
     # -- control ------------------------------------------------------------
 
-    def _on_control(self, msg: ControlMessage) -> None:
-        """Act on one control message; those of another generation are ignored."""
-        match msg:
-            case Recovered(generation=gen) if gen > self.generation:
-                self._restore(gen, msg.checkpoint)
-            case Triggered(checkpoint=n, generation=gen) if gen == self.generation:
-                for t in self.tasks:
-                    t.trigger(n)
-            case Completed(checkpoint=n, generation=gen) if gen == self.generation:
-                self.faults.hit("completed-before-commit", n)
-                for t in self.tasks:
-                    t.on_complete(n)
-                self.faults.hit("committed", n)
-            case Aborted(checkpoint=n, generation=gen) if gen == self.generation:
-                for t in self.tasks:
-                    t.on_abort(n)
-            case Recovered() | Triggered() | Completed() | Aborted():
-                pass  # of a generation this worker left, or has not joined
-            case Acked() | Declined() | WorkerAlive() | WorkerFailed() | RestoreFailed():
-                pass  # for the coordinator
-            case Presence():
-                pass  # for other runners
-            case _:
-                assert_never(msg)
+    def _carry_out(self, actions: list[WorkerAction]) -> None:
+        """Do what `WorkerRecovery` decided. Raises `RollbackInterrupt` last, if told to."""
+        interrupt = False
+        for action in actions:
+            match action:
+                case Restore(generation=gen, checkpoint=n):
+                    self._restore(gen, n)
+                case Trigger(checkpoint=n):
+                    for t in self.tasks:
+                        t.trigger(n)
+                case Commit(checkpoint=n):
+                    self.faults.hit("completed-before-commit", n)
+                    for t in self.tasks:
+                        t.on_complete(n)
+                    self.faults.hit("committed", n)
+                case Abort(checkpoint=n):
+                    for t in self.tasks:
+                        t.on_abort(n)
+                case Interrupt():
+                    interrupt = True
+                case _:
+                    assert_never(action)
+        if interrupt:
+            raise RollbackInterrupt
 
     def _pump(self) -> None:
         """Serve `complete`/`abort` of this generation now, from inside a subtask.
 
         A transactional sink whose producers all hold pre-committed epochs waits
         here for a checkpoint to complete. Other messages are deferred to the main
-        loop; a rollback interrupts the wait (the subtask is being replaced).
+        loop; a rollback interrupts the wait (the subtask is being replaced), after
+        every message of the batch was read, so none is lost.
         """
         assert self._reader is not None
+        actions: list[WorkerAction] = []
         for _, msg in self._reader.poll(0.05):
-            if isinstance(msg, Completed | Aborted) and msg.generation == self.generation:
-                self._on_control(msg)
-            else:
-                self._deferred.append(msg)
-                if isinstance(msg, Recovered) and msg.generation > self.generation:
-                    raise RollbackInterrupt
+            actions += self.recovery.read(msg, Where.SINK_WAIT)
+        self._carry_out(actions)
         self._send_acks()
         self._heartbeat()
 
@@ -338,9 +333,9 @@ class Worker:
             self._join(reader)
             idle = False
             while not should_stop():
-                messages, self._deferred = self._deferred, []
-                for msg in messages + [m for _, m in reader.poll(0)]:
-                    self._on_control(msg)
+                self._carry_out(self.recovery.resume())
+                for _, msg in reader.poll(0):
+                    self._carry_out(self.recovery.read(msg))
                 processed = 0
                 try:
                     for t in self.tasks:
@@ -358,8 +353,7 @@ class Worker:
             # A clean stop: commit what completed checkpoints cover before leaving,
             # so the output of the last checkpoint does not wait for the next run.
             for _, msg in reader.read_to_end():
-                if isinstance(msg, Completed | Aborted):
-                    self._on_control(msg)
+                self._carry_out(self.recovery.read(msg, Where.STOPPING))
             # The final counts, for the runner's summary.
             self._heartbeat(force=True, flush=True)
         except JobFailedError as exc:

@@ -349,7 +349,12 @@ class Worker:
         else:
             event = BarrierArrived(ch, offset, item.checkpoint, item.generation)
         was_blocked = c in self.blocked
+        # The runtime's fast path: a record of the aligner's open generation is
+        # processed without an event. It must agree with the aligner's own answer.
+        fast = isinstance(event, RecordArrived) and event.generation == self.aligner.open_generation
         actions = self.send(event)
+        if fast:
+            assert actions == [Process()], (event, actions)
         if not item.is_ours or was_blocked:
             assert len(actions) == 1, (event, actions)
             assert isinstance(actions[0], Drop), (event, actions)
