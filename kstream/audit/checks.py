@@ -24,13 +24,16 @@ aborted records) are never a loss.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
+from kstream.errors import ConfigurationError
 from kstream.protocol.names import (
     LINEAGE_HEADERS,
     LINEAGE_OFFSET_HEADER,
@@ -53,7 +56,9 @@ __all__ = [
     "Record",
     "Violation",
     "ViolationKind",
+    "expected_output",
     "lineage",
+    "load_expected",
     "partition_stats",
     "running_count",
     "running_count_violations",
@@ -82,6 +87,7 @@ class Check(StrEnum):
 
     RUNNING_COUNT = "running-count"
     LINEAGE = "lineage"
+    EXPECTED = "expected"
 
 
 class ViolationKind(StrEnum):
@@ -191,7 +197,8 @@ class CheckResult:
     """The figures of one check; `expected` is what a perfect output would contain.
 
     For running-count `expected` is the number of words in the input (Σ N_w); for
-    lineage it is the number of committed input records. `out_of_order` is None
+    lineage it is the number of committed input records; for expected, the
+    number of records the reference lists. `out_of_order` is None
     for checks that define no order.
     """
 
@@ -475,3 +482,81 @@ def partition_stats(
         )
         for p, (start, end) in sorted(ranges.items())
     )
+
+
+#: One expected output record: its key and value as text (None: no key / no value).
+ExpectedRecord = tuple[str | None, str | None]
+
+
+def expected_output(
+    expected: Iterable[ExpectedRecord],
+    outputs: Sequence[Record],
+    *,
+    output_topic: str,
+    bin_width: int = 1,
+) -> CheckResult:
+    """Check an output against the records a reference says it must hold, as a multiset.
+
+    For jobs whose correct output is known in advance (a windowed count, a join, an
+    enrichment: a reference implementation computes it from the input). Keys and
+    values are compared as UTF-8 text; order is not checked (None). Let n(k, v) be
+    how often the reference lists (k, v). For each output, in (partition, offset) order:
+
+    * unexpected: n(k, v) = 0;
+    * duplicate: n(k, v) earlier outputs already carried (k, v);
+    * lost (per reference record): each of the n(k, v) - seen(k, v) copies no output carries.
+
+    ``outputs = Σ seen + duplicates + unexpected`` and ``lost = Σ n - Σ seen``.
+    """
+    want = Counter(expected)
+    seen: Counter[ExpectedRecord] = Counter()
+    violations: list[Violation] = []
+    for r in _in_order(outputs):
+        pair = (_text(r.key), _text(r.value))
+        if not want[pair]:
+            kind: ViolationKind | None = ViolationKind.UNEXPECTED
+        elif seen[pair] >= want[pair]:
+            kind = ViolationKind.DUPLICATE
+        else:
+            kind = None
+            seen[pair] += 1
+        if kind is not None:
+            violations.append(
+                Violation(kind, output_topic, r.partition, r.offset, pair[0], _short(r.value))
+            )
+    for (key, value), n in want.items():
+        short = None if value is None else value[:VALUE_CHARS]
+        violations.extend(
+            Violation(ViolationKind.LOST, output_topic, None, None, key, short)
+            for _ in range(n - seen[(key, value)])
+        )
+    return _result(Check.EXPECTED, sum(want.values()), len(outputs), violations, bin_width)
+
+
+def load_expected(path: Path) -> list[ExpectedRecord]:
+    """Read a reference output: JSON Lines, one ``{"key": …, "value": …}`` per record.
+
+    Both fields are text or null (a missing field is null); blank lines are skipped.
+    Raises `ConfigurationError` naming the file and line of the first malformed record.
+    """
+    records: list[ExpectedRecord] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"cannot read the expected output {path}: {exc}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"{path}:{number}: not JSON ({exc.msg})") from None
+        if not isinstance(item, dict) or not set(item) <= {"key", "value"}:
+            raise ConfigurationError(
+                f'{path}:{number}: expected an object with "key" and "value", got {line[:80]!r}'
+            )
+        key, value = item.get("key"), item.get("value")
+        if not all(x is None or isinstance(x, str) for x in (key, value)):
+            raise ConfigurationError(f"{path}:{number}: key and value must be text or null")
+        records.append((key, value))
+    return records

@@ -35,9 +35,18 @@ def audit_command(
         typer.Option(
             "--check",
             help="running-count: each word's outputs are exactly 1..N; "
-            "lineage: one output per input record, by the kstream.src.* headers.",
+            "lineage: one output per input record, by the kstream.src.* headers; "
+            "expected: the output holds exactly the records of --expected.",
         ),
     ] = Check.RUNNING_COUNT,
+    expected: Annotated[
+        Path | None,
+        typer.Option(
+            "--expected",
+            help='The reference output for --check expected: JSON Lines, {"key": …, "value": …} '
+            "per record (text or null).",
+        ),
+    ] = None,
     bootstrap_servers: Annotated[
         str | None,
         typer.Option(help="Kafka to audit instead of KSTREAM_BOOTSTRAP or the local broker."),
@@ -67,6 +76,7 @@ def audit_command(
         master=master,
         report_dir=report_dir or Path("audit-reports") / output_topic,
         progress=_err.is_terminal,
+        expected=expected,
     )
     figures = (
         f"{result.output_records} output records, {result.expected_outputs} expected: "

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kstream.audit import spark_checks
-from kstream.audit.checks import Check, CheckResult, PartitionStats
+from kstream.audit.checks import Check, CheckResult, PartitionStats, load_expected
 from kstream.audit.jars import connector_jars, require_pyspark
 from kstream.audit.progress import StageProgress
 from kstream.audit.report import AuditFacts, write_html, write_json
@@ -79,13 +79,16 @@ def run_audit(
     master: str = "local[*]",
     report_dir: Path,
     progress: bool = True,
+    expected: Path | None = None,
 ) -> AuditResult:
     """Audit `output_topic` against `input_topic` with Spark and write both reports.
 
     Reads the committed records of both topics up to their last stable offsets at
-    the start (see `kstream.audit.spark`), runs `check` ("running-count" or
-    "lineage"), writes ``report.json``, ``report.html`` and Spark's own log
-    ``spark.log`` into `report_dir` (created if needed) and returns the figures.
+    the start (see `kstream.audit.spark`), runs `check` ("running-count",
+    "lineage", or "expected" against the reference output in the JSON Lines file
+    `expected`, see `kstream.audit.checks.load_expected`), writes ``report.json``,
+    ``report.html`` and Spark's own log ``spark.log`` into `report_dir` (created
+    if needed) and returns the figures.
 
     Violations are a result, not an error. Raises `ConfigurationError` for an
     unknown check or a missing topic, `KafkaUnavailableError` when the cluster
@@ -93,6 +96,13 @@ def run_audit(
     connector jars are missing.
     """
     kind = _check(check)
+    if (kind is Check.EXPECTED) != (expected is not None):
+        raise ConfigurationError(
+            "--expected FILE goes with --check expected, and only with it"
+            if expected is not None
+            else "--check expected needs the reference output: --expected FILE (JSON Lines)"
+        )
+    reference = load_expected(expected) if expected is not None else []  # fails before Spark
     require_pyspark()
     _require_matplotlib()
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -117,19 +127,35 @@ def run_audit(
                 bar.step(f"reading {input_topic}")
                 input_partitions = spark_checks.input_stats(inputs, input_topic, source.ranges)
                 bar.step(f"checking {output_topic} ({kind.value})")
-                audit = (
-                    spark_checks.running_count
-                    if kind is Check.RUNNING_COUNT
-                    else spark_checks.lineage
-                )
-                result, output_partitions = audit(
-                    inputs,
-                    outputs,
-                    input_topic=input_topic,
-                    output_topic=output_topic,
-                    ranges=sink.ranges,
-                    bin_width=width,
-                )
+                if kind is Check.EXPECTED:
+                    assert expected is not None
+                    bar.step(f"reading {len(reference):,} expected records from {expected}")
+                    wanted = (
+                        spark.read.schema("key string, value string")
+                        .option("mode", "FAILFAST")
+                        .json(str(expected))
+                    )
+                    result, output_partitions = spark_checks.expected_output(
+                        wanted,
+                        outputs,
+                        output_topic=output_topic,
+                        ranges=sink.ranges,
+                        bin_width=width,
+                    )
+                else:
+                    audit = (
+                        spark_checks.running_count
+                        if kind is Check.RUNNING_COUNT
+                        else spark_checks.lineage
+                    )
+                    result, output_partitions = audit(
+                        inputs,
+                        outputs,
+                        input_topic=input_topic,
+                        output_topic=output_topic,
+                        ranges=sink.ranges,
+                        bin_width=width,
+                    )
             except Exception as exc:
                 _raise_if_kafka(exc, bootstrap)
                 raise

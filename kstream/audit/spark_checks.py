@@ -40,7 +40,7 @@ from kstream.audit.checks import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["input_stats", "lineage", "running_count"]
+__all__ = ["expected_output", "input_stats", "lineage", "running_count"]
 
 # Java regexes: `\A`/`\z` anchor at the very ends (`$` would also match before a
 # trailing newline, so b"17\n" would pass for a count).
@@ -227,6 +227,84 @@ def lineage(
         return _details(figures, found.unionByName(missing), bin_width), stats
     finally:
         committed.unpersist()
+
+
+def expected_output(
+    expected: DataFrame,
+    outputs: DataFrame,
+    *,
+    output_topic: str,
+    ranges: dict[int, tuple[int, int]],
+    bin_width: int = 1,
+) -> tuple[CheckResult, tuple[PartitionStats, ...]]:
+    """`kstream.audit.checks.expected_output` in Spark, plus the output's partition statistics.
+
+    `expected` has the text columns ``key`` and ``value``, one row per reference record.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as sf
+
+    want = (
+        expected.groupBy(sf.col("key").alias("ek"), sf.col("value").alias("ev"))
+        .agg(sf.count(sf.lit(1)).alias("n"))
+        .cache()
+    )
+    try:
+        total = int(want.agg(sf.sum("n")).first()[0] or 0)  # type: ignore[index]
+        rows = outputs.select(
+            "partition",
+            "offset",
+            sf.col("key").cast("string").alias("k"),
+            sf.col("value").cast("string").alias("text"),
+        )
+        # The i-th output carrying (k, v), in (partition, offset) order, is correct
+        # while i <= n(k, v): the rest are duplicates.
+        nth = Window.partitionBy("k", "text").orderBy("partition", "offset")
+        rows = rows.withColumn("i", sf.row_number().over(nth)).join(
+            want,
+            sf.col("k").eqNullSafe(sf.col("ek")) & sf.col("text").eqNullSafe(sf.col("ev")),
+            "left",
+        )
+        flags = rows.withColumn(
+            "kind",
+            sf.when(sf.col("n").isNull(), sf.lit(ViolationKind.UNEXPECTED.value)).when(
+                sf.col("i") > sf.col("n"), sf.lit(ViolationKind.DUPLICATE.value)
+            ),
+        )
+        totals, stats = _first_pass(flags, output_topic, ranges)
+        figures = _figures(Check.EXPECTED, total, totals, total - totals["correct"])
+        if figures.clean:
+            return figures, stats
+
+        seen = (
+            flags.where(sf.col("kind").isNull())
+            .groupBy(sf.col("k").alias("sk"), sf.col("text").alias("sv"))
+            .agg(sf.count(sf.lit(1)).alias("seen"))
+        )
+        missing = (
+            want.join(
+                seen,
+                sf.col("ek").eqNullSafe(sf.col("sk")) & sf.col("ev").eqNullSafe(sf.col("sv")),
+                "left",
+            )
+            .withColumn("short", sf.col("n") - sf.coalesce(sf.col("seen"), sf.lit(0)))
+            .where(sf.col("short") > 0)
+            .select(
+                sf.lit(ViolationKind.LOST.value).alias("kind"),
+                sf.lit(output_topic).alias("topic"),
+                sf.lit(None).cast("int").alias("partition"),
+                sf.lit(None).cast("long").alias("offset"),
+                sf.col("ek").alias("key"),
+                sf.substring("ev", 1, VALUE_CHARS).alias("value"),
+                sf.lit(None).cast("string").alias("source"),
+                sf.explode(sf.array_repeat(sf.lit(0), sf.col("short").cast("int"))).alias("_"),
+            )
+            .drop("_")
+        )
+        found = _flagged(flags, output_topic, sf.lit(None).cast("string"))
+        return _details(figures, found.unionByName(missing), bin_width), stats
+    finally:
+        want.unpersist()
 
 
 def input_stats(

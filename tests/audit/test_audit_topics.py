@@ -289,3 +289,33 @@ def test_clean_lineage_on_real_topics(
     r = audit(bootstrap, src, dst, tmp_path, check="lineage")
     assert r.clean
     assert (r.input_records, r.output_records) == (30, 30)
+
+
+def test_an_output_is_audited_against_a_reference_file(
+    bootstrap: str, wordcount: tuple[str, str], tmp_path: Path
+) -> None:
+    src, dst = wordcount
+    records = [p for p in GOOD if p != nth("cat", 2)] + [nth("mat", 1), (b"zebra", b"1")]
+    write_counts(bootstrap, dst, records)
+    reference = tmp_path / "expected.jsonl"
+    reference.write_text(
+        "".join(json.dumps({"key": k.decode(), "value": v.decode()}) + "\n" for k, v in GOOD)
+    )
+    r = run_audit(
+        input_topic=src,
+        output_topic=dst,
+        bootstrap=bootstrap,
+        check="expected",
+        expected=reference,
+        master="local[2]",
+        report_dir=tmp_path / "report",
+        progress=False,
+    )
+    assert figures(r) == (1, 1, 1, None)
+    assert r.expected_outputs == len(GOOD)
+    assert {(v.kind.value, v.key, v.value) for v in r.result.examples} == {
+        ("lost", "cat", "2"),
+        ("duplicate", "mat", "1"),
+        ("unexpected", "zebra", "1"),
+    }
+    assert json.loads(r.report_json.read_text())["verdict"] == "violations"

@@ -223,3 +223,50 @@ def test_input_stats_count_records_and_gaps(spark: SparkSession) -> None:
     assert spark_checks.input_stats(frame(spark, records), IN, ranges) == checks.partition_stats(
         IN, records, ranges
     )
+
+
+@st.composite
+def expected_case(draw: st.DrawFn) -> tuple[list[tuple[str | None, str | None]], list[Record]]:
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    keys, values = (
+        st.sampled_from(["a", "b", "é", None]),
+        st.sampled_from(["1", "22", "x" * 120, None]),
+    )
+    want = draw(st.lists(st.tuples(keys, values), max_size=15))
+    outs: list[tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]] = []
+    for k, v in want:
+        action = draw(st.sampled_from(["keep"] * 5 + ["drop", "dup", "junk"]))
+        record = (
+            rng.randrange(3),
+            None if k is None else k.encode(),
+            None if v is None else v.encode(),
+            (),
+        )
+        if action == "drop":
+            continue
+        outs.append(record)
+        if action == "dup":
+            outs.append(record)
+        elif action == "junk":
+            outs.append((rng.randrange(3), b"zz", rng.choice([b"1", None]), ()))
+    rng.shuffle(outs)
+    return want, with_offsets(outs, rng)
+
+
+@SPARK_EXAMPLES
+@given(case=expected_case())
+def test_expected_output_agrees(
+    spark: SparkSession, case: tuple[list[tuple[str | None, str | None]], list[Record]]
+) -> None:
+    want, outputs = case
+    ranges = ranges_of(outputs, 3)
+    expected = checks.expected_output(want, outputs, output_topic=OUT, bin_width=2)
+    got, stats = spark_checks.expected_output(
+        spark.createDataFrame(want, "key string, value string"),
+        frame(spark, outputs),
+        output_topic=OUT,
+        ranges=ranges,
+        bin_width=2,
+    )
+    assert got == expected
+    assert stats == checks.partition_stats(OUT, outputs, ranges)

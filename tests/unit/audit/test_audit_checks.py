@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
 import re
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -311,3 +313,92 @@ def test_importing_the_audit_does_not_import_pyspark() -> None:
     # `import kstream` and `import kstream.audit` must work without the audit extra.
     code = "import sys, kstream.tools.cli, kstream.audit; sys.exit('pyspark' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+# -- expected output --------------------------------------------------------------
+
+
+def out(p: int, o: int, k: str | None, v: str | None) -> Record:
+    return Record(p, o, None if k is None else k.encode(), None if v is None else v.encode())
+
+
+def test_expected_output_is_a_multiset_comparison() -> None:
+    from kstream.audit.checks import expected_output
+
+    want = [("a", "1"), ("a", "1"), ("b", None), (None, "x")]
+    outputs = [
+        out(0, 0, "a", "1"),
+        out(1, 0, "b", None),
+        out(0, 3, "a", "1"),
+        out(0, 4, "a", "1"),  # a third copy: a duplicate
+        out(1, 1, "c", "9"),  # listed nowhere: unexpected
+    ]
+    r = expected_output(want, outputs, output_topic="o")
+    assert (r.expected, r.outputs, r.duplicates, r.lost, r.unexpected, r.out_of_order) == (
+        4,
+        5,
+        1,
+        1,
+        1,
+        None,
+    )
+    kinds = {(v.kind.value, v.key, v.value, v.offset) for v in r.examples}
+    assert kinds == {
+        ("duplicate", "a", "1", 4),
+        ("unexpected", "c", "9", 1),
+        ("lost", None, "x", None),
+    }
+
+
+@settings(max_examples=200)
+@given(
+    want=st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from(["1", "2", None]))),
+    strangers=st.lists(st.tuples(st.just("z"), st.sampled_from(["1", "9"]))),
+    copies=st.sets(st.integers(0, 30)),
+    drop=st.sets(st.integers(0, 30)),
+    seed=st.randoms(),
+)
+def test_expected_output_figures_add_up(
+    want: list[tuple[str | None, str | None]],
+    strangers: list[tuple[str, str]],
+    copies: set[int],
+    drop: set[int],
+    seed: random.Random,
+) -> None:
+    from kstream.audit.checks import expected_output
+
+    kept = [pair for i, pair in enumerate(want) if i not in drop]
+    again = [pair for i, pair in enumerate(kept) if i in copies]
+    pairs = kept + again + strangers
+    seed.shuffle(pairs)
+    outputs = [out(i % 2, i, k, v) for i, (k, v) in enumerate(pairs)]
+    r = expected_output(want, outputs, output_topic="o")
+    # Counted as multisets: a copy of a kept record stands in for a dropped equal one.
+    n, have = Counter(want), Counter(pairs)
+    assert (r.lost, r.duplicates, r.unexpected) == (
+        sum(max(0, n[p] - have[p]) for p in n),
+        sum(max(0, have[p] - n[p]) for p in n),
+        len(strangers),
+    )
+    assert r.outputs == r.expected - r.lost + r.duplicates + r.unexpected
+
+
+def test_a_malformed_reference_is_named_with_its_line(tmp_path: Path) -> None:
+    from kstream.audit.checks import load_expected
+    from kstream.errors import ConfigurationError
+
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"key": "a", "value": "1"}\n\n{"value": "2"}\n{"key": null, "value": null}\n')
+    assert load_expected(good) == [("a", "1"), (None, "2"), (None, None)]
+    for body, message in [
+        ('{"key": "a"}\n{"key": 1}\n', r"bad.jsonl:2: key and value must be text or null"),
+        ('{"key": "a", "other": 1}\n', r"bad.jsonl:1: expected an object"),
+        ("[1]\n", r"bad.jsonl:1: expected an object"),
+        ('{"key": \n', r"bad.jsonl:1: not JSON"),
+    ]:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(body)
+        with pytest.raises(ConfigurationError, match=message):
+            load_expected(bad)
+    with pytest.raises(ConfigurationError, match="cannot read the expected output"):
+        load_expected(tmp_path / "missing.jsonl")
