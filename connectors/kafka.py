@@ -26,8 +26,10 @@ from kstream.dataflow.serde import Serde, serde
 from kstream.errors import (
     ConfigurationError,
     KafkaUnavailableError,
+    ProducerFencedError,
     ProtocolError,
     RecordTooLargeError,
+    TransactionExpiredError,
 )
 from kstream.infra.admin import Admin
 from kstream.protocol.limits import (
@@ -385,9 +387,32 @@ class TransactionalWriter(SinkWriter):
 
     def commit(self, epoch: int) -> None:
         for action in self._ledger.complete(epoch):
-            transact(self._producers[action.slot].commit_transaction, "commit")
+            try:
+                transact(self._producers[action.slot].commit_transaction, "commit")
+            except ProducerFencedError:
+                self._raise_if_expired(action.epoch)
+                raise
             del self._sealed[action.epoch]
             self._warned.discard(action.epoch)
+
+    def _raise_if_expired(self, epoch: int) -> None:
+        """Tell an expired transaction from a takeover: by its age.
+
+        The broker aborts a transaction older than ``transaction.timeout.ms`` and
+        bumps the producer's epoch, so the commit fails as if fenced. Re-publishing
+        here would be wrong if a newer process really took over (it re-publishes
+        the epoch itself); the rollback is right in both cases, and the message
+        says which one this was.
+        """
+        _, began = self._sealed[epoch]
+        age = time.monotonic() - began
+        limit = self._ctx.transaction_timeout_ms / 1000
+        if age >= limit:
+            raise TransactionExpiredError(
+                f"{self._tid}: the broker aborted the transaction of epoch {epoch} after "
+                f"{age:.0f}s (transaction.timeout.ms is {limit:.0f}s); the job rolls back and "
+                "re-publishes the epoch from the restored checkpoint's write-ahead copy"
+            ) from None
 
     def abort(self, epoch: int) -> None:
         self._ledger.abort(epoch)

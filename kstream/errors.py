@@ -17,7 +17,9 @@ Organised by what the caller can do about an error::
     ├── ProducerFencedError           a newer process took over this producer's transactional
     │                                 id: this one must stop (the newer one carries on)
     ├── RecordLostError               Kafka refused a record kstream had handed it: the job
-    │                                 rolls back to its latest checkpoint
+    │   │                             rolls back to its latest checkpoint
+    │   └── TransactionExpiredError   the broker aborted a sink epoch's transaction on timeout:
+    │                                 the rollback re-publishes it from the write-ahead copy
     ├── BrokerError                   the local broker failed to start or stop: read its log
     ├── RecordError                   one record could not be decoded or processed
     │   ├── DecodeError               its bytes are not valid for the serde that reads them
@@ -58,6 +60,7 @@ __all__ = [
     "RecordTooLargeError",
     "SpecError",
     "TimeoutConfigError",
+    "TransactionExpiredError",
     "ToolMissingError",
 ]
 
@@ -131,6 +134,17 @@ class RecordLostError(KStreamError):
 
     The record is in no checkpoint yet, so nothing is lost for good: the worker
     stops and the job rolls back to its latest checkpoint, which replays it.
+    """
+
+
+class TransactionExpiredError(RecordLostError):
+    """The broker aborted a pre-committed epoch's transaction: it outlived ``transaction.timeout.ms``.
+
+    Its records are not visible and never will be from this transaction. The
+    worker stops, the job rolls back to its latest completed checkpoint, and the
+    sink's recovery re-publishes the epoch from the checkpoint's write-ahead copy,
+    so nothing is lost. Frequent expiries mean the timeout is too short for the
+    checkpoint interval and timeout (`kstream run --transaction-timeout`).
     """
 
 

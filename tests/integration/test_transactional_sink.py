@@ -9,7 +9,12 @@ from confluent_kafka import Producer
 
 from kstream.connectors import kafka as kafka_connector
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
-from kstream.errors import KafkaUnavailableError, ProducerFencedError
+from kstream.errors import (
+    KafkaUnavailableError,
+    ProducerFencedError,
+    RecordLostError,
+    TransactionExpiredError,
+)
 from kstream.infra.admin import Admin
 from kstream.protocol.names import commit_topic
 from kstream.runtime.sink import SinkContext
@@ -18,8 +23,17 @@ from kstream.testing import read_all, unique_name, wait_settled
 pytestmark = pytest.mark.broker
 
 
-def _writer(bootstrap: str, job: str, topic: str) -> TransactionalWriter:
-    ctx = SinkContext(bootstrap, job, "s1-0", 1, Producer({"bootstrap.servers": bootstrap}))
+def _writer(
+    bootstrap: str, job: str, topic: str, transaction_timeout_ms: int = 600_000
+) -> TransactionalWriter:
+    ctx = SinkContext(
+        bootstrap,
+        job,
+        "s1-0",
+        1,
+        Producer({"bootstrap.servers": bootstrap}),
+        transaction_timeout_ms=transaction_timeout_ms,
+    )
     writer = KafkaSink(topic).open(ctx)
     assert isinstance(writer, TransactionalWriter)
     return writer
@@ -133,3 +147,30 @@ def test_an_epoch_never_overtakes_the_one_before_it_in_a_partition(
     epochs = [json.loads(r.value) for r in read_all(bootstrap, topic)]
     assert len(epochs) == sum(sizes)
     assert epochs == sorted(epochs)
+
+
+def test_an_expired_transaction_is_named_and_republished_by_the_rollback(
+    bootstrap: str, job_and_topic: tuple[str, str]
+) -> None:
+    """The broker aborts a pre-committed epoch that outlives transaction.timeout.ms:
+    the commit says so (not "fenced"), and the recovery that follows publishes it once."""
+    job, topic = job_and_topic
+    writer = _writer(bootstrap, job, topic, transaction_timeout_ms=1000)
+    writer.recover(None, None)
+    writer.write(("a", 1))
+    writer.pre_commit(1)
+    writer.commit(1)
+    writer.write(("b", 1))
+    kept = writer.pre_commit(2)  # checkpoint 2 completes, but its commit comes too late
+    # No transaction is open once the broker has aborted the expired one (it checks
+    # every few seconds): until then the topic does not settle.
+    wait_settled(bootstrap, topic, timeout=60)
+    assert [r.key for r in read_all(bootstrap, topic)] == [b"a"]
+    with pytest.raises(
+        TransactionExpiredError, match="aborted the transaction of epoch 2"
+    ) as raised:
+        writer.commit(2)
+    assert isinstance(raised.value, RecordLostError)  # the worker stops, the job rolls back
+    _writer(bootstrap, job, topic).recover(2, kept)  # the rollback to checkpoint 2
+    wait_settled(bootstrap, topic)
+    assert [r.key for r in read_all(bootstrap, topic)] == [b"a", b"b"]
