@@ -60,8 +60,8 @@ __all__ = [
     "RecordTooLargeError",
     "SpecError",
     "TimeoutConfigError",
-    "TransactionExpiredError",
     "ToolMissingError",
+    "TransactionExpiredError",
 ]
 
 
