@@ -138,7 +138,7 @@ class RecordLostError(KStreamError):
 
 
 class TransactionExpiredError(RecordLostError):
-    """The broker aborted a pre-committed epoch's transaction: it outlived ``transaction.timeout.ms``.
+    """The broker aborted a pre-committed epoch's transaction: it outlived its timeout.
 
     Its records are not visible and never will be from this transaction. The
     worker stops, the job rolls back to its latest completed checkpoint, and the
