@@ -136,7 +136,8 @@ class KafkaSink(Sink):
     def check(self, bootstrap: str) -> None:
         if Admin(bootstrap).partitions(self.topic) is None:
             raise ConfigurationError(
-                f"output topic {self.topic!r} does not exist on {bootstrap}; create it first"
+                f"output topic {self.topic!r} does not exist on {bootstrap}; create it first, "
+                "or run with --create-topics"
             )
 
     def open(self, ctx: SinkContext) -> SinkWriter:

@@ -147,6 +147,14 @@ class Admin:
             return None
         return len(meta.partitions)
 
+    def replication(self, topic: str) -> int | None:
+        """Replication factor of `topic` (replicas of its first partition), or None if absent."""
+        md = self._metadata(topic)
+        meta = md.topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            return None
+        return len(meta.partitions[min(meta.partitions)].replicas)
+
     def topics(self) -> set[str]:
         return set(self._metadata().topics)
 
@@ -156,8 +164,11 @@ class Admin:
         config: Mapping[str, str] | None = None,
         *,
         exist_ok: bool = True,
+        replication: int = -1,
     ) -> None:
         """Create each topic with its partition count; existing topics are left alone.
+
+        `replication` -1 takes the broker's default replication factor.
 
         An existing topic with a different partition count is a `ConfigurationError`
         when `exist_ok` is set, since channel layouts depend on exact counts.
@@ -165,7 +176,9 @@ class Admin:
         if not topics:
             return
         new = [
-            NewTopic(name, num_partitions=n, replication_factor=-1, config=dict(config or {}))
+            NewTopic(
+                name, num_partitions=n, replication_factor=replication, config=dict(config or {})
+            )
             for name, n in topics.items()
         ]
         futures = self._client.create_topics(new, operation_timeout=ADMIN_TIMEOUT_S)

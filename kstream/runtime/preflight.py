@@ -9,6 +9,8 @@ topics an earlier run of the job created.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kstream.dataflow.job import Job, sink_nodes
 from kstream.dataflow.plan import Plan, started_with
 from kstream.errors import ConfigurationError, TimeoutConfigError
@@ -30,8 +32,14 @@ def check_cluster(
     guarantee: Guarantee,
     config: CoordinatorConfig,
     transaction_timeout_s: float | None,
+    create_topics: bool = False,
+    say: Callable[[str], None] = print,
 ) -> float | None:
     """Check the cluster, the input and output topics; create internal topics.
+
+    With `create_topics`, sink topics that do not exist are created first, with
+    the partitions and replication of the job's widest input topic (and `say`
+    tells which); without it a missing one refuses the run.
 
     Returns the transaction timeout the workers are to use (`transaction_timeout`
     under exactly-once; `transaction_timeout_s` unchanged otherwise).
@@ -39,9 +47,12 @@ def check_cluster(
     job = plan.job
     admin = Admin(bootstrap)
     admin.check_reachable()
+    inputs: dict[str, int] = {}
     for stage in job.stages:
         if stage.source is not None:
-            stage.source.partitions(bootstrap)  # raises for a missing topic
+            inputs[stage.source.topic] = stage.source.partitions(bootstrap)  # raises if missing
+    if create_topics:
+        _create_outputs(admin, job, inputs, say)
     for stage in job.stages:
         for node in sink_nodes(stage.root):
             assert node.sink is not None
@@ -59,6 +70,32 @@ def check_cluster(
     # Stated explicitly: a broker whose default is lower must not shrink them.
     admin.create_topics(plan.internal_topics(), {MAX_MESSAGE_BYTES: str(INTERNAL_TOPIC_MAX_BYTES)})
     return transaction_timeout_s
+
+
+def _create_outputs(
+    admin: Admin, job: Job, inputs: dict[str, int], say: Callable[[str], None]
+) -> None:
+    """Create the sinks' missing topics like the widest input topic (`--create-topics`)."""
+    missing = sorted(
+        {
+            topic
+            for stage in job.stages
+            for node in sink_nodes(stage.root)
+            if node.sink is not None
+            for topic in node.sink.topics()
+            if admin.partitions(topic) is None
+        }
+    )
+    if not missing:
+        return
+    model = max(sorted(inputs), key=lambda t: inputs[t])
+    partitions, replication = inputs[model], admin.replication(model) or -1
+    admin.create_topics(dict.fromkeys(missing, partitions), replication=replication)
+    for topic in missing:
+        say(
+            f"created output topic {topic} ({partitions} partitions, replication "
+            f"{replication}, like input {model})"
+        )
 
 
 def _check_layout(admin: Admin, job: Job, plan: Plan) -> None:

@@ -112,6 +112,7 @@ class Runner:
         transaction_timeout_s: float | None = None,
         fresh: bool = False,
         accept_changes: bool = False,
+        create_topics: bool = False,
     ) -> None:
         self.job = job
         self.spec = spec
@@ -131,6 +132,8 @@ class Runner:
         self.fresh = fresh
         #: Resume a checkpoint of a job whose sources, sinks or operators changed.
         self.accept_changes = accept_changes
+        #: Create missing output topics like the input (`--create-topics`).
+        self.create_topics = create_topics
         self.stats = RunStats()
         #: Console notices and the exit summary (see `kstream.runtime.run_report`).
         self.report = RunReport(job.name)
@@ -165,6 +168,8 @@ class Runner:
                 guarantee=self.guarantee,
                 config=self.config,
                 transaction_timeout_s=self.transaction_timeout_s,
+                create_topics=self.create_topics,
+                say=self.say,
             )
         except BaseException:
             self.lock.release()

@@ -104,6 +104,14 @@ def run_command(
             "changed (never across a parallelism change).",
         ),
     ] = False,
+    create_topics: Annotated[
+        bool,
+        typer.Option(
+            "--create-topics",
+            help="Create missing output topics with the partitions and replication of the "
+            "widest input topic.",
+        ),
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
@@ -134,6 +142,7 @@ def run_command(
         transaction_timeout_s=transaction_timeout,
         fresh=fresh,
         accept_changes=accept_changes,
+        create_topics=create_topics,
     )
     stop = _stop_flag()
     runner.prepare()
