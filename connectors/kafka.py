@@ -233,6 +233,12 @@ class _PlainWriter(SinkWriter):
         return SinkSnapshot()
 
 
+#: While an epoch's records are held back (see `TransactionalWriter`), whether the
+#: previous epoch is delivered is asked once per this many records: asking costs
+#: about as much as processing a record.
+HELD_CHECK_EVERY = 64
+
+
 class TransactionalWriter(SinkWriter):
     """Exactly-once Kafka output: one Kafka transaction per checkpoint epoch.
 
@@ -330,7 +336,7 @@ class TransactionalWriter(SinkWriter):
         self._rows.append(row)
         if self._previous is None:
             produce(producer, self._topic, row[1], row[0], headers=row[2])
-        elif self._delivered(self._previous):
+        elif not len(self._rows) % HELD_CHECK_EVERY and self._delivered(self._previous):
             self._release(producer)
         # Otherwise the row is held in `_rows` (the write-ahead copy holds it anyway).
 
