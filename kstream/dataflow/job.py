@@ -358,8 +358,10 @@ class Job:
     def _merge(self, into: Stage, other: Stage, side: int) -> None:
         """Move every input of the fresh keyed stage `other` into `into` (as side `side`).
 
-        `other` disappears; later stages are renumbered (their channel topics
-        are named when the job is planned, so nothing named is renamed).
+        `other` disappears and `into` (fresh: nothing reads it yet) moves to the
+        end, after every stage that feeds it, so stage order stays topological;
+        stages are renumbered (channel topics are named when the job is
+        planned, so nothing named is renamed).
         """
         both = None not in (into.parallelism, other.parallelism)
         if both and into.parallelism != other.parallelism:
@@ -373,6 +375,8 @@ class Job:
             inp.edge.edge_to, inp.edge.edge_input = into, inp.index
             into.inputs.append(inp)
         self.stages.remove(other)
+        self.stages.remove(into)
+        self.stages.append(into)
         for i, stage in enumerate(self.stages):
             stage.index = i
 

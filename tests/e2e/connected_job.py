@@ -1,0 +1,42 @@
+"""A job with two Kafka sources keyed by the same key and connected into one
+co-process that keeps a running state per key over both sides.
+
+Input records are ``"<key> <seq> <amount>"``. Every output is ``(key, "<side>
+<side count> <seq> <total count> <total amount>")``: the side's own count and
+the record's sequence number make each side's outputs checkable in order, the
+totals check that both sides share one state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kstream import Job, KafkaSink, KafkaSource, ValueState
+
+
+def key_of(value: str) -> str:
+    return value.split(" ", 1)[0]
+
+
+def running(side: str) -> Callable[[str, str, ValueState], Iterator[tuple[str, str]]]:
+    def fn(key: str, value: str, state: ValueState) -> Iterator[tuple[str, str]]:
+        _, seq, amount = value.split(" ")
+        a, b, total, amount_sum = state.get((0, 0, 0, 0))
+        a, b = (a + 1, b) if side == "a" else (a, b + 1)
+        total, amount_sum = total + 1, amount_sum + int(amount)
+        state.set((a, b, total, amount_sum))
+        yield key, f"{side} {a if side == 'a' else b} {seq} {total} {amount_sum}"
+
+    fn.__qualname__ = f"running_{side}"
+    return fn
+
+
+def job(params: dict[str, Any]) -> Job:
+    j = Job(params["name"])
+    a = j.source(KafkaSource(params["a"])).key_by(key_of)
+    b = j.source(KafkaSource(params["b"])).key_by(key_of)
+    a.connect(b).process(running("a"), running("b"), name="running").sink(
+        KafkaSink(params["output"])
+    )
+    return j
