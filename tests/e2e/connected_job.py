@@ -4,7 +4,8 @@ co-process that keeps a running state per key over both sides.
 Input records are ``"<key> <seq> <amount>"``. Every output is ``(key, "<side>
 <side count> <seq> <total count> <total amount>")``: the side's own count and
 the record's sequence number make each side's outputs checkable in order, the
-totals check that both sides share one state.
+totals check that both sides share one state. Records of amount 1 also go to
+the side output ``ones`` as ``(key, "<side> <seq>")``.
 """
 
 from __future__ import annotations
@@ -12,21 +13,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kstream import Job, KafkaSink, KafkaSource, ValueState
+from kstream import Job, KafkaSink, KafkaSource, Tagged, ValueState
 
 
 def key_of(value: str) -> str:
     return value.split(" ", 1)[0]
 
 
-def running(side: str) -> Callable[[str, str, ValueState], Iterator[tuple[str, str]]]:
-    def fn(key: str, value: str, state: ValueState) -> Iterator[tuple[str, str]]:
+def running(
+    side: str,
+) -> Callable[[str, str, ValueState], Iterator[tuple[str, str] | Tagged]]:
+    def fn(key: str, value: str, state: ValueState) -> Iterator[tuple[str, str] | Tagged]:
         _, seq, amount = value.split(" ")
         a, b, total, amount_sum = state.get((0, 0, 0, 0))
         a, b = (a + 1, b) if side == "a" else (a, b + 1)
         total, amount_sum = total + 1, amount_sum + int(amount)
         state.set((a, b, total, amount_sum))
         yield key, f"{side} {a if side == 'a' else b} {seq} {total} {amount_sum}"
+        if amount == "1":
+            yield Tagged("ones", (key, f"{side} {seq}"))
 
     fn.__qualname__ = f"running_{side}"
     return fn
@@ -36,7 +41,7 @@ def job(params: dict[str, Any]) -> Job:
     j = Job(params["name"])
     a = j.source(KafkaSource(params["a"])).key_by(key_of)
     b = j.source(KafkaSource(params["b"])).key_by(key_of)
-    a.connect(b).process(running("a"), running("b"), name="running").sink(
-        KafkaSink(params["output"])
-    )
+    out = a.connect(b).process(running("a"), running("b"), name="running")
+    out.sink(KafkaSink(params["output"]))
+    out.side_output("ones").sink(KafkaSink(params["ones"]))
     return j

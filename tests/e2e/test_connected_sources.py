@@ -34,14 +34,21 @@ def test_a_connected_co_process_over_two_sources_is_exactly_once_across_kills(
 ) -> None:
     admin = Admin(bootstrap)
     a_topic, b_topic, out_topic = unique_name("co-a"), unique_name("co-b"), unique_name("co-out")
-    admin.create_topics({a_topic: PARTITIONS, b_topic: PARTITIONS, out_topic: 2})
+    ones_topic = unique_name("co-ones")
+    admin.create_topics({a_topic: PARTITIONS, b_topic: PARTITIONS, out_topic: 2, ones_topic: 1})
     inputs = {"a": _inputs("a", 12_000), "b": _inputs("b", 8_000)}
     # Fed while the job runs, so that the kills hit work in flight on both sides.
     feeders = {
         "a": Feeder(bootstrap, a_topic, [v.encode() for v in inputs["a"]], PARTITIONS, 3000.0),
         "b": Feeder(bootstrap, b_topic, [v.encode() for v in inputs["b"]], PARTITIONS, 2000.0),
     }
-    params = {"a": a_topic, "b": b_topic, "output": out_topic, "name": unique_name("connected")}
+    params = {
+        "a": a_topic,
+        "b": b_topic,
+        "output": out_topic,
+        "ones": ones_topic,
+        "name": unique_name("connected"),
+    }
     spec = f"{JOB}:job"
     runner = Runner(
         load_job(spec, params),
@@ -72,6 +79,7 @@ def test_a_connected_co_process_over_two_sources_is_exactly_once_across_kills(
     assert kills == 2
     assert runner.stats.recoveries >= 2
     wait_settled(bootstrap, out_topic)
+    wait_settled(bootstrap, ones_topic)
 
     # The reference: per key and side, the inputs in their partition's order.
     expected: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
@@ -99,3 +107,15 @@ def test_a_connected_co_process_over_two_sources_is_exactly_once_across_kills(
             assert (int(total), int(total_amount)) == (position, amount_sum), (key, row)
         assert seen["a"] == expected[key, "a"], key
         assert seen["b"] == expected[key, "b"], key
+
+    # The side output: every record of amount 1, once, with each key's records of
+    # one side in input order.
+    ones: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for r in read_all(bootstrap, ones_topic):
+        side, seq = (r.value or b"").decode().split(" ")
+        ones[(r.key or b"").decode(), side].append(int(seq))
+    assert ones == {
+        k: [seq for seq, amount in rows if amount == 1]
+        for k, rows in expected.items()
+        if any(amount == 1 for _, amount in rows)
+    }
