@@ -5,7 +5,8 @@ Input records are ``"<key> <seq> <amount>"``. Every output is ``(key, "<side>
 <side count> <seq> <total count> <total amount>")``: the side's own count and
 the record's sequence number make each side's outputs checkable in order, the
 totals check that both sides share one state. Records of amount 1 also go to
-the side output ``ones`` as ``(key, "<side> <seq>")``.
+the side output ``ones`` as ``(key, "<side> <seq>")``. A second branch
+reads both topics again and writes their round-robin `union` to ``all``.
 """
 
 from __future__ import annotations
@@ -44,4 +45,8 @@ def job(params: dict[str, Any]) -> Job:
     out = a.connect(b).process(running("a"), running("b"), name="running")
     out.sink(KafkaSink(params["output"]))
     out.side_output("ones").sink(KafkaSink(params["ones"]))
+    both = j.source(KafkaSource(params["a"])).map(lambda v: f"a {v}")
+    both.union(j.source(KafkaSource(params["b"])).map(lambda v: f"b {v}")).sink(
+        KafkaSink(params["all"])
+    )
     return j

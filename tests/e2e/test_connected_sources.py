@@ -34,8 +34,10 @@ def test_a_connected_co_process_over_two_sources_is_exactly_once_across_kills(
 ) -> None:
     admin = Admin(bootstrap)
     a_topic, b_topic, out_topic = unique_name("co-a"), unique_name("co-b"), unique_name("co-out")
-    ones_topic = unique_name("co-ones")
-    admin.create_topics({a_topic: PARTITIONS, b_topic: PARTITIONS, out_topic: 2, ones_topic: 1})
+    ones_topic, all_topic = unique_name("co-ones"), unique_name("co-all")
+    admin.create_topics(
+        {a_topic: PARTITIONS, b_topic: PARTITIONS, out_topic: 2, ones_topic: 1, all_topic: 2}
+    )
     inputs = {"a": _inputs("a", 12_000), "b": _inputs("b", 8_000)}
     # Fed while the job runs, so that the kills hit work in flight on both sides.
     feeders = {
@@ -47,6 +49,7 @@ def test_a_connected_co_process_over_two_sources_is_exactly_once_across_kills(
         "b": b_topic,
         "output": out_topic,
         "ones": ones_topic,
+        "all": all_topic,
         "name": unique_name("connected"),
     }
     spec = f"{JOB}:job"
@@ -80,6 +83,7 @@ def test_a_connected_co_process_over_two_sources_is_exactly_once_across_kills(
     assert runner.stats.recoveries >= 2
     wait_settled(bootstrap, out_topic)
     wait_settled(bootstrap, ones_topic)
+    wait_settled(bootstrap, all_topic)
 
     # The reference: per key and side, the inputs in their partition's order.
     expected: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
@@ -119,3 +123,7 @@ def test_a_connected_co_process_over_two_sources_is_exactly_once_across_kills(
         for k, rows in expected.items()
         if any(amount == 1 for _, amount in rows)
     }
+
+    # The union of both topics: every input record exactly once.
+    united = sorted((r.value or b"").decode() for r in read_all(bootstrap, all_topic))
+    assert united == sorted(f"{side} {v}" for side, values in inputs.items() for v in values)
