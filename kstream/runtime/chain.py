@@ -64,8 +64,9 @@ def compile_chain(
                 for k in _kids:
                     k(value)
 
-        if node.kind in ("process", "co_process"):
-            emit = _routing(emit, sides, node.name)
+        # Checked inline where a process function's outputs are emitted: a
+        # wrapper would cost every output one more Python call.
+        to_side = _side_outputs(sides, node.name)
         fn = node.fn
         if node.kind in ("source", "input", "side"):
             return emit
@@ -98,7 +99,10 @@ def compile_chain(
                 out = fn(key, value, value_state)
                 if out is not None:
                     for x in out:
-                        emit(x)
+                        if type(x) is Tagged:
+                            to_side(x)
+                        else:
+                            emit(x)
 
             return process
         if node.kind == "co_process":
@@ -112,7 +116,10 @@ def compile_chain(
                 out = fns[side](key, value, shared)
                 if out is not None:
                     for x in out:
-                        emit(x)
+                        if type(x) is Tagged:
+                            to_side(x)
+                        else:
+                            emit(x)
 
             return co_process
         if node.kind == "sink":
@@ -141,33 +148,19 @@ def has_process(node: Node) -> bool:
     return node.kind in ("process", "co_process") or any(has_process(c) for c in children(node))
 
 
-def _routing(main: End, sides: dict[str, End], operator: str) -> End:
-    """`main`, but a `Tagged` value goes to the side output of its tag."""
-    if not sides:
+def _side_outputs(sides: dict[str, End], operator: str) -> Callable[[Tagged], None]:
+    """Where a `Tagged` output of `operator` goes: the side output of its tag."""
 
-        def untagged(value: Any) -> None:
-            if type(value) is Tagged:
-                raise RecordError(
-                    f"{operator} yielded Tagged({value.tag!r}, ...) but no side_output "
-                    f"({value.tag!r}) consumes it"
-                )
-            main(value)
+    def tagged(value: Tagged) -> None:
+        out = sides.get(value.tag)
+        if out is None:
+            raise RecordError(
+                f"{operator} yielded Tagged({value.tag!r}, ...) but no side_output "
+                f"({value.tag!r}) consumes it"
+            )
+        out(value.value)
 
-        return untagged
-
-    def route(value: Any) -> None:
-        if type(value) is Tagged:
-            side = sides.get(value.tag)
-            if side is None:
-                raise RecordError(
-                    f"{operator} yielded Tagged({value.tag!r}, ...) but no side_output "
-                    f"({value.tag!r}) consumes it"
-                )
-            side(value.value)
-        else:
-            main(value)
-
-    return route
+    return tagged
 
 
 def _discard(_: Any) -> None:
