@@ -15,7 +15,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from kstream.dataflow.job import Job, KeyedStream, Sink, Source, Stream, ValueState
+from kstream.dataflow.job import (
+    ConnectedStreams,
+    Job,
+    KeyedStream,
+    Sink,
+    Source,
+    Stream,
+    Tagged,
+    ValueState,
+)
 from kstream.dataflow.serde import DecodeError, Serde
 from kstream.errors import (
     ConfigurationError,
@@ -32,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GUARANTEES",
     "ConfigurationError",
+    "ConnectedStreams",
     "DecodeError",
     "Guarantee",
     "Job",
@@ -46,6 +56,7 @@ __all__ = [
     "Sink",
     "Source",
     "Stream",
+    "Tagged",
     "ValueState",
     "__version__",
 ]

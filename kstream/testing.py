@@ -11,7 +11,7 @@ import random
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -247,9 +247,11 @@ def run_until_consumed(
     chaos: Callable[[Runner], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     timeout: float = 600.0,
+    also: Mapping[str, Mapping[int, int]] | None = None,
 ) -> int:
     """Start `runner`'s job and supervise it until a completed checkpoint covers
-    `input_topic` up to `ends` (partition -> end offset); then stop it.
+    `input_topic` up to `ends` (partition -> end offset), and every topic of
+    `also` (a job with several sources) up to its ends; then stop it.
 
     Meanwhile SIGKILL a random worker `kills` times: the first once checkpoint
     `kill_after` has completed, each next one once a checkpoint completed after
@@ -272,7 +274,12 @@ def run_until_consumed(
             offsets = runner.stats.source_offsets.get(input_topic, {})
             if on_progress is not None:
                 on_progress(sum(max(0, offsets.get(p, 0)) for p in ends))
-            if all(offsets.get(p, 0) >= high for p, high in ends.items() if high > 0):
+            if all(
+                runner.stats.source_offsets.get(topic, {}).get(p, 0) >= high
+                for topic, topic_ends in {**(also or {}), input_topic: ends}.items()
+                for p, high in topic_ends.items()
+                if high > 0
+            ):
                 return done_kills
             if time.monotonic() - started > timeout:
                 raise TimeoutError(f"the job did not finish within {timeout:.0f}s")

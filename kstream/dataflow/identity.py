@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kstream.dataflow.job import Node
+from kstream.dataflow.job import Job, Node, children
 from kstream.dataflow.plan import Plan
 
 __all__ = ["FORMAT_VERSION", "JobIdentity", "resume_problems"]
@@ -31,13 +31,22 @@ FORMAT_VERSION = 2
 
 @dataclass(frozen=True, slots=True)
 class JobIdentity:
-    """The identity of a planned job; `stages` lists each stage's source and operators."""
+    """The identity of a planned job: its sources, sinks, operators (side outputs
+    included, as ``s<stage>.side:<tag>``) and parallelism per stage, and its
+    `edges` when the graph is not a line.
+
+    `edges` lists every stage input as ``s<from>>s<to>.i<k>:<keyed|round-robin>``
+    (with ``/side<n>`` for a co-process's second side). It is empty for a line
+    (each stage fed only by the stage before it), whose edges the other fields
+    already imply: such a job keeps the fingerprint it had before graphs existed.
+    """
 
     format: int
     parallelism: tuple[int, ...]
     sources: tuple[str, ...]
     sinks: tuple[str, ...]
     operators: tuple[str, ...]
+    edges: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, p: Plan) -> JobIdentity:
@@ -53,20 +62,30 @@ class JobIdentity:
                     sinks.append(node.sink.name)
                 elif node.kind not in ("source", "input"):
                     operators.append(f"s{stage_index}.{node.kind}:{node.name}")
-                for child in node.children:
+                for child in children(node):
                     walk(child)
 
             walk(stage.root)
-        return cls(FORMAT_VERSION, p.parallelism, tuple(sources), tuple(sinks), tuple(operators))
+        return cls(
+            FORMAT_VERSION,
+            p.parallelism,
+            tuple(sources),
+            tuple(sinks),
+            tuple(operators),
+            _edges(p.job),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "format": self.format,
             "parallelism": list(self.parallelism),
             "sources": list(self.sources),
             "sinks": list(self.sinks),
             "operators": list(self.operators),
         }
+        if self.edges:
+            out["edges"] = list(self.edges)
+        return out
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> JobIdentity:
@@ -78,6 +97,7 @@ class JobIdentity:
                 tuple(str(x) for x in raw["sources"]),
                 tuple(str(x) for x in raw["sinks"]),
                 tuple(str(x) for x in raw["operators"]),
+                tuple(str(x) for x in raw.get("edges", ())),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed job identity {raw!r}") from exc
@@ -87,6 +107,19 @@ class JobIdentity:
         """A short digest of the identity, stored in every snapshot's metadata."""
         text = json.dumps(self.to_json(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _edges(job: Job) -> tuple[str, ...]:
+    """The stage inputs of `job` (see `JobIdentity.edges`); empty for a line."""
+    edges = tuple(
+        f"s{i.upstream.index}>s{s.index}.i{i.index}:{'keyed' if i.key_fn else 'round-robin'}"
+        + (f"/side{i.side}" if i.side else "")
+        for s in job.stages
+        for i in s.inputs
+    )
+    feeds = [[i.upstream.index for i in s.inputs] for s in job.stages]
+    line = all(f == ([n - 1] if n else []) for n, f in enumerate(feeds))
+    return () if line else edges
 
 
 def resume_problems(
@@ -114,6 +147,7 @@ def resume_problems(
         ("sources", recorded.sources, current.sources),
         ("sinks", recorded.sinks, current.sinks),
         ("operators", recorded.operators, current.operators),
+        ("edges", recorded.edges, current.edges),
     ):
         if old != new:
             acceptable.append(f"{what} {', '.join(old) or '-'} -> {', '.join(new) or '-'}")

@@ -12,6 +12,16 @@ fused in one subtask; each `key_by` / `rebalance` is an edge carried by an
 internal Kafka topic. A keyed `process` function receives the key, the value
 and the key's `ValueState`, and yields outputs.
 
+A job is a graph, not a line: it may have several sources; a stage may have
+several **inputs** (`Input`), each an edge with its own channel topic:
+`union` merges streams, `connect` feeds two keyed streams into one
+co-process whose two functions share the key's state; a stream may feed
+several operators, edges and sinks (fan-out); a process function may yield
+`Tagged(tag, value)` to send a value to the side output `tag`, consumed by
+`stream.side_output(tag)` in the same stage. Every edge goes from an existing
+stage to a newer one, so a job built with this API has no cycle: stage order
+is a topological order.
+
 Every function must be deterministic in its inputs and state for exactly-once
 results; functions are shipped to worker processes by importing the job spec,
 so lambdas are fine.
@@ -32,7 +42,9 @@ if TYPE_CHECKING:
     from kstream.runtime.sink import SinkContext, SinkWriter
 
 __all__ = [
+    "ConnectedStreams",
     "ErrorPolicy",
+    "Input",
     "Job",
     "KeyedStream",
     "Node",
@@ -41,7 +53,9 @@ __all__ = [
     "Stage",
     "StartPosition",
     "Stream",
+    "Tagged",
     "ValueState",
+    "children",
     "sink_nodes",
 ]
 
@@ -64,6 +78,20 @@ class ValueState(Protocol):
 
 
 ProcessFn = Callable[[Any, Any, ValueState], Iterable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tagged:
+    """A value a process function sends to side output `tag` instead of its main output.
+
+    Yield it from a keyed `process` or a co-process function; the value goes to
+    the stream `side_output(tag)` of that operator, in the same stage. A tag
+    nobody consumes is a record error (the job's `on_error` policy), never a
+    silent loss.
+    """
+
+    tag: str
+    value: Any
 
 
 class Source(ABC):
@@ -189,39 +217,88 @@ class Sink(ABC):
 class Node:
     """One operator inside a stage. `children` receive its outputs, in order."""
 
-    kind: Literal["source", "input", "map", "filter", "flat_map", "process", "sink", "edge"]
+    kind: Literal[
+        "source",
+        "input",
+        "map",
+        "filter",
+        "flat_map",
+        "process",
+        "co_process",
+        "side",
+        "sink",
+        "edge",
+    ]
     fn: Callable[..., Any] | None = None
     sink: Sink | None = None
     edge_to: Stage | None = None
     name: str = ""
     children: list[Node] = field(default_factory=list)
+    #: An edge node: which input of `edge_to` it feeds.
+    edge_input: int = 0
+    #: A co_process node: one function per side (`Input.side`), `fn` being side 0's.
+    fns: tuple[Callable[..., Any], ...] = ()
+    #: A process or co_process node: its side outputs by tag (``side`` nodes).
+    side_outputs: dict[str, Node] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Input:
+    """One edge into a stage: from `upstream`, hashed by `key_fn` (None: round-robin).
+
+    `index` numbers the stage's inputs from 0 (it names the input's channel
+    topic); `edge` is the ``edge`` node in the upstream stage that writes it;
+    `side` is which function of a co-process receives its values (0 otherwise).
+    """
+
+    upstream: Stage
+    key_fn: Callable[[Any], Any] | None
+    index: int
+    edge: Node
+    side: int = 0
 
 
 @dataclass(eq=False)
 class Stage:
-    """Operators fused into one subtask; fed by a source or by an edge.
+    """Operators fused into one subtask; fed by a source or by edges (`inputs`).
 
-    `key_fn` is set for stages fed by `key_by` (hash partitioned); None means a
-    source stage (`source` set) or a `rebalance` (round-robin) stage.
+    A stage's inputs are all keyed (hash partitioned by their own key
+    functions) or all round-robin; a source stage (`source` set) has none.
     """
 
     index: int
     root: Node
     parallelism: int | None
     source: Source | None = None
-    key_fn: Callable[[Any], Any] | None = None
-    upstream: Stage | None = None
+    inputs: list[Input] = field(default_factory=list)
 
     @property
     def keyed(self) -> bool:
-        return self.key_fn is not None
+        return any(i.key_fn is not None for i in self.inputs)
+
+    @property
+    def key_fn(self) -> Callable[[Any], Any] | None:
+        """The first input's key function (None for a source or round-robin stage)."""
+        return self.inputs[0].key_fn if self.inputs else None
+
+    @property
+    def upstream(self) -> Stage | None:
+        """The first input's upstream stage (None for a source stage)."""
+        return self.inputs[0].upstream if self.inputs else None
 
 
 def sink_nodes(node: Node) -> list[Node]:
     """The sink nodes under `node`, depth-first in child order (the order subtasks open them)."""
     if node.kind == "sink":
         return [node]
-    return [s for c in node.children for s in sink_nodes(c)]
+    return [s for c in children(node) for s in sink_nodes(c)]
+
+
+def children(node: Node) -> list[Node]:
+    """Where `node`'s values go: its children, then its side outputs in tag order."""
+    if not node.side_outputs:
+        return node.children
+    return [*node.children, *(node.side_outputs[t] for t in sorted(node.side_outputs))]
 
 
 class Job:
@@ -265,10 +342,43 @@ class Job:
         self, parent: Stage, at: Node, key_fn: Callable[[Any], Any] | None, parallelism: int | None
     ) -> Stage:
         node = Node("input", name=f"stage{len(self.stages)}")
-        stage = Stage(len(self.stages), node, parallelism, key_fn=key_fn, upstream=parent)
+        stage = Stage(len(self.stages), node, parallelism)
         self.stages.append(stage)
-        at.children.append(Node("edge", edge_to=stage))
+        self._connect(parent, at, stage, key_fn)
         return stage
+
+    def _connect(
+        self, parent: Stage, at: Node, stage: Stage, key_fn: Callable[[Any], Any] | None
+    ) -> None:
+        """Add an input to `stage`: an edge from node `at` of stage `parent`."""
+        edge = Node("edge", edge_to=stage, edge_input=len(stage.inputs))
+        at.children.append(edge)
+        stage.inputs.append(Input(parent, key_fn, len(stage.inputs), edge))
+
+    def _merge(self, into: Stage, other: Stage, side: int) -> None:
+        """Move every input of the fresh keyed stage `other` into `into` (as side `side`).
+
+        `other` disappears and `into` (fresh: nothing reads it yet) moves to the
+        end, after every stage that feeds it, so stage order stays topological;
+        stages are renumbered (channel topics are named when the job is
+        planned, so nothing named is renamed).
+        """
+        both = None not in (into.parallelism, other.parallelism)
+        if both and into.parallelism != other.parallelism:
+            raise ConfigurationError(
+                f"cannot merge keyed streams of parallelism {into.parallelism} and "
+                f"{other.parallelism}: give them the same parallelism"
+            )
+        into.parallelism = into.parallelism or other.parallelism
+        for inp in other.inputs:
+            inp.index, inp.side = len(into.inputs), side
+            inp.edge.edge_to, inp.edge.edge_input = into, inp.index
+            into.inputs.append(inp)
+        self.stages.remove(other)
+        self.stages.remove(into)
+        self.stages.append(into)
+        for i, stage in enumerate(self.stages):
+            stage.index = i
 
     def validate(self) -> None:
         """Raise `ConfigurationError` for a graph that cannot run."""
@@ -276,13 +386,21 @@ class Job:
             raise ConfigurationError(f"job {self.name} has no source")
 
         def ends(node: Node) -> bool:
-            return node.kind in ("sink", "edge") or any(ends(c) for c in node.children)
+            return node.kind in ("sink", "edge") or any(ends(c) for c in children(node))
 
         for stage in self.stages:
             if not ends(stage.root):
                 raise ConfigurationError(f"stage {stage.index} of job {self.name} has no sink")
             if stage.parallelism is not None and stage.parallelism < 1:
                 raise ConfigurationError(f"parallelism must be >= 1, got {stage.parallelism}")
+            for inp in stage.inputs:
+                # The API only adds edges from existing stages to new ones; a
+                # backward edge would be a cycle, which the runtime cannot align.
+                if inp.upstream.index >= stage.index:
+                    raise ConfigurationError(
+                        f"stage {stage.index} of job {self.name} reads stage "
+                        f"{inp.upstream.index}: a cycle (feedback edges are not supported)"
+                    )
 
 
 class Stream:
@@ -319,6 +437,48 @@ class Stream:
         stage = self._job._edge(self._stage, self._node, None, parallelism)
         return Stream(self._job, stage, stage.root)
 
+    def union(self, *others: Stream, parallelism: int | None = None) -> Stream:
+        """The values of this stream and of `others`, in a new stage fed round-robin.
+
+        Each member is its own input (its own channel topic); the order between
+        members is whatever order their channels are read in.
+        """
+        members = [self, *others]
+        for other in others:
+            if not isinstance(other, Stream):
+                raise ConfigurationError(_not_unkeyed(other))
+            if other._job is not self._job:
+                raise ConfigurationError("union of streams of two different jobs")
+        if len({id(m._node) for m in members}) < len(members):
+            raise ConfigurationError(
+                "union of a stream with itself (every value would arrive twice): "
+                "use flat_map to duplicate values"
+            )
+        stage = self._job._edge(self._stage, self._node, None, parallelism)
+        for other in others:
+            self._job._connect(other._stage, other._node, stage, None)
+        return Stream(self._job, stage, stage.root)
+
+    def connect(self, other: Any) -> ConnectedStreams:
+        """Refused: only keyed streams connect (`a.key_by(f).connect(b.key_by(g))`)."""
+        raise ConfigurationError(
+            "connect needs two keyed streams: a.key_by(f).connect(b.key_by(g)), "
+            "so that both sides of a key meet in one subtask and share its state"
+        )
+
+    def side_output(self, tag: str) -> Stream:
+        """The values this process function yielded as `Tagged(tag, value)`, in this stage."""
+        if self._node.kind not in ("process", "co_process"):
+            raise ConfigurationError(
+                f"side_output({tag!r}) follows a process function, not a {self._node.kind} operator"
+            )
+        if not isinstance(tag, str) or not tag:
+            raise ConfigurationError(f"a side output's tag is a non-empty string, got {tag!r}")
+        node = self._node.side_outputs.get(tag)
+        if node is None:
+            node = self._node.side_outputs[tag] = Node("side", name=tag)
+        return Stream(self._job, self._stage, node)
+
     def sink(self, sink: Sink) -> None:
         """Write every value to `sink`."""
         if not isinstance(sink, Sink):
@@ -328,18 +488,87 @@ class Stream:
         self._node.children.append(Node("sink", sink=sink, name=sink.name))
 
 
+def _not_unkeyed(other: object) -> str:
+    if isinstance(other, KeyedStream):
+        return "union of an unkeyed stream with a keyed one: key_by every member, or none"
+    return f"union takes streams, got {other!r}"
+
+
 class KeyedStream:
-    """A stream partitioned by key: the input of keyed, stateful operators."""
+    """A stream partitioned by key: the input of keyed, stateful operators.
+
+    `union` and `connect` merge keyed streams into one stage whose inputs keep
+    their own key functions; a keyed stream that was merged is spent (use what
+    `union` or `connect` returned).
+    """
+
+    def __init__(self, job: Job, stage: Stage, node: Node) -> None:
+        self._job = job
+        self._stage = stage
+        self._node = node
+        self._spent = False
+
+    def _check_fresh(self, what: str) -> None:
+        if self._spent:
+            raise ConfigurationError(
+                f"{what}: this keyed stream was already united or connected; use the result"
+            )
+        if self._node.children:
+            raise ConfigurationError(f"{what}: this keyed stream already feeds a function")
+
+    def _absorb(self, others: tuple[Any, ...], what: str, side: int | None) -> None:
+        """Merge the stages of `others` into this one (each as side `side`, or 0..n)."""
+        self._check_fresh(what)
+        for other in others:
+            if not isinstance(other, KeyedStream):
+                raise ConfigurationError(
+                    f"{what} of a keyed stream with an unkeyed one: key_by every member, or none"
+                )
+            if other is self or other._stage is self._stage:
+                raise ConfigurationError(f"{what} of a keyed stream with itself")
+            if other._job is not self._job:
+                raise ConfigurationError(f"{what} of streams of two different jobs")
+            other._check_fresh(what)
+        for n, other in enumerate(others, start=1):
+            self._job._merge(self._stage, other._stage, n if side is None else side)
+            other._spent = True
+        self._spent = True
+
+    def union(self, *others: KeyedStream) -> KeyedStream:
+        """One keyed stream of the values of this and `others`, each keyed by its own key
+        function: one hop into one stage, not a union followed by another `key_by`."""
+        self._absorb(others, "union", 0)
+        return KeyedStream(self._job, self._stage, self._node)
+
+    def connect(self, other: KeyedStream) -> ConnectedStreams:
+        """This stream (side 0) and `other` (side 1) into one co-process sharing keyed state."""
+        self._absorb((other,), "connect", None)
+        return ConnectedStreams(self._job, self._stage, self._node)
+
+    def process(self, fn: ProcessFn, name: str = "process") -> Stream:
+        """Call `fn(key, value, state)` per value; it yields outputs and may change state."""
+        if self._spent:
+            self._check_fresh("process")
+        if self._node.children:
+            raise ConfigurationError("a keyed stream feeds exactly one process function")
+        node = Node("process", fn=fn, name=name)
+        self._node.children.append(node)
+        return Stream(self._job, self._stage, node)
+
+
+class ConnectedStreams:
+    """Two keyed streams meeting in one stage: the input of a co-process."""
 
     def __init__(self, job: Job, stage: Stage, node: Node) -> None:
         self._job = job
         self._stage = stage
         self._node = node
 
-    def process(self, fn: ProcessFn, name: str = "process") -> Stream:
-        """Call `fn(key, value, state)` per value; it yields outputs and may change state."""
+    def process(self, first: ProcessFn, second: ProcessFn, name: str = "co_process") -> Stream:
+        """Call `first(key, value, state)` for the first stream's values and `second(...)`
+        for the second's; both see the same state of the key and yield outputs."""
         if self._node.children:
-            raise ConfigurationError("a keyed stream feeds exactly one process function")
-        node = Node("process", fn=fn, name=name)
+            raise ConfigurationError("connected streams feed exactly one co-process")
+        node = Node("co_process", fn=first, fns=(first, second), name=name)
         self._node.children.append(node)
         return Stream(self._job, self._stage, node)

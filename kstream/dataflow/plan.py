@@ -58,22 +58,29 @@ class Plan:
         return [t for t in self.tasks if t.index % self.workers == worker]
 
     def channel_topics(self) -> dict[str, int]:
-        """Every internal channel topic with its partition count (upstream x downstream)."""
+        """Every internal channel topic (one per input of a stage) with its partition
+        count (upstream x downstream subtasks)."""
         out = {}
         for s in self.job.stages:
-            if s.upstream is not None:
-                up, down = self.parallelism[s.upstream.index], self.parallelism[s.index]
-                out[channel_topic(self.job.name, s.index)] = up * down
+            for inp in s.inputs:
+                up, down = self.parallelism[inp.upstream.index], self.parallelism[s.index]
+                out[channel_topic(self.job.name, s.index, inp.index)] = up * down
         return out
 
-    def input_channels(self, task: TaskSpec) -> tuple[str, list[int]]:
+    def input_channels(self, task: TaskSpec) -> list[tuple[str, list[int]]]:
+        """Per input of `task`'s stage, in input order: its channel topic and the
+        partitions `task` reads (one per upstream subtask)."""
         stage = self.job.stages[task.stage]
-        if stage.upstream is None:
+        if not stage.inputs:
             raise ConfigurationError(f"stage {task.stage} reads a source, not channels")
-        up = self.parallelism[stage.upstream.index]
-        return channel_topic(self.job.name, stage.index), channel_partitions(
-            task.index, up, task.parallelism
-        )
+        name, par = self.job.name, self.parallelism
+        return [
+            (
+                channel_topic(name, stage.index, inp.index),
+                channel_partitions(task.index, par[inp.upstream.index], task.parallelism),
+            )
+            for inp in stage.inputs
+        ]
 
     def marker_partition(self, task: TaskSpec, ordinal: int) -> int:
         """Commit-marker partition of the `ordinal`-th sink (in `sink_nodes` order) of `task`."""

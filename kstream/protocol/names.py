@@ -10,8 +10,9 @@ never collide with another's and are easy to list and delete.
 ==================== ======================================== ===================
 what                 name                                     used by
 ==================== ======================================== ===================
-channel topic        ``kstream.<job>.s<stage>``               tasks (the edge into
+channel topic        ``kstream.<job>.s<stage>``               tasks (input 0 of
                                                               `stage`)
+                     ``kstream.<job>.s<stage>.i<k>``          tasks (input k >= 1)
 control topic        ``kstream.<job>.control``                runner, workers
 dead-letter topic    ``kstream.<job>.dead-letters``           tasks
 commit-marker topic  ``kstream.<job>.commits``                transactional sinks
@@ -56,9 +57,13 @@ __all__ = [
 # -- topics -------------------------------------------------------------------
 
 
-def channel_topic(job: str, stage: int) -> str:
-    """The internal topic carrying the edge into `stage`."""
-    return f"kstream.{job}.s{stage}"
+def channel_topic(job: str, stage: int, input: int = 0) -> str:
+    """The internal topic carrying input `input` of `stage`.
+
+    Input 0 keeps the name of a single-input stage's topic, so a job with one
+    input per stage has the topics it always had.
+    """
+    return f"kstream.{job}.s{stage}" if input == 0 else f"kstream.{job}.s{stage}.i{input}"
 
 
 def control_topic(job: str) -> str:

@@ -10,21 +10,26 @@ the function that receives the values reaching that end. The chain itself does
 no I/O, so it is tested without Kafka.
 
 A keyed stage's chain (its root is an ``input`` node followed by ``process``)
-is called as ``push(key, value)``; every other chain as ``push(value)``.
-Exceptions raised by user functions pass out of ``push`` unchanged: the error
-policy (`kstream.runtime.dead_letters`) is applied by the caller, per record.
+is called as ``push(key, value)``; a connected stage's (``co_process``) as
+``push(key, value, side)``, `side` being the `Input.side` of the record's
+input (`input_pushes` binds it per input); every other chain as
+``push(value)``. A process function's `Tagged` outputs go to the side output
+of their tag; a tag without one raises `RecordError`. Exceptions raised by
+user functions pass out of ``push`` unchanged: the error policy
+(`kstream.runtime.dead_letters`) is applied by the caller, per record.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
-from kstream.dataflow.job import Node
-from kstream.errors import ConfigurationError
+from kstream.dataflow.job import Node, Stage, Tagged, children
+from kstream.errors import ConfigurationError, RecordError
 from kstream.runtime.state import StateStore, key_bytes
 
-__all__ = ["End", "compile_chain", "has_process"]
+__all__ = ["End", "compile_chain", "has_process", "input_pushes"]
 
 #: What receives the values reaching a sink or an edge.
 End = Callable[[Any], None]
@@ -48,6 +53,7 @@ def compile_chain(
 
     def compile_node(node: Node) -> Callable[..., None]:
         kids = [compile_node(c) for c in node.children]
+        sides = {t: compile_node(node.side_outputs[t]) for t in sorted(node.side_outputs)}
         if not kids:
             emit: End = _discard
         elif len(kids) == 1:
@@ -58,8 +64,11 @@ def compile_chain(
                 for k in _kids:
                     k(value)
 
+        # Checked inline where a process function's outputs are emitted: a
+        # wrapper would cost every output one more Python call.
+        to_side = _side_outputs(sides, node.name)
         fn = node.fn
-        if node.kind in ("source", "input"):
+        if node.kind in ("source", "input", "side"):
             return emit
         if node.kind == "map":
             assert fn is not None
@@ -90,9 +99,29 @@ def compile_chain(
                 out = fn(key, value, value_state)
                 if out is not None:
                     for x in out:
-                        emit(x)
+                        if type(x) is Tagged:
+                            to_side(x)
+                        else:
+                            emit(x)
 
             return process
+        if node.kind == "co_process":
+            assert state is not None, "a chain with a co_process node needs a state store"
+            # One state for both sides: what one side's function sets, the other's reads.
+            shared = state.value_state(f"s{stage_index}.{node.name}")
+            fns = node.fns
+
+            def co_process(key: Any, value: Any, side: int) -> None:
+                shared.key = key_bytes(key)
+                out = fns[side](key, value, shared)
+                if out is not None:
+                    for x in out:
+                        if type(x) is Tagged:
+                            to_side(x)
+                        else:
+                            emit(x)
+
+            return co_process
         if node.kind == "sink":
             return open_sink(node)
         if node.kind == "edge":
@@ -102,9 +131,36 @@ def compile_chain(
     return compile_node(root)
 
 
+def input_pushes(stage: Stage, push: Callable[..., None]) -> list[Callable[..., None]]:
+    """The push function for each input of `stage` (by `Input.index`), from its chain's `push`.
+
+    A connected stage's inputs are bound to their side; any other stage's
+    inputs all share `push`.
+    """
+    if any(c.kind == "co_process" for c in stage.root.children):
+        return [functools.partial(push, side=i.side) for i in stage.inputs]
+    return [push for _ in stage.inputs]
+
+
 def has_process(node: Node) -> bool:
-    """Whether the chain rooted at `node` has a ``process`` node (and so needs state)."""
-    return node.kind == "process" or any(has_process(c) for c in node.children)
+    """Whether the chain rooted at `node` has a ``process`` or ``co_process`` node
+    (and so needs state)."""
+    return node.kind in ("process", "co_process") or any(has_process(c) for c in children(node))
+
+
+def _side_outputs(sides: dict[str, End], operator: str) -> Callable[[Tagged], None]:
+    """Where a `Tagged` output of `operator` goes: the side output of its tag."""
+
+    def tagged(value: Tagged) -> None:
+        out = sides.get(value.tag)
+        if out is None:
+            raise RecordError(
+                f"{operator} yielded Tagged({value.tag!r}, ...) but no side_output "
+                f"({value.tag!r}) consumes it"
+            )
+        out(value.value)
+
+    return tagged
 
 
 def _discard(_: Any) -> None:

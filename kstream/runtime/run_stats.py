@@ -41,7 +41,11 @@ class RunStats:
         syncs = []
         for a in acks:
             for topic, parts in a.source_offsets.items():
-                sources.setdefault(topic, {}).update(parts)
+                # Several source stages may read one topic: it is covered only as
+                # far as the slowest of them.
+                have = sources.setdefault(topic, {})
+                for p, offset in parts.items():
+                    have[p] = min(offset, have.get(p, offset))
             for topic, parts in a.channel_offsets.items():
                 channels.setdefault(topic, {}).update(parts)
             syncs.append(a.sync_ms)

@@ -4,8 +4,9 @@ Two kinds, by what feeds the stage:
 
 * `SourceTask` reads user topic partitions. It snapshots when the coordinator
   triggers a checkpoint (between two batches) and records its next offsets.
-* `ChannelTask` reads channel partitions and aligns barriers with a
-  `kstream.protocol.barrier.Aligner`; it snapshots when the aligner says so.
+* `ChannelTask` reads the channel partitions of every input of its stage and
+  aligns barriers over all of them with one `kstream.protocol.barrier.Aligner`;
+  it snapshots when the aligner says so.
 
 Both push records through the stage's fused chain (`kstream.runtime.chain`),
 opening its ends here (sink writers, channel writers), apply the job's error
@@ -47,7 +48,7 @@ from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage, Declined
 from kstream.protocol.names import channel_topic
-from kstream.runtime.chain import compile_chain, has_process
+from kstream.runtime.chain import compile_chain, has_process, input_pushes
 from kstream.runtime.channel import (
     BARRIER,
     HEADER_SIZE,
@@ -217,11 +218,11 @@ class Subtask:
         target = node.edge_to
         cw = ChannelWriter(
             self.rt.producer,
-            channel_topic(self.job.name, target.index),
+            channel_topic(self.job.name, target.index, node.edge_input),
             self.spec.index,
             self.rt.plan.parallelism[target.index],
             self.rt.generation,
-            target.key_fn,
+            target.inputs[node.edge_input].key_fn,
             max_bytes=self.rt.max_record_bytes,
             on_too_large=self.errors.on_channel_record_too_large,
         )
@@ -429,19 +430,28 @@ class SourceTask(Subtask):
 
 
 class ChannelTask(Subtask):
-    """Reads its channels (one per upstream subtask) and aligns barriers."""
+    """Reads its channels (per input of its stage, one per upstream subtask) and aligns
+    barriers over all of them: a barrier goes on once every channel of every input
+    delivered it, so the snapshot is one consistent cut across the inputs."""
 
     def __init__(self, rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> None:
         super().__init__(rt, spec, restore_from)
-        self.topic, parts = rt.plan.input_channels(spec)
-        self.channels = {p: Channel(self.topic, p) for p in parts}
+        inputs = rt.plan.input_channels(spec)
+        self.channels = {(t, p): Channel(t, p) for t, parts in inputs for p in parts}
+        #: Per channel topic, the push function of its input (a co-process's side).
+        self.pushes = dict(
+            zip((t for t, _ in inputs), input_pushes(self.stage, self.push), strict=True)
+        )
         self.aligner = Aligner.over(self.channels.values(), rt.generation, restore_from or 0)
-        offsets = dict.fromkeys(parts, OFFSET_BEGINNING)
-        if self.restored is not None:
-            offsets.update(self.restored.channel_offsets.get(self.topic, {}))
+        assigned = []
+        for topic, parts in inputs:
+            offsets = dict.fromkeys(parts, OFFSET_BEGINNING)
+            if self.restored is not None:
+                offsets.update(self.restored.channel_offsets.get(topic, {}))
+            assigned += [TopicPartition(topic, p, o) for p, o in offsets.items()]
         self._resume: dict[Channel, int] = {}
         self._align_started: float | None = None
-        self.consumer.assign([TopicPartition(self.topic, p, o) for p, o in offsets.items()])
+        self.consumer.assign(assigned)
 
     def on_abort(self, checkpoint: int) -> None:
         self._run(self.aligner.handle(CheckpointAborted(checkpoint)), set())
@@ -450,7 +460,7 @@ class ChannelTask(Subtask):
     def poll(self, timeout: float) -> int:
         msgs = self.consumer.consume(BATCH, timeout)
         aligner = self.aligner
-        push = self.push
+        pushes, channels = self.pushes, self.channels
         loads = pickle.loads
         keyed = self.stage.keyed
         # Channels re-positioned (seek) during this batch: the rest of their
@@ -461,7 +471,8 @@ class ChannelTask(Subtask):
             if m.error() is not None:
                 _raise_if_fatal(m)
                 continue
-            ch = self.channels[m.partition() or 0]
+            topic = m.topic() or ""
+            ch = channels[topic, m.partition() or 0]
             if ch in reseeked:
                 continue
             value = m.value() or b""
@@ -474,6 +485,7 @@ class ChannelTask(Subtask):
                         self.stats.dropped += 1
                         continue
                 items = loads(memoryview(value)[HEADER_SIZE:])
+                push = pushes[topic]
                 if keyed:
                     for key, item in items:
                         try:
@@ -514,10 +526,12 @@ class ChannelTask(Subtask):
                         0.0 if started is None else (time.perf_counter() - started) * 1000
                     )
                     self._align_started = None
-                    offsets = {c.partition: o for c, o in action.channel_offsets.items()}
+                    offsets: dict[str, dict[int, int]] = {}
+                    for c, o in action.channel_offsets.items():
+                        offsets.setdefault(c.topic, {})[c.partition] = o
                     self.snapshot(
                         action.checkpoint,
-                        channel_offsets={self.topic: offsets},
+                        channel_offsets=offsets,
                         alignment_ms=alignment_ms,
                     )
                 case Unblock():

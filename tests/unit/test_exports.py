@@ -7,6 +7,7 @@ import kstream.errors
 def test_top_level_exports() -> None:
     assert sorted(kstream.__all__) == [
         "ConfigurationError",
+        "ConnectedStreams",
         "DecodeError",
         "GUARANTEES",
         "Guarantee",
@@ -22,6 +23,7 @@ def test_top_level_exports() -> None:
         "Sink",
         "Source",
         "Stream",
+        "Tagged",
         "ValueState",
         "__version__",
     ]

@@ -5,7 +5,7 @@ Every `KStreamError` becomes one line on stderr and exit code 2; a failed job
 or a failed verification exits 1.
 
 One module per command group: `broker` (the local broker), `run` (``run`` and
-``worker``), `checkpoints`, `demo`; the audit's command lives with the audit
+``worker``), `checkpoints`, `plan`, `demo`; the audit's command lives with the audit
 (`kstream.audit.cli`). Option types the commands share are in `options`, the
 output consoles in `console`. This module assembles them into `app` and holds
 `main`, the console script's entry point (also what ``python -m kstream``,
@@ -24,6 +24,7 @@ from kstream.tools.cli.broker import broker_app
 from kstream.tools.cli.checkpoints import checkpoints_command
 from kstream.tools.cli.console import err
 from kstream.tools.cli.demo import demo_app
+from kstream.tools.cli.plan import plan_command
 from kstream.tools.cli.run import run_command, worker_command
 
 __all__ = ["app", "main"]
@@ -40,6 +41,7 @@ app.add_typer(demo_app, name="demo")
 app.command("run")(run_command)
 app.command("worker")(worker_command)
 app.command("checkpoints")(checkpoints_command)
+app.command("plan")(plan_command)
 app.command("audit")(audit_command)
 
 

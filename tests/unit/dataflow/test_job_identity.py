@@ -64,3 +64,43 @@ def test_parallelism_format_or_no_identity_never_resume() -> None:
     assert fatal[0] == f"checkpoint format 1, this kstream writes {FORMAT_VERSION}"
     fatal, _ = resume_problems(None, identity(wordcount()))
     assert "no job identity" in fatal[0]
+
+
+def test_a_line_jobs_fingerprint_is_the_one_it_had_before_graphs() -> None:
+    # Computed by the identity code before stages had several inputs: checkpoints
+    # of single-input jobs taken then still resume.
+    assert identity(wordcount()).fingerprint == "791fe7ddf1911d1e"
+    assert "edges" not in identity(wordcount()).to_json()
+
+
+def connected(second_key: str = "b") -> Job:
+    j = Job("co")
+    a = j.source(KafkaSource("a")).key_by(lambda v: v)
+    b = j.source(KafkaSource(second_key)).key_by(lambda v: v)
+    out = a.connect(b).process(lambda k, v, s: [v], lambda k, v, s: [v], name="match")
+    out.sink(KafkaSink("out"))
+    out.side_output("late").sink(KafkaSink("late"))
+    return j
+
+
+def test_a_graphs_identity_names_its_edges_and_side_outputs() -> None:
+    ident = identity(connected())
+    assert ident.edges == ("s0>s2.i0:keyed", "s1>s2.i1:keyed/side1")
+    assert ident.operators == ("s0.edge:", "s1.edge:", "s2.co_process:match", "s2.side:late")
+    assert ident.sinks == ("kafka:out", "kafka:late")
+    assert JobIdentity.from_json(ident.to_json()) == ident
+
+
+def test_the_same_operators_wired_otherwise_resume_only_on_purpose() -> None:
+    j = Job("co")
+    a = j.source(KafkaSource("a")).key_by(lambda v: v)
+    b = j.source(KafkaSource("b")).key_by(lambda v: v)
+    out = b.connect(a).process(lambda k, v, s: [v], lambda k, v, s: [v], name="match")
+    out.sink(KafkaSink("out"))
+    out.side_output("late").sink(KafkaSink("late"))
+    fatal, changed = resume_problems(identity(connected()), identity(j))
+    assert fatal == []
+    assert changed == [
+        "edges s0>s2.i0:keyed, s1>s2.i1:keyed/side1 -> s1>s2.i0:keyed, s0>s2.i1:keyed/side1"
+    ]
+    assert identity(connected()).fingerprint != identity(j).fingerprint

@@ -79,8 +79,8 @@ def test_each_edge_is_a_topic_of_upstream_times_downstream_partitions() -> None:
 
 def test_a_downstream_subtask_reads_one_channel_per_upstream_subtask() -> None:
     p = plan(pipeline(2, 3, name="j"), 1)
-    assert p.input_channels(TaskSpec(1, 0, 3)) == ("kstream.j.s1", [0, 3])
-    assert p.input_channels(TaskSpec(1, 2, 3)) == ("kstream.j.s1", [2, 5])
+    assert p.input_channels(TaskSpec(1, 0, 3)) == [("kstream.j.s1", [0, 3])]
+    assert p.input_channels(TaskSpec(1, 2, 3)) == [("kstream.j.s1", [2, 5])]
 
 
 def test_a_source_stage_reads_no_channels() -> None:
@@ -92,11 +92,11 @@ def test_a_source_stage_reads_no_channels() -> None:
 @given(up=st.integers(1, 8), down=st.integers(1, 8))
 def test_the_channels_of_an_edge_are_read_by_exactly_one_subtask(up: int, down: int) -> None:
     p = plan(pipeline(up, down), 1)
-    read = [part for j in range(down) for part in p.input_channels(TaskSpec(1, j, down))[1]]
+    read = [part for j in range(down) for part in p.input_channels(TaskSpec(1, j, down))[0][1]]
     assert sorted(read) == list(range(up * down))
     # Partition i*D + j is written by upstream i (see ChannelWriter) and read by j.
     for j in range(down):
-        parts = p.input_channels(TaskSpec(1, j, down))[1]
+        parts = p.input_channels(TaskSpec(1, j, down))[0][1]
         assert [(part // down, part % down) for part in parts] == [(i, j) for i in range(up)]
 
 

@@ -5,7 +5,9 @@ describes: it reads FIFO channels in batches, stops reading a channel on
 `Block`, lets the rest of an already fetched batch arrive (the aligner must
 drop it), and on `Unblock` re-reads the channel from the `resume_offset` of
 its `Block`. Hypothesis chooses which channel is read, how big each batch is,
-and when the coordinator aborts a checkpoint.
+and when the coordinator aborts a checkpoint. The channels belong to two inputs
+(two topics with the same partition numbers), as in a stage fed by a union or a
+connect: one Aligner covers every channel of every input.
 """
 
 from __future__ import annotations
@@ -198,8 +200,18 @@ Contents = list[Item]
 RecordId = tuple[int, int]  # (channel index, offset)
 
 
+#: The channel topics of a stage's two inputs: the simulated subtask reads both,
+#: so partition numbers repeat across its channels (t0[0], t1[0], t0[1], ...).
+INPUT_TOPICS = ("kstream.j.s1", "kstream.j.s1.i1")
+
+
 def channel_of(index: int) -> Channel:
-    return Channel("kstream.j.e1", index)
+    """Channel `index` of the simulation: alternately on each input's topic."""
+    return Channel(INPUT_TOPICS[index % 2], index // 2)
+
+
+def index_of(channel: Channel) -> int:
+    return INPUT_TOPICS.index(channel.topic) + 2 * channel.partition
 
 
 #: Zombie writes of other generations: never processed, never aligned.
@@ -390,7 +402,7 @@ class Worker:
 
     def unblock(self, action: Unblock) -> None:
         """Resume the channel and seek it back: what was fetched beyond the barrier is gone."""
-        c = action.channel.partition
+        c = index_of(action.channel)
         assert c in self.blocked, f"{action} for a channel that is not blocked"
         _, resume = self.blocked.pop(c)
         self.position[c] = resume
@@ -580,11 +592,23 @@ def test_gaps_and_aborts_together(model: tuple[list[Contents], int], data: st.Da
 def test_the_simulator_detects_an_inconsistent_cut() -> None:
     # Guard against a vacuous simulator: a snapshot missing a record must fail.
     channels = [[Item(None), Item(1)], [Item(1)]]
-    worker = Worker(channels, Aligner.over([C0, C1], GEN))
+    a, b = channel_of(0), channel_of(1)
+    worker = Worker(channels, Aligner.over([a, b], GEN))
     with pytest.raises(AssertionError, match="consistent cut"):
-        worker.check_snapshot(TakeSnapshot(1, {C0: 2, C1: 1}))
+        worker.check_snapshot(TakeSnapshot(1, {a: 2, b: 1}))
     worker.processed.add((0, 0))
     with pytest.raises(AssertionError):
-        worker.check_snapshot(TakeSnapshot(1, {C0: 1, C1: 1}))
-    worker.check_snapshot(TakeSnapshot(1, {C0: 2, C1: 1}))
+        worker.check_snapshot(TakeSnapshot(1, {a: 1, b: 1}))
+    worker.check_snapshot(TakeSnapshot(1, {a: 2, b: 1}))
     assert worker.snapshots == [1]
+
+
+def test_channels_of_two_inputs_with_the_same_partition_are_aligned_apart() -> None:
+    # A stage fed by two inputs reads partition 0 of both topics: they are two
+    # channels, and the snapshot waits for the barrier on each.
+    a, b = Channel("kstream.j.s2", 0), Channel("kstream.j.s2.i1", 0)
+    aligner = Aligner.over([a, b], GEN)
+    assert aligner.handle(barrier(a, 4, 1)) == [Block(a, 5)]
+    assert aligner.handle(record(b, 0)) == [Process()]
+    assert isinstance(aligner.handle(record(a, 5))[0], Drop)
+    assert aligner.handle(barrier(b, 1, 1)) == [TakeSnapshot(1, {a: 5, b: 2}), Unblock(a)]
