@@ -50,14 +50,14 @@ def test_sliding_by_example() -> None:
 
 
 def components(stamps: list[int], gap: int) -> set[TimeWindow]:
-    """Brute force: the covers of the connected components of overlapping [ts, ts+gap)."""
-    intervals = [TimeWindow(t, t + gap) for t in stamps]
-    groups: list[set[TimeWindow]] = []
-    for iv in intervals:
-        touching = [g for g in groups if any(iv.overlaps(o) for o in g)]
-        merged = {iv}.union(*touching)
-        groups = [g for g in groups if g not in touching] + [merged]
-    return {TimeWindow(min(w.start for w in g), max(w.end for w in g)) for g in groups}
+    """Brute force: sorted, a new session starts where the next record is >= gap later."""
+    sessions: list[list[int]] = []
+    for ts in sorted(stamps):
+        if sessions and ts - sessions[-1][-1] < gap:
+            sessions[-1].append(ts)
+        else:
+            sessions.append([ts])
+    return {TimeWindow(s[0], s[-1] + gap) for s in sessions}
 
 
 @given(stamps=st.lists(st.integers(-200, 200), max_size=25), gap=sizes, data=st.data())
