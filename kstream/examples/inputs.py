@@ -87,7 +87,8 @@ def keyed_events(
         clock += rng.randint(0, step_ms)
         key = f"k{rng.randrange(keys)}"
         items.append((rng.randrange(partitions), clock, key, f"e{n}"))
-    idle = (START_MS + count * step_ms // 4, START_MS + count * step_ms // 2)
+    span = clock - START_MS
+    idle = (START_MS + span // 3, START_MS + span // 2)
     return arrange(items, rng, out_of_orderness, late, allowed_lateness, idle)
 
 

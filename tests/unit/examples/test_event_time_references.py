@@ -1,0 +1,310 @@
+"""The examples' references and inputs: by hand, against interleavings, against the pure parts."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kstream.dataflow.windows import Sliding, TimeWindow, Tumbling, WindowPhase, window_phase
+from kstream.examples import inputs, references
+from kstream.examples.references import Record
+from kstream.protocol.timers import Timer, TimerQueue
+from kstream.protocol.watermarks import (
+    InputWatermarks,
+    Lateness,
+    SourceWatermarks,
+    Stamped,
+    WatermarkConfig,
+    lateness,
+)
+
+# -- by hand ------------------------------------------------------------------
+
+
+def test_too_late_is_judged_against_the_own_partition_only() -> None:
+    records: list[Record] = [
+        (0, 100, "a", "x"),
+        (1, 10, "a", "y"),  # far behind partition 0, but partition 1 has seen nothing
+        (0, 95, "a", "z"),  # within the bound of 5
+        (0, 94, "a", "w"),  # behind 100 - 5
+    ]
+    assert references.too_late(records, out_of_orderness=5, allowed_lateness=0) == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    assert references.too_late(records, out_of_orderness=5, allowed_lateness=1) == [False] * 4
+
+
+def test_windowed_counts_by_hand() -> None:
+    records: list[Record] = [
+        (0, 3, "a", ""),
+        (0, 12, "a", ""),
+        (1, 9, "b", ""),
+        (0, 1, "a", ""),  # 12 - 2 = 10 > 1: too late
+        (1, 25, "a", ""),
+    ]
+    tumbling = references.windowed_counts(records, Tumbling(10), out_of_orderness=2)
+    assert tumbling.results == {
+        ("a", TimeWindow(0, 10)): 1,
+        ("a", TimeWindow(10, 20)): 1,
+        ("b", TimeWindow(0, 10)): 1,
+        ("a", TimeWindow(20, 30)): 1,
+    }
+    assert tumbling.late == [(0, 1, "a", "")]
+    # Final watermarks: partition 0 at 12 - 2, partition 1 at 25 - 2.
+    assert tumbling.watermark == 10
+    assert set(tumbling.certainly_fired()) == {("a", TimeWindow(0, 10)), ("b", TimeWindow(0, 10))}
+    sliding = references.windowed_counts(records, Sliding(10, 5), out_of_orderness=2)
+    assert sliding.results[("a", TimeWindow(5, 15))] == 1
+    assert sliding.results[("a", TimeWindow(-5, 5))] == 1
+    assert ("a", TimeWindow(0, 10)) in sliding.results
+
+
+def test_sessions_by_hand() -> None:
+    records: list[Record] = [
+        (0, 0, "u", "/a"),
+        (0, 9, "u", "/b"),  # 9 - 0 < gap: same session
+        (0, 19, "u", "/c"),  # 19 - 9 = gap: a new session (touching windows stay apart)
+        (0, 28, "u", "/d"),  # 28 - 19 < gap
+        (0, 12, "u", "/e"),  # 28 - 15 = 13 > 12: too late, so it bridges nothing
+    ]
+    result = references.sessions(records, gap=10, out_of_orderness=15)
+    assert result.results == {
+        ("u", TimeWindow(0, 19)): (2, ("/a", "/b")),
+        ("u", TimeWindow(19, 38)): (2, ("/c", "/d")),
+    }
+    assert result.late == [(0, 12, "u", "/e")]
+    bridged = references.sessions(records, gap=10, out_of_orderness=16)
+    assert bridged.results == {("u", TimeWindow(0, 38)): (5, ("/a", "/b", "/c", "/d", "/e"))}
+
+
+def test_interval_join_by_hand() -> None:
+    orders: list[Record] = [(0, 100, "o1", "A"), (0, 200, "o2", "B"), (0, 50, "o3", "late")]
+    payments: list[Record] = [
+        (0, 99, "o1", "p-before"),
+        (0, 100, "o1", "p-same"),
+        (0, 160, "o1", "p-upper"),
+        (0, 161, "o1", "p-too-far"),
+        (0, 210, "o2", "p2"),
+    ]
+    joined = references.interval_join(orders, payments, lower=1, upper=60, out_of_orderness=10)
+    assert joined.pairs == {
+        ("o1", "A", "p-before", 100),
+        ("o1", "A", "p-same", 100),
+        ("o1", "A", "p-upper", 160),
+        ("o2", "B", "p2", 210),
+    }
+    assert joined.late_left == [(0, 50, "o3", "late")]
+    assert joined.late_right == []
+
+
+def test_enrichment_by_hand() -> None:
+    table: list[Record] = [
+        (0, 10, "u", "gold"),
+        (0, 20, "u", None),  # tombstone
+        (0, 20, "v", "silver"),
+        (0, 30, "u", "bronze"),
+        (0, 5, "u", "stale"),  # 30 - 3 > 5: too late, never applied
+    ]
+    stream: list[Record] = [
+        (0, 9, "u", "s0"),
+        (1, 10, "u", "s1"),
+        (1, 25, "u", "s2"),
+        (1, 29, "v", "s3"),
+        (0, 31, "u", "s4"),
+    ]
+    enriched = references.enrichment(stream, table, out_of_orderness=3)
+    assert enriched.rows == {
+        ("u", "s0", None, 9),
+        ("u", "s1", "gold", 10),
+        ("u", "s2", None, 25),
+        ("v", "s3", "silver", 29),
+        ("u", "s4", "bronze", 31),
+    }
+    assert enriched.late_table == [(0, 5, "u", "stale")]
+
+
+# -- the generated inputs ---------------------------------------------------------
+
+
+def generated() -> list[tuple[str, list[Record], int]]:
+    orders, payments = inputs.orders_and_payments(7)
+    table, visits = inputs.profiles_and_visits(7)
+    return [
+        ("events", inputs.keyed_events(7), 1_000),
+        ("clicks", inputs.clicks(7), 5_000),
+        ("orders", orders, 5_000),
+        ("payments", payments, 5_000),
+        ("table", table, 2_000),
+        ("visits", visits, 2_000),
+    ]
+
+
+@pytest.mark.parametrize(("name", "records", "ooo"), generated())
+def test_exactly_the_planted_records_are_too_late(
+    name: str, records: list[Record], ooo: int
+) -> None:
+    planted = [r[3] is not None and r[3].startswith("late-") for r in records]
+    assert any(planted), name
+    assert references.too_late(records, ooo, 0) == planted
+    # The others are not even behind their partition's watermark.
+    top: dict[int, int] = {}
+    for (p, ts, _, _), late in zip(records, planted, strict=True):
+        if not late:
+            assert ts >= top.get(p, ts) - ooo
+        top[p] = max(ts, top.get(p, ts))
+
+
+def test_inputs_are_deterministic_and_have_an_idle_stretch() -> None:
+    assert inputs.keyed_events(3) == inputs.keyed_events(3)
+    assert inputs.keyed_events(3) != inputs.keyed_events(4)
+    assert inputs.clicks(3) == inputs.clicks(3)
+    events = inputs.keyed_events(3)
+    idle = sorted(
+        ts for p, ts, _, v in events if p == inputs.IDLE_PARTITION and v and "late" not in v
+    )
+    busy = sorted(ts for p, ts, _, v in events if p != inputs.IDLE_PARTITION)
+    # The idle partition's widest silence: the other partitions write dozens of records in it.
+    a, b = max(itertools.pairwise(idle), key=lambda ab: ab[1] - ab[0])
+    assert sum(1 for ts in busy if a < ts < b) >= 30
+
+
+# -- interleavings ---------------------------------------------------------------
+
+
+def reinterleave(records: list[Record], data: st.DataObject) -> list[Record]:
+    """Another write order with each partition's order kept."""
+    queues: dict[int, list[Record]] = {}
+    for r in records:
+        queues.setdefault(r[0], []).append(r)
+    order = data.draw(st.permutations([p for p, q in queues.items() for _ in q]))
+    cursor = dict.fromkeys(queues, 0)
+    out = []
+    for p in order:
+        out.append(queues[p][cursor[p]])
+        cursor[p] += 1
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_references_do_not_depend_on_the_interleaving(data: st.DataObject) -> None:
+    events, clicks = inputs.keyed_events(11, count=120), inputs.clicks(11)
+    orders, payments = inputs.orders_and_payments(11)
+    table, visits = inputs.profiles_and_visits(11, visits=80)
+    counts = references.windowed_counts(events, Sliding(5_000, 1_000), 1_000)
+    again = references.windowed_counts(reinterleave(events, data), Sliding(5_000, 1_000), 1_000)
+    assert (again.results, Counter(again.late)) == (counts.results, Counter(counts.late))
+    s1 = references.sessions(clicks, 30_000, 5_000)
+    s2 = references.sessions(reinterleave(clicks, data), 30_000, 5_000)
+    assert (s1.results, Counter(s1.late)) == (s2.results, Counter(s2.late))
+    j1 = references.interval_join(orders, payments, 0, 60_000, 5_000)
+    j2 = references.interval_join(
+        reinterleave(orders, data), reinterleave(payments, data), 0, 60_000, 5_000
+    )
+    assert j1.pairs == j2.pairs
+    e1 = references.enrichment(visits, table, 2_000)
+    e2 = references.enrichment(reinterleave(visits, data), reinterleave(table, data), 2_000)
+    assert e1.rows == e2.rows
+
+
+# -- the pure parts composed, under any interleaving, give the reference ------------
+
+
+def simulate_window_counts(
+    records: list[Record],
+    assigner: Tumbling | Sliding,
+    ooo: int,
+    allowed: int,
+    subtasks: int,
+    data: st.DataObject,
+) -> tuple[dict[tuple[str, TimeWindow], int], list[Record]]:
+    """Source subtasks -> channels -> one window operator, as §10 describes it.
+
+    Returns the last emission per (key, window) and the late output.
+    """
+    partitions = sorted({r[0] for r in records})
+    queues = {p: [r for r in records if r[0] == p] for p in partitions}
+    config = WatermarkConfig(out_of_orderness=ooo, idle_timeout=10**12, max_future=10**12)
+    sources = [
+        SourceWatermarks(config, [p for p in partitions if p % subtasks == s] or [-1], now=0)
+        for s in range(subtasks)
+    ]
+    channels: list[list[tuple[Record, int] | int]] = [[] for _ in range(subtasks)]
+    inputs_ = InputWatermarks(range(subtasks))
+    state: dict[tuple[str, TimeWindow], int] = {}
+    fire, clean = TimerQueue(), TimerQueue()
+    emitted: dict[tuple[str, TimeWindow], int] = {}
+    late: list[Record] = []
+
+    def name(key: str, window: TimeWindow) -> bytes:
+        return f"{key}\0{window.start}\0{window.end}".encode()
+
+    def unname(raw: bytes) -> tuple[str, TimeWindow]:
+        key, start, end = raw.decode().split("\0")
+        return key, TimeWindow(int(start), int(end))
+
+    while True:
+        readable = [p for p in partitions if queues[p]]
+        deliverable = [c for c in range(subtasks) if channels[c]]
+        if not readable and not deliverable:
+            return emitted, late
+        if readable and (not deliverable or data.draw(st.booleans())):
+            p = data.draw(st.sampled_from(readable))
+            record = queues[p].pop(0)
+            s = p % subtasks
+            decision = sources[s].observe(p, record[1], now=0)
+            assert isinstance(decision, Stamped)
+            channels[s] += [(record, decision.partition_watermark), sources[s].watermark]
+            continue
+        c = data.draw(st.sampled_from(deliverable))
+        item = channels[c].pop(0)
+        if isinstance(item, int):
+            if inputs_.observe(c, item) is not None:
+                w = inputs_.watermark
+                for timer in fire.advance(w):
+                    emitted[unname(timer.key)] = state[unname(timer.key)]
+                for timer in clean.advance(w):
+                    del state[unname(timer.key)]
+            continue
+        record, partition_watermark = item
+        _, ts, key, _ = record
+        if lateness(ts, partition_watermark, allowed) is Lateness.TOO_LATE:
+            late.append(record)
+            continue
+        for window in assigner.assign(ts):
+            phase = window_phase(window, inputs_.watermark, allowed)
+            assert phase is not WindowPhase.CLEANED  # proved in §10 when nothing is idle
+            state[key, window] = state.get((key, window), 0) + 1
+            if phase is WindowPhase.FIRED:
+                emitted[key, window] = state[key, window]  # an update
+            else:
+                fire.register(Timer(window.end, name(key, window)))
+            clean.register(Timer(window.end + allowed, name(key, window)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    allowed=st.sampled_from([0, 500, 3_000]),
+    subtasks=st.integers(1, 3),
+    sliding=st.booleans(),
+    data=st.data(),
+)
+def test_the_pure_parts_composed_give_the_reference_under_any_interleaving(
+    seed: int, allowed: int, subtasks: int, sliding: bool, data: st.DataObject
+) -> None:
+    records = inputs.keyed_events(seed, count=80, step_ms=300, late=3, allowed_lateness=allowed)
+    assigner: Tumbling | Sliding = Sliding(4_000, 1_000) if sliding else Tumbling(3_000)
+    expected = references.windowed_counts(records, assigner, 1_000, allowed)
+    emitted, late = simulate_window_counts(records, assigner, 1_000, allowed, subtasks, data)
+    assert Counter(late) == Counter(expected.late)
+    # Every window that fired shows its final count last; every certain one fired.
+    assert emitted == {kw: expected.results[kw] for kw in emitted}
+    assert set(expected.certainly_fired()) <= set(emitted)
