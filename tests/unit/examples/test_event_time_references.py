@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from typing import Protocol
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstream.dataflow.windows import Sliding, TimeWindow, Tumbling, WindowPhase, window_phase
+from kstream.dataflow.windows import (
+    Session,
+    Sliding,
+    TimeWindow,
+    Tumbling,
+    WindowPhase,
+    merge_session,
+    window_phase,
+)
 from kstream.examples import inputs, references
 from kstream.examples.references import Record
 from kstream.protocol.timers import Timer, TimerQueue
@@ -217,17 +226,22 @@ def test_references_do_not_depend_on_the_interleaving(data: st.DataObject) -> No
 # -- the pure parts composed, under any interleaving, give the reference ------------
 
 
-def simulate_window_counts(
-    records: list[Record],
-    assigner: Tumbling | Sliding,
-    ooo: int,
-    allowed: int,
-    subtasks: int,
-    data: st.DataObject,
-) -> tuple[dict[tuple[str, TimeWindow], int], list[Record]]:
-    """Source subtasks -> channels -> one window operator, as §10 describes it.
+class Operator(Protocol):
+    """A keyed event-time operator fed by `drive`."""
 
-    Returns the last emission per (key, window) and the late output.
+    def on_record(self, record: Record, partition_watermark: int, watermark: int) -> None: ...
+
+    def on_watermark(self, watermark: int) -> None: ...
+
+
+def drive(
+    records: list[Record], ooo: int, subtasks: int, operator: Operator, data: st.DataObject
+) -> None:
+    """Source subtasks -> FIFO channels -> one operator subtask, in an interleaving `data` picks.
+
+    As §10 describes it: each source subtask stamps records with their
+    partition's watermark and writes its own watermark after each record; the
+    operator's input watermark is the minimum over the channels. Nothing idles.
     """
     partitions = sorted({r[0] for r in records})
     queues = {p: [r for r in records if r[0] == p] for p in partitions}
@@ -237,24 +251,12 @@ def simulate_window_counts(
         for s in range(subtasks)
     ]
     channels: list[list[tuple[Record, int] | int]] = [[] for _ in range(subtasks)]
-    inputs_ = InputWatermarks(range(subtasks))
-    state: dict[tuple[str, TimeWindow], int] = {}
-    fire, clean = TimerQueue(), TimerQueue()
-    emitted: dict[tuple[str, TimeWindow], int] = {}
-    late: list[Record] = []
-
-    def name(key: str, window: TimeWindow) -> bytes:
-        return f"{key}\0{window.start}\0{window.end}".encode()
-
-    def unname(raw: bytes) -> tuple[str, TimeWindow]:
-        key, start, end = raw.decode().split("\0")
-        return key, TimeWindow(int(start), int(end))
-
+    input_watermarks = InputWatermarks(range(subtasks))
     while True:
         readable = [p for p in partitions if queues[p]]
         deliverable = [c for c in range(subtasks) if channels[c]]
         if not readable and not deliverable:
-            return emitted, late
+            return
         if readable and (not deliverable or data.draw(st.booleans())):
             p = data.draw(st.sampled_from(readable))
             record = queues[p].pop(0)
@@ -266,27 +268,98 @@ def simulate_window_counts(
         c = data.draw(st.sampled_from(deliverable))
         item = channels[c].pop(0)
         if isinstance(item, int):
-            if inputs_.observe(c, item) is not None:
-                w = inputs_.watermark
-                for timer in fire.advance(w):
-                    emitted[unname(timer.key)] = state[unname(timer.key)]
-                for timer in clean.advance(w):
-                    del state[unname(timer.key)]
-            continue
-        record, partition_watermark = item
+            if input_watermarks.observe(c, item) is not None:
+                operator.on_watermark(input_watermarks.watermark)
+        else:
+            operator.on_record(item[0], item[1], input_watermarks.watermark)
+
+
+def timer_name(key: str, window: TimeWindow) -> bytes:
+    return f"{key}\0{window.start}\0{window.end}".encode()
+
+
+def timer_owner(raw: bytes) -> tuple[str, TimeWindow]:
+    key, start, end = raw.decode().split("\0")
+    return key, TimeWindow(int(start), int(end))
+
+
+class WindowCounts:
+    """Tumbling or sliding counts: timers at `end` emit, at `end + allowed` clean."""
+
+    def __init__(self, assigner: Tumbling | Sliding, allowed: int) -> None:
+        self.assigner, self.allowed = assigner, allowed
+        self.state: dict[tuple[str, TimeWindow], int] = {}
+        self.fire, self.clean = TimerQueue(), TimerQueue()
+        #: The last emission per (key, window): what a reader ends with.
+        self.emitted: dict[tuple[str, TimeWindow], int] = {}
+        self.late: list[Record] = []
+
+    def on_record(self, record: Record, partition_watermark: int, watermark: int) -> None:
         _, ts, key, _ = record
-        if lateness(ts, partition_watermark, allowed) is Lateness.TOO_LATE:
-            late.append(record)
-            continue
-        for window in assigner.assign(ts):
-            phase = window_phase(window, inputs_.watermark, allowed)
+        if lateness(ts, partition_watermark, self.allowed) is Lateness.TOO_LATE:
+            self.late.append(record)
+            return
+        for window in self.assigner.assign(ts):
+            phase = window_phase(window, watermark, self.allowed)
             assert phase is not WindowPhase.CLEANED  # proved in §10 when nothing is idle
-            state[key, window] = state.get((key, window), 0) + 1
+            self.state[key, window] = self.state.get((key, window), 0) + 1
             if phase is WindowPhase.FIRED:
-                emitted[key, window] = state[key, window]  # an update
+                self.emitted[key, window] = self.state[key, window]  # an update
             else:
-                fire.register(Timer(window.end, name(key, window)))
-            clean.register(Timer(window.end + allowed, name(key, window)))
+                self.fire.register(Timer(window.end, timer_name(key, window)))
+            self.clean.register(Timer(window.end + self.allowed, timer_name(key, window)))
+
+    def on_watermark(self, watermark: int) -> None:
+        for timer in self.fire.advance(watermark):
+            self.emitted[timer_owner(timer.key)] = self.state[timer_owner(timer.key)]
+        for timer in self.clean.advance(watermark):
+            del self.state[timer_owner(timer.key)]
+
+
+class Sessions:
+    """Session windows merged on insert; a merged-away session's emission is superseded."""
+
+    def __init__(self, gap: int, allowed: int) -> None:
+        self.gap, self.allowed = gap, allowed
+        self.state: dict[str, dict[TimeWindow, list[str]]] = {}
+        self.fire, self.clean = TimerQueue(), TimerQueue()
+        self.emitted: dict[tuple[str, TimeWindow], object] = {}
+        self.late: list[Record] = []
+
+    def result(self, key: str, window: TimeWindow) -> object:
+        values = self.state[key][window]
+        return len(values), tuple(sorted(values))
+
+    def on_record(self, record: Record, partition_watermark: int, watermark: int) -> None:
+        _, ts, key, value = record
+        if lateness(ts, partition_watermark, self.allowed) is Lateness.TOO_LATE:
+            self.late.append(record)
+            return
+        sessions = self.state.setdefault(key, {})
+        (own,) = Session(self.gap).assign(ts)
+        step = merge_session(sessions, own)
+        contents = [value or ""]
+        for old in step.merged:
+            assert window_phase(old, watermark, self.allowed) is not WindowPhase.CLEANED
+            contents += sessions.pop(old)
+            self.fire.delete(Timer(old.end, timer_name(key, old)))
+            self.clean.delete(Timer(old.end + self.allowed, timer_name(key, old)))
+            self.emitted.pop((key, old), None)  # superseded by the merged session
+        sessions[step.window] = contents
+        phase = window_phase(step.window, watermark, self.allowed)
+        assert phase is not WindowPhase.CLEANED
+        if phase is WindowPhase.FIRED:
+            self.emitted[key, step.window] = self.result(key, step.window)
+        else:
+            self.fire.register(Timer(step.window.end, timer_name(key, step.window)))
+        self.clean.register(Timer(step.window.end + self.allowed, timer_name(key, step.window)))
+
+    def on_watermark(self, watermark: int) -> None:
+        for timer in self.fire.advance(watermark):
+            self.emitted[timer_owner(timer.key)] = self.result(*timer_owner(timer.key))
+        for timer in self.clean.advance(watermark):
+            key, window = timer_owner(timer.key)
+            del self.state[key][window]
 
 
 @settings(max_examples=60, deadline=None)
@@ -297,14 +370,42 @@ def simulate_window_counts(
     sliding=st.booleans(),
     data=st.data(),
 )
-def test_the_pure_parts_composed_give_the_reference_under_any_interleaving(
+def test_windows_built_from_the_pure_parts_give_the_reference_under_any_interleaving(
     seed: int, allowed: int, subtasks: int, sliding: bool, data: st.DataObject
 ) -> None:
     records = inputs.keyed_events(seed, count=80, step_ms=300, late=3, allowed_lateness=allowed)
     assigner: Tumbling | Sliding = Sliding(4_000, 1_000) if sliding else Tumbling(3_000)
     expected = references.windowed_counts(records, assigner, 1_000, allowed)
-    emitted, late = simulate_window_counts(records, assigner, 1_000, allowed, subtasks, data)
-    assert Counter(late) == Counter(expected.late)
+    operator = WindowCounts(assigner, allowed)
+    drive(records, 1_000, subtasks, operator, data)
+    assert Counter(operator.late) == Counter(expected.late)
     # Every window that fired shows its final count last; every certain one fired.
-    assert emitted == {kw: expected.results[kw] for kw in emitted}
-    assert set(expected.certainly_fired()) <= set(emitted)
+    assert operator.emitted == {kw: expected.results[kw] for kw in operator.emitted}
+    assert set(expected.certainly_fired()) <= set(operator.emitted)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    allowed=st.sampled_from([0, 2_000, 20_000]),
+    subtasks=st.integers(1, 3),
+    data=st.data(),
+)
+def test_sessions_built_from_the_pure_parts_give_the_reference_under_any_interleaving(
+    seed: int, allowed: int, subtasks: int, data: st.DataObject
+) -> None:
+    records = inputs.clicks(
+        seed,
+        users=4,
+        gap_ms=3_000,
+        sessions_per_user=3,
+        out_of_orderness=2_000,
+        late=3,
+        allowed_lateness=allowed,
+    )
+    expected = references.sessions(records, 3_000, 2_000, allowed)
+    operator = Sessions(3_000, allowed)
+    drive(records, 2_000, subtasks, operator, data)
+    assert Counter(operator.late) == Counter(expected.late)
+    assert operator.emitted == {kw: expected.results[kw] for kw in operator.emitted}
+    assert set(expected.certainly_fired()) <= set(operator.emitted)
