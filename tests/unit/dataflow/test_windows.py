@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kstream.dataflow.windows import (
@@ -22,6 +22,7 @@ ts_values = st.integers(-1000, 1000)
 sizes = st.integers(1, 60)
 
 
+@settings(deadline=None)
 @given(ts=ts_values, size=sizes, offset=st.integers(-100, 100))
 def test_tumbling_is_the_one_aligned_window_holding_ts(ts: int, size: int, offset: int) -> None:
     (window,) = Tumbling(size, offset).assign(ts)
@@ -30,6 +31,7 @@ def test_tumbling_is_the_one_aligned_window_holding_ts(ts: int, size: int, offse
     assert (window.start - offset) % size == 0
 
 
+@settings(deadline=None)
 @given(ts=ts_values, size=sizes, slide=sizes, offset=st.integers(-100, 100))
 def test_sliding_is_every_aligned_window_holding_ts(
     ts: int, size: int, slide: int, offset: int
@@ -60,6 +62,7 @@ def components(stamps: list[int], gap: int) -> set[TimeWindow]:
     return {TimeWindow(s[0], s[-1] + gap) for s in sessions}
 
 
+@settings(deadline=None)
 @given(stamps=st.lists(st.integers(-40, 40), max_size=25), gap=st.integers(1, 12), data=st.data())
 def test_session_merging_gives_the_connected_components_in_any_order(
     stamps: list[int], gap: int, data: st.DataObject

@@ -24,11 +24,13 @@ domains = st.sampled_from(TimerDomain)
 # -- encoding -----------------------------------------------------------------
 
 
+@settings(deadline=None)
 @given(domain=domains, timer=timers)
 def test_encoding_round_trips(domain: TimerDomain, timer: Timer) -> None:
     assert decode_timer_key(encode_timer_key(domain, timer)) == (domain, timer)
 
 
+@settings(deadline=None)
 @given(domain=domains, a=timers, b=timers)
 def test_byte_order_is_firing_order(domain: TimerDomain, a: Timer, b: Timer) -> None:
     """What a RocksDB prefix scan yields is (timestamp, key) order, negative timestamps too."""
@@ -112,6 +114,7 @@ def test_ties_fire_by_key_bytes() -> None:
     assert [t.key for t in queue.advance(3)] == [b"\x00", b"a", b"a\xff", b"b"]
 
 
+@settings(deadline=None)
 @given(
     event=st.lists(small_timers, max_size=10),
     processing=st.lists(small_timers, max_size=10),

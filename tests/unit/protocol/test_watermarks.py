@@ -274,6 +274,7 @@ def test_restore_from_a_snapshot_replays_identically(
     assert [after.observe(p, ts, now=0) for p, ts in events[cut:]] == expected[cut:]
 
 
+@settings(deadline=None)
 @given(
     marks=st.lists(
         st.tuples(st.integers(0, 3), st.integers(-100, 100), st.booleans()), max_size=40
