@@ -459,3 +459,73 @@ def test_any_input_gives_the_reference_under_any_interleaving(
     assert Counter(sessions.late) == Counter(expected.late)
     assert sessions.emitted == {kw: expected.results[kw] for kw in sessions.emitted}
     assert set(expected.certainly_fired()) <= set(sessions.emitted)
+
+
+#: Right-side partitions are shifted by this in `drive`, which reads both sides.
+RIGHT = 100
+
+
+class IntervalJoin:
+    """Both sides buffered per key; an entry is dropped by a timer once nothing can match it."""
+
+    def __init__(self, lower: int, upper: int) -> None:
+        self.lower, self.upper = lower, upper
+        self.buffers: dict[tuple[bool, str], list[tuple[int, str | None]]] = {}
+        self.expiry = TimerQueue()
+        self.pairs: set[tuple[str, str | None, str | None, int]] = set()
+        self.late: list[Record] = []
+
+    def on_record(self, record: Record, partition_watermark: int, watermark: int) -> None:
+        partition, ts, key, value = record
+        right = partition >= RIGHT
+        if lateness(ts, partition_watermark, 0) is Lateness.TOO_LATE:
+            self.late.append(record)
+            return
+        for other_ts, other in self.buffers.get((not right, key), []):
+            lt, lv, rt, rv = (other_ts, other, ts, value) if right else (ts, value, other_ts, other)
+            if lt - self.lower <= rt <= lt + self.upper:
+                self.pairs.add((key, lv, rv, max(lt, rt)))
+        self.buffers.setdefault((right, key), []).append((ts, value))
+        # No later admissible record of the other side (all at or after the
+        # watermark) can match once the watermark passes this bound.
+        bound = ts + (self.lower if right else self.upper) + 1
+        self.expiry.register(Timer(bound, f"{int(right)}\0{key}\0{ts}".encode()))
+
+    def on_watermark(self, watermark: int) -> None:
+        for timer in self.expiry.advance(watermark):
+            side, key, ts = timer.key.decode().split("\0")
+            entries = self.buffers[side == "1", key]
+            entries[:] = [e for e in entries if e[0] != int(ts)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    left=raw_records,
+    right=raw_records,
+    ooo=st.integers(0, 15),
+    lower=st.integers(0, 10),
+    upper=st.integers(0, 10),
+    subtasks=st.integers(1, 3),
+    data=st.data(),
+)
+def test_an_interval_join_from_the_pure_parts_gives_the_reference(
+    left: list[Record],
+    right: list[Record],
+    ooo: int,
+    lower: int,
+    upper: int,
+    subtasks: int,
+    data: st.DataObject,
+) -> None:
+    expected = references.interval_join(left, right, lower, upper, ooo)
+    join = IntervalJoin(lower, upper)
+    shifted = [(p + RIGHT, ts, k, v) for p, ts, k, v in right]
+    drive(left + shifted, ooo, subtasks, join, data)
+    assert join.pairs == expected.pairs
+    unshifted = [
+        (p - RIGHT, ts, k, v) if p >= RIGHT else (p, ts, k, v) for p, ts, k, v in join.late
+    ]
+    late_right = [r for r, orig in zip(unshifted, join.late, strict=True) if orig[0] >= RIGHT]
+    late_left = [r for r, orig in zip(unshifted, join.late, strict=True) if orig[0] < RIGHT]
+    assert Counter(late_left) == Counter(expected.late_left)
+    assert Counter(late_right) == Counter(expected.late_right)
