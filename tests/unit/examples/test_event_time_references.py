@@ -465,6 +465,20 @@ def test_any_input_gives_the_reference_under_any_interleaving(
 RIGHT = 100
 
 
+#: Denser still for the join: two partitions a side, one key mostly, so that
+#: watermarks advance, entries expire and pairs form near their bounds.
+join_records = st.lists(
+    st.tuples(
+        st.integers(0, 1),
+        st.integers(0, 40),
+        st.sampled_from(["a", "a", "b"]),
+        st.sampled_from("xyz"),
+    ),
+    min_size=5,
+    max_size=30,
+)
+
+
 class IntervalJoin:
     """Both sides buffered per key; an entry is dropped by a timer once nothing can match it."""
 
@@ -498,13 +512,13 @@ class IntervalJoin:
             entries[:] = [e for e in entries if e[0] != int(ts)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(
-    left=raw_records,
-    right=raw_records,
-    ooo=st.integers(0, 15),
-    lower=st.integers(0, 10),
-    upper=st.integers(0, 10),
+    left=join_records,
+    right=join_records,
+    ooo=st.integers(0, 6),
+    lower=st.integers(0, 8),
+    upper=st.integers(0, 8),
     subtasks=st.integers(1, 3),
     data=st.data(),
 )
