@@ -23,6 +23,7 @@ Organised by what the caller can do about an error::
     ├── BrokerError                   the local broker failed to start or stop: read its log
     ├── RecordError                   one record could not be decoded or processed
     │   ├── DecodeError               its bytes are not valid for the serde that reads them
+    │   ├── TimestampError            a timestamp is not a 64-bit integer of milliseconds
     │   └── RecordTooLargeError       a record exceeds what Kafka accepts on its topic
     ├── CheckpointError               a checkpoint could not be taken or restored
     │   └── CheckpointDamagedError    no retained checkpoint is intact: nothing safe to resume
@@ -60,6 +61,7 @@ __all__ = [
     "RecordTooLargeError",
     "SpecError",
     "TimeoutConfigError",
+    "TimestampError",
     "ToolMissingError",
     "TransactionExpiredError",
 ]
@@ -158,6 +160,10 @@ class RecordError(KStreamError):
 
 class DecodeError(RecordError):
     """A record's bytes are not valid for its serde (`kstream.dataflow.serde`)."""
+
+
+class TimestampError(RecordError):
+    """A timestamp (of a record or a timer) is not an integer of ms within 64 signed bits."""
 
 
 class RecordTooLargeError(RecordError):

@@ -1,0 +1,194 @@
+"""Event-time windows: which windows a record belongs to, when they fire and end.
+
+A window is the half-open interval ``[start, end)`` of timestamps (ms). It
+fires when the watermark reaches its end (``W >= end``: every record with a
+timestamp below ``end`` has been seen; its timer is at ``end``), its result
+carries the timestamp `TimeWindow.max_timestamp` (``end - 1``), and its state
+is deleted when the watermark reaches `cleanup_time` (``end +
+allowed_lateness``).
+
+* `Tumbling(size, offset)`: ``[offset + k·size, offset + (k+1)·size)``, one per
+  record;
+* `Sliding(size, slide, offset)`: every ``[s, s + size)`` with ``s ≡ offset
+  (mod slide)`` and ``s <= ts < s + size``: ``ceil(size / slide)`` or
+  ``floor(size / slide)`` per record;
+* `Session(gap)`: a record's own window is ``[ts, ts + gap)``; windows of a key
+  that overlap (share a timestamp) merge into their cover, so records less
+  than ``gap`` apart are in one session (`merge_session`). Windows that only
+  touch (``a.end == b.start``) stay apart: that keeps every late-but-allowed
+  record able to find the sessions it joins before they are cleaned.
+
+Whether a record is too late is decided before it reaches a window, from its
+partition's watermark (`kstream.protocol.watermarks.lateness`), so the
+verdict does not depend on how partitions interleave. `window_phase` says
+what the window operator does with a record that was not too late.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kstream.errors import ConfigurationError
+
+__all__ = [
+    "Assigner",
+    "Session",
+    "SessionMerge",
+    "Sliding",
+    "TimeWindow",
+    "Tumbling",
+    "WindowPhase",
+    "cleanup_time",
+    "merge_session",
+    "window_phase",
+]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TimeWindow:
+    """The timestamps ``start <= ts < end``."""
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.end <= self.start:
+            raise ConfigurationError(f"a window needs start < end, got [{self.start}, {self.end})")
+
+    @property
+    def max_timestamp(self) -> int:
+        """The last timestamp inside: the timestamp of the window's result."""
+        return self.end - 1
+
+    def __contains__(self, timestamp: object) -> bool:
+        return isinstance(timestamp, int) and self.start <= timestamp < self.end
+
+    def overlaps(self, other: TimeWindow) -> bool:
+        """They share at least one timestamp (merely touching is not overlapping)."""
+        return self.start < other.end and other.start < self.end
+
+    def cover(self, other: TimeWindow) -> TimeWindow:
+        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+
+def _positive(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigurationError(
+            f"a window's {name} must be a whole number of ms > 0, got {value!r}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Tumbling:
+    """Fixed windows of `size` ms, aligned to `offset` (0: to the epoch)."""
+
+    size: int
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        _positive("size", self.size)
+
+    @property
+    def merging(self) -> bool:
+        return False
+
+    def assign(self, timestamp: int) -> tuple[TimeWindow, ...]:
+        start = timestamp - (timestamp - self.offset) % self.size
+        return (TimeWindow(start, start + self.size),)
+
+
+@dataclass(frozen=True, slots=True)
+class Sliding:
+    """Windows of `size` ms starting every `slide` ms, aligned to `offset`."""
+
+    size: int
+    slide: int
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        _positive("size", self.size)
+        _positive("slide", self.slide)
+
+    @property
+    def merging(self) -> bool:
+        return False
+
+    def assign(self, timestamp: int) -> tuple[TimeWindow, ...]:
+        """Every window holding `timestamp`, earliest start first."""
+        last = timestamp - (timestamp - self.offset) % self.slide
+        starts = range(last, timestamp - self.size, -self.slide)
+        return tuple(TimeWindow(s, s + self.size) for s in reversed(starts))
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Sessions: records of a key less than `gap` ms apart."""
+
+    gap: int
+
+    def __post_init__(self) -> None:
+        _positive("gap", self.gap)
+
+    @property
+    def merging(self) -> bool:
+        return True
+
+    def assign(self, timestamp: int) -> tuple[TimeWindow, ...]:
+        """The record's own window; `merge_session` then merges it into the key's sessions."""
+        return (TimeWindow(timestamp, timestamp + self.gap),)
+
+
+Assigner = Tumbling | Sliding | Session
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMerge:
+    """Inserting a window into a key's sessions.
+
+    `window` is the session the new window ends up in; `merged` are the
+    existing sessions it absorbed (their state is merged into `window`'s and
+    their timers deleted); `sessions` is the key's new set.
+    """
+
+    window: TimeWindow
+    merged: frozenset[TimeWindow]
+    sessions: frozenset[TimeWindow]
+
+
+def merge_session(sessions: Iterable[TimeWindow], new: TimeWindow) -> SessionMerge:
+    """Insert `new` into `sessions` (pairwise non-overlapping), merging what overlaps it."""
+    existing = frozenset(sessions)
+    merged = frozenset(w for w in existing if w.overlaps(new))
+    window = new
+    for w in merged:
+        window = window.cover(w)
+    return SessionMerge(window, merged, (existing - merged) | {window})
+
+
+class WindowPhase(enum.Enum):
+    """Where a window stands at a watermark."""
+
+    #: Not fired yet: a record adds to it silently.
+    OPEN = "open"
+    #: Fired, state kept: a record updates it and the result is emitted again.
+    FIRED = "fired"
+    #: Its state is gone: a record for it goes to the late output. Reached by a
+    #: record not too late at its partition only when that partition had been
+    #: idle and resumed behind the watermark (not reproducible).
+    CLEANED = "cleaned"
+
+
+def cleanup_time(window: TimeWindow, allowed_lateness: int) -> int:
+    """The watermark at which the window's state is deleted."""
+    return window.end + allowed_lateness
+
+
+def window_phase(window: TimeWindow, watermark: int, allowed_lateness: int) -> WindowPhase:
+    """The window's phase at the window operator's input `watermark`."""
+    if watermark >= cleanup_time(window, allowed_lateness):
+        return WindowPhase.CLEANED
+    if watermark >= window.end:
+        return WindowPhase.FIRED
+    return WindowPhase.OPEN
