@@ -17,6 +17,14 @@ from typing import TYPE_CHECKING
 
 from kstream.dataflow.job import Job, KeyedStream, Sink, Source, Stream, ValueState
 from kstream.dataflow.serde import DecodeError, Serde
+from kstream.dataflow.state import (
+    AggregatingState,
+    KeyedContext,
+    ListState,
+    MapState,
+    ReducingState,
+)
+from kstream.dataflow.state_serde import StateSerde
 from kstream.errors import (
     ConfigurationError,
     JobFailedError,
@@ -31,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GUARANTEES",
+    "AggregatingState",
     "ConfigurationError",
     "DecodeError",
     "Guarantee",
@@ -39,12 +48,17 @@ __all__ = [
     "KStreamError",
     "KafkaSink",
     "KafkaSource",
+    "KeyedContext",
     "KeyedStream",
+    "ListState",
+    "MapState",
     "RecordError",
     "RecordTooLargeError",
+    "ReducingState",
     "Serde",
     "Sink",
     "Source",
+    "StateSerde",
     "Stream",
     "ValueState",
     "__version__",

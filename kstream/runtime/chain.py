@@ -22,9 +22,10 @@ from typing import Any
 
 from kstream.dataflow.job import Node
 from kstream.errors import ConfigurationError
+from kstream.runtime.keyed_state import KeyedStateContext
 from kstream.runtime.state import StateStore, key_bytes
 
-__all__ = ["End", "compile_chain", "has_process"]
+__all__ = ["End", "compile_chain", "has_process", "keyed_context"]
 
 #: What receives the values reaching a sink or an edge.
 End = Callable[[Any], None]
@@ -83,11 +84,11 @@ def compile_chain(
         if node.kind == "process":
             assert fn is not None
             assert state is not None, "a chain with a process node needs a state store"
-            value_state = state.value_state(f"s{stage_index}.{node.name}")
+            ctx = keyed_context(state, stage_index, node)
 
             def process(key: Any, value: Any) -> None:
-                value_state.key = key_bytes(key)
-                out = fn(key, value, value_state)
+                ctx.key = key_bytes(key)
+                out = fn(key, value, ctx)
                 if out is not None:
                     for x in out:
                         emit(x)
@@ -100,6 +101,15 @@ def compile_chain(
         raise ConfigurationError(f"unknown operator kind {node.kind}")
 
     return compile_node(root)
+
+
+def keyed_context(state: StateStore, stage_index: int, node: Node) -> KeyedStateContext:
+    """The ``ctx`` of keyed operator `node` of stage `stage_index`: its state in `state`.
+
+    Named ``s<stage_index>.<node name>`` in RocksDB and in snapshots. The caller
+    sets ``ctx.key = key_bytes(key)`` before each call of the operator's function.
+    """
+    return state.context(f"s{stage_index}.{node.name}")
 
 
 def has_process(node: Node) -> bool:
