@@ -344,7 +344,8 @@ class KeyedStream:
     def reduce(self, fn: Callable[[Any, Any], Any], name: str = "reduce") -> Stream:
         """Per value, emit ``(key, r)`` where r folds the key's values with ``fn(r, value)``.
 
-        The key's first value is its first result.
+        The key's first value is its first result. `fn` must return a new value,
+        not mutate its arguments (an emitted result is the stored one).
         """
 
         def reduce_values(key: Any, value: Any, ctx: KeyedContext) -> tuple[tuple[Any, Any]]:
@@ -360,13 +361,14 @@ class KeyedStream:
     ) -> Stream:
         """Per value, emit ``(key, acc)`` where ``acc = add(acc, value)`` starting at `initial`.
 
-        `add` gets a copy of `initial` for a key's first value, so it may mutate
-        and return its accumulator.
+        `add` gets a copy of the accumulator (of `initial` for a key's first
+        value), so it may mutate and return it without changing results
+        emitted before.
         """
 
         def aggregate_values(key: Any, value: Any, ctx: KeyedContext) -> tuple[tuple[Any, Any]]:
             current = ctx.get(_NONE)
-            result = add(copy.deepcopy(initial) if current is _NONE else current, value)
+            result = add(copy.deepcopy(initial if current is _NONE else current), value)
             ctx.set(result)
             return ((key, result),)
 
@@ -374,12 +376,14 @@ class KeyedStream:
 
     def count(self, name: str = "count") -> Stream:
         """Per value, emit ``(key, n)``: the number of values of the key so far."""
-        return self.aggregate(0, _increment, name)
+        return self.process(_count, name)
 
 
 #: Marks "no state yet" (None is a valid state value).
 _NONE: Any = object()
 
 
-def _increment(n: int, _: Any) -> int:
-    return n + 1
+def _count(key: Any, _: Any, ctx: KeyedContext) -> tuple[tuple[Any, int]]:
+    n: int = ctx.get(0) + 1
+    ctx.set(n)
+    return ((key, n),)

@@ -101,7 +101,10 @@ class ListState(Protocol):
 
 
 class ReducingState(Protocol):
-    """One value of the current key, folded with ``fn(accumulated, value)`` on each `add`."""
+    """One value of the current key, folded with ``fn(accumulated, value)`` on each `add`.
+
+    ``fn`` must return a new value rather than mutate its arguments.
+    """
 
     def add(self, value: Any) -> None:
         """The first value is kept as is; later ones are reduced into it."""
@@ -117,10 +120,10 @@ class AggregatingState(Protocol):
     """An accumulator of the current key: ``add(accumulator, value)`` from ``initial``."""
 
     def add(self, value: Any) -> None:
-        """Fold `value` into the accumulator (a copy of ``initial`` before the first)."""
+        """Store ``add(copy of the accumulator, value)``; ``add`` may mutate its copy."""
 
     def get(self) -> Any:
-        """The accumulator (a copy of ``initial`` before the first `add`)."""
+        """The accumulator (``initial`` before the first `add`); do not mutate it."""
 
     def clear(self) -> None:
         """Reset the accumulator to ``initial``."""

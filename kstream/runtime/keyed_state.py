@@ -299,12 +299,12 @@ class _AggregatingState:
         self._initial = initial
 
     def add(self, value: Any) -> None:
-        self._slot.set(self._add(self.get(), value))
+        # A copy: an `add` that mutates its accumulator must change neither
+        # `initial` nor an accumulator `get` returned (and the job emitted) before.
+        self._slot.set(self._add(copy.deepcopy(self._slot.get(self._initial)), value))
 
     def get(self) -> Any:
-        value = self._slot.get(_MISSING)
-        # A copy: an `add` that mutates its accumulator must not change `initial`.
-        return copy.deepcopy(self._initial) if value is _MISSING else value
+        return self._slot.get(self._initial)
 
     def clear(self) -> None:
         self._slot.clear()
