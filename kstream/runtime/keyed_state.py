@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from rocksdict import Rdict, WriteBatch
 
@@ -35,6 +35,7 @@ from kstream.errors import ConfigurationError
 __all__ = ["CACHE_LIMIT", "Flushable", "KeyedStateContext", "KeyedValueState"]
 
 _MISSING: Any = object()
+_S = TypeVar("_S")
 #: Cached entries kept after a flush; beyond this the read cache is dropped.
 CACHE_LIMIT = 200_000
 #: Entry of a list that holds its length (sorts before every element).
@@ -332,14 +333,15 @@ class KeyedStateContext(KeyedValueState):
         self._register = register
         self._named: dict[str, tuple[str, Any]] = {}
 
-    def _state(self, name: str, kind: str, build: Callable[[bytes], Any]) -> Any:
+    def _state(self, name: str, kind: str, build: Callable[[bytes], _S]) -> _S:
         found = self._named.get(name)
         if found is not None:
             if found[0] != kind:
                 raise ConfigurationError(
                     f"state {name!r} of {self._op} is a {found[0]} state, not a {kind} state"
                 )
-            return found[1]
+            made: _S = found[1]
+            return made
         if not name or "\x00" in name:
             raise ConfigurationError(f"state name {name!r} must be non-empty, without NUL")
         state = build(f"{self._op}.{name}".encode() + b"\x00")
@@ -356,28 +358,22 @@ class KeyedStateContext(KeyedValueState):
         self._register(entries)
         return entries
 
+    # Each builder's result is checked against its protocol by the return type.
     def value(self, name: str) -> ValueState:
-        state: ValueState = self._state(name, "value", self._slot)
-        return state
+        return self._state(name, "value", self._slot)
 
     def map(self, name: str) -> MapState:
-        state: MapState = self._state(name, "map", lambda p: _MapState(self._entries(p)))
-        return state
+        return self._state(name, "map", lambda p: _MapState(self._entries(p)))
 
     def list(self, name: str) -> ListState:
-        state: ListState = self._state(name, "list", lambda p: _ListState(self._entries(p)))
-        return state
+        return self._state(name, "list", lambda p: _ListState(self._entries(p)))
 
     def reducing(self, name: str, fn: Callable[[Any, Any], Any]) -> ReducingState:
-        state: ReducingState = self._state(
-            name, "reducing", lambda p: _ReducingState(self._slot(p), fn)
-        )
-        return state
+        return self._state(name, "reducing", lambda p: _ReducingState(self._slot(p), fn))
 
     def aggregating(
         self, name: str, add: Callable[[Any, Any], Any], initial: Any
     ) -> AggregatingState:
-        state: AggregatingState = self._state(
+        return self._state(
             name, "aggregating", lambda p: _AggregatingState(self._slot(p), add, initial)
         )
-        return state

@@ -31,8 +31,7 @@ def user_lines(n: int, seed: int) -> list[str]:
     """
     rnd = random.Random(seed)
     return [
-        f"u{PARTITIONS * rnd.randrange(12) + i % PARTITIONS} {rnd.choice(EVENTS)}"
-        for i in range(n)
+        f"u{PARTITIONS * rnd.randrange(12) + i % PARTITIONS} {rnd.choice(EVENTS)}" for i in range(n)
     ]
 
 
