@@ -86,11 +86,34 @@ def _ext_hook(code: int, data: bytes) -> Any:
     raise ValueError(f"unknown msgpack extension type {code} in state")
 
 
-def _mp_dumps(value: Any) -> bytes:
-    # strict_types: tuples and int/str subclasses go through `_ext_default`
-    # instead of silently becoming lists and plain ints.
-    out: bytes = msgpack.packb(value, default=_ext_default, use_bin_type=True, strict_types=True)
-    return out
+class _MsgpackEncoder:
+    """`msgpack.packb` without building a `Packer` per call (that is most of its cost).
+
+    A packer is not reentrant (`_ext_default` encodes a tuple's items while the
+    outer value is being packed) nor thread-safe, so each call takes one from a
+    pool (list pop and append are atomic) and makes one if the pool is empty.
+    """
+
+    def __init__(self) -> None:
+        self._free: list[msgpack.Packer] = []
+
+    def __call__(self, value: Any) -> bytes:
+        free = self._free
+        # strict_types: tuples and int/str subclasses go through `_ext_default`
+        # instead of silently becoming lists and plain ints.
+        packer = (
+            free.pop()
+            if free
+            else msgpack.Packer(default=_ext_default, use_bin_type=True, strict_types=True)
+        )
+        try:
+            out: bytes = packer.pack(value)  # resets its buffer on errors too
+        finally:
+            free.append(packer)
+        return out
+
+
+_mp_dumps = _MsgpackEncoder()
 
 
 def _mp_loads(raw: bytes) -> Any:
