@@ -7,6 +7,7 @@ random operations, flushes, cache drops and reopenings, and compares every read.
 from __future__ import annotations
 
 import contextlib
+import copy
 import operator
 import tempfile
 from collections.abc import Iterator
@@ -240,6 +241,7 @@ OPS = st.one_of(
     st.tuples(st.just("reduce"), KEYS, st.integers()),
     st.tuples(st.just("flush")),
     st.tuples(st.just("reopen")),
+    st.tuples(st.just("checkpoint")),
 )
 
 
@@ -276,7 +278,14 @@ def test_the_store_behaves_as_a_dict_model(ops: list[tuple[Any, ...]], cache_lim
             store = StateStore(Path(tmp) / "db")
             ctx = store.context(OP)
             model = Model()
-            for op, *args in ops:
+            #: The latest checkpoint's directory and the model as it was then.
+            checkpointed: tuple[Path, Model] | None = None
+            for i, (op, *args) in enumerate(ops):
+                if op == "checkpoint":
+                    target = Path(tmp) / f"chk-{i}"
+                    store.checkpoint(target)
+                    checkpointed = (target, copy.deepcopy(model))
+                    continue
                 if op == "flush":
                     store.flush()
                     continue
@@ -316,5 +325,13 @@ def test_the_store_behaves_as_a_dict_model(ops: list[tuple[Any, ...]], cache_lim
             for key in ["a", "b", b"a\x00", 3]:
                 check(ctx, model, key)
             store.close()
+            if checkpointed is not None:
+                # What a recovery does: the checkpoint copied into place, later writes gone.
+                StateStore.restore(checkpointed[0], Path(tmp) / "restored")
+                restored = StateStore(Path(tmp) / "restored")
+                ctx = restored.context(OP)
+                for key in ["a", "b", b"a\x00", 3]:
+                    check(ctx, checkpointed[1], key)
+                restored.close()
     finally:
         keyed_state.CACHE_LIMIT = original
