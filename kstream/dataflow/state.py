@@ -11,9 +11,11 @@ Contracts every kind shares:
 * changes are kept with the next checkpoint and rolled back with it, so after
   a recovery the replayed records see exactly the state they saw before;
 * a value handed to the state (``set``, ``put``, ``append``, ``add``) is
-  encoded by the job's state serde at once (an unencodable value is a record
-  error of that record); mutating the object afterwards does not change the
-  stored value: call ``set`` again;
+  kept as the object and encoded by the job's state serde when the batch of
+  records is flushed, so the per-record cost is a dict operation; a value the
+  serde cannot encode fails that flush (`kstream.errors.StateValueError`) and
+  the job rolls back. Do not mutate a value after handing it over: whether the
+  change is stored would depend on when flushes happen; hand over a new one;
 * iteration (``items``, ``keys``, ``values``, iterating a list) follows a
   fixed order (map entries by their encoded key, list entries in append
   order), never the order of processing or of flushes, so a replay yields the

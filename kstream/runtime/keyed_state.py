@@ -13,11 +13,13 @@ state serde's encoding of its key; a list has its length under the empty entry
 and element i under i as eight big-endian bytes, so a prefix scan yields the
 elements in order.
 
-Every write is encoded at once (an unencodable value fails the record that
-wrote it) and kept in a write-back cache that `flush_into` moves into the
-batch's `WriteBatch`, so the per-record cost of value state stays a dict
-operation plus the encoding. Reads merge RocksDB with the cache: cached
-entries (written, removed, or a whole key's map cleared) win.
+Writes go to a write-back cache; `flush_into` encodes them into the batch's
+`WriteBatch` (a key written many times in a batch is encoded once), so the
+per-record cost of value state stays a dict operation. A value the serde
+cannot encode fails that flush with `StateValueError`. Map entry keys are
+encoded when used (they are looked up by their encoding). Reads merge RocksDB
+with the cache: cached entries (written, removed, or a whole key's map
+cleared) win.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from rocksdict import Rdict, WriteBatch
 
 from kstream.dataflow.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from kstream.dataflow.state_serde import StateSerde
-from kstream.errors import ConfigurationError
+from kstream.errors import ConfigurationError, StateValueError
 
 __all__ = ["CACHE_LIMIT", "Flushable", "KeyedStateContext", "KeyedValueState"]
 
@@ -66,8 +68,8 @@ class KeyedValueState:
         self._dumps = serde.dumps
         self._loads = serde.loads
         self._cache: dict[bytes, Any] = {}
-        #: Key -> encoded value, or None to delete.
-        self._dirty: dict[bytes, bytes | None] = {}
+        #: Keys written since the last flush (their values are in `_cache`).
+        self._dirty: set[bytes] = set()
         self._ctx: _HasKey = self if ctx is None else ctx
         self.key = b""
 
@@ -82,22 +84,23 @@ class KeyedValueState:
 
     def set(self, value: Any) -> None:
         k = self._ctx.key
-        self._dirty[k] = self._dumps(value)  # first: a failed encoding changes nothing
         self._cache[k] = value
+        self._dirty.add(k)
 
     def clear(self) -> None:
         k = self._ctx.key
         self._cache[k] = _MISSING
-        self._dirty[k] = None
+        self._dirty.add(k)
 
     def flush_into(self, batch: WriteBatch) -> int:
         n = len(self._dirty)
-        prefix = self._prefix
-        for k, raw in self._dirty.items():
-            if raw is None:
+        prefix, cache, dumps = self._prefix, self._cache, self._dumps
+        for k in self._dirty:
+            value = cache[k]
+            if value is _MISSING:
                 batch.delete(prefix + k)
             else:
-                batch.put(prefix + k, raw)
+                batch.put(prefix + k, _encode(dumps, value, prefix, k))
         self._dirty.clear()
         if len(self._cache) > CACHE_LIMIT:
             self._cache.clear()
@@ -114,8 +117,8 @@ class _KeyEntries:
         self.cleared = cleared
         #: Entry -> decoded value, or _MISSING if known absent.
         self.values: dict[bytes, Any] = {}
-        #: Entry -> encoded value, or None to delete.
-        self.dirty: dict[bytes, bytes | None] = {}
+        #: Entries written since the last flush (their values, or _MISSING, in `values`).
+        self.dirty: set[bytes] = set()
 
 
 class _Entries:
@@ -152,16 +155,15 @@ class _Entries:
         return value
 
     def write(self, entry: bytes, value: Any) -> None:
-        raw = self.dumps(value)  # first: a failed encoding changes nothing
         ke = self._entries(self.ctx.key)
         ke.values[entry] = value
-        ke.dirty[entry] = raw
+        ke.dirty.add(entry)
         self._cached += 1
 
     def delete(self, entry: bytes) -> None:
         ke = self._entries(self.ctx.key)
         ke.values[entry] = _MISSING
-        ke.dirty[entry] = None
+        ke.dirty.add(entry)
 
     def clear(self) -> None:
         self._keys[self.ctx.key] = _KeyEntries(cleared=True)
@@ -194,17 +196,29 @@ class _Entries:
                 batch.delete_range(start, _after(start))
                 ke.cleared = False
                 n += 1
-            for entry, raw in ke.dirty.items():
-                if raw is None:
+            for entry in ke.dirty:
+                value = ke.values[entry]
+                if value is _MISSING:
                     batch.delete(start + entry)
                 else:
-                    batch.put(start + entry, raw)
+                    batch.put(start + entry, _encode(self.dumps, value, self._prefix, k))
             n += len(ke.dirty)
             ke.dirty.clear()
         if self._cached > CACHE_LIMIT:
             self._keys.clear()
             self._cached = 0
         return n
+
+
+def _encode(dumps: Callable[[Any], bytes], value: Any, prefix: bytes, key: bytes) -> bytes:
+    try:
+        return dumps(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        state = prefix.rstrip(b"\x00").decode(errors="replace")
+        raise StateValueError(
+            f"state {state} of key {key!r} holds a {type(value).__name__} value its state serde "
+            f"cannot store ({exc}): store another value or choose another Job(state_serde=...)"
+        ) from exc
 
 
 def _after(prefix: bytes) -> bytes:
