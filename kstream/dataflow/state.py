@@ -14,8 +14,9 @@ Contracts every kind shares:
   kept as the object and encoded by the job's state serde when the batch of
   records is flushed, so the per-record cost is a dict operation; a value the
   serde cannot encode fails that flush, and the subtask
-  (`kstream.errors.StateValueError`). Do not mutate a value after handing it over: whether the
-  change is stored would depend on when flushes happen; hand over a new one;
+  (`kstream.errors.StateValueError`). Do not mutate a value after handing it
+  over: whether the change is stored would depend on when flushes happen;
+  hand over a new one;
 * iteration (``items``, ``keys``, ``values``, iterating a list) follows a
   fixed order (map entries by their encoded key, list entries in append
   order), never the order of processing or of flushes, so a replay yields the
