@@ -26,6 +26,14 @@ from kstream.dataflow.job import (
     ValueState,
 )
 from kstream.dataflow.serde import DecodeError, Serde
+from kstream.dataflow.state import (
+    AggregatingState,
+    KeyedContext,
+    ListState,
+    MapState,
+    ReducingState,
+)
+from kstream.dataflow.state_serde import StateSerde
 from kstream.errors import (
     ConfigurationError,
     JobFailedError,
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GUARANTEES",
+    "AggregatingState",
     "ConfigurationError",
     "ConnectedStreams",
     "DecodeError",
@@ -49,12 +58,17 @@ __all__ = [
     "KStreamError",
     "KafkaSink",
     "KafkaSource",
+    "KeyedContext",
     "KeyedStream",
+    "ListState",
+    "MapState",
     "RecordError",
     "RecordTooLargeError",
+    "ReducingState",
     "Serde",
     "Sink",
     "Source",
+    "StateSerde",
     "Stream",
     "Tagged",
     "ValueState",

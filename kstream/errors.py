@@ -7,7 +7,8 @@ Organised by what the caller can do about an error::
     │   ├── SpecError                 `module:attribute` does not name a job
     │   │   └── MissingParameterError the job function needs a `-p KEY=VALUE` it did not get
     │   ├── TimeoutConfigError        transaction/checkpoint timeouts do not fit together
-    │   └── IdentityMismatchError     the checkpoint to resume was taken by a different job
+    │   ├── IdentityMismatchError     the checkpoint to resume was taken by a different job
+    │   └── StateValueError           keyed state holds a value the job's state serde cannot store
     ├── EnvironmentSetupError         the machine lacks something: install it, free it
     │   ├── ToolMissingError          java or mvn is not on PATH
     │   ├── PortInUseError            the broker's port is taken by another process
@@ -60,6 +61,7 @@ __all__ = [
     "RecordLostError",
     "RecordTooLargeError",
     "SpecError",
+    "StateValueError",
     "TimeoutConfigError",
     "TimestampError",
     "ToolMissingError",
@@ -73,6 +75,10 @@ class KStreamError(Exception):
 
 class ConfigurationError(KStreamError, ValueError):
     """An option, argument or job definition is invalid."""
+
+
+class StateValueError(ConfigurationError):
+    """A keyed state value cannot be encoded by the job's state serde (found at a flush)."""
 
 
 class SpecError(ConfigurationError):

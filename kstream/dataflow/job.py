@@ -10,7 +10,8 @@
 Operators between two `key_by` / `rebalance` calls form a **stage** and run
 fused in one subtask; each `key_by` / `rebalance` is an edge carried by an
 internal Kafka topic. A keyed `process` function receives the key, the value
-and the key's `ValueState`, and yields outputs.
+and its `KeyedContext` (the key's default `ValueState`, and named value, map,
+list, reducing and aggregating states), and yields outputs.
 
 A job is a graph, not a line: it may have several sources; a stage may have
 several **inputs** (`Input`), each an edge with its own channel topic:
@@ -29,12 +30,16 @@ so lambdas are fine.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from kstream.dataflow.serde import Serde
+from kstream.dataflow.state import KeyedContext, ValueState
+from kstream.dataflow.state_serde import StateSerde
+from kstream.dataflow.state_serde import state_serde as state_serde_named
 from kstream.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -64,20 +69,7 @@ ErrorPolicy = Literal["dead-letter", "skip", "fail"]
 StartPosition = Literal["earliest", "latest"]
 
 
-class ValueState(Protocol):
-    """The state of the current key inside a keyed `process` function."""
-
-    def get(self, default: Any = None) -> Any:
-        """The key's value, or `default` if it has none."""
-
-    def set(self, value: Any) -> None:
-        """Replace the key's value (persisted with the next snapshot)."""
-
-    def clear(self) -> None:
-        """Remove the key's value."""
-
-
-ProcessFn = Callable[[Any, Any, ValueState], Iterable[Any]]
+ProcessFn = Callable[[Any, Any, KeyedContext], Iterable[Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +302,7 @@ class Job:
         *,
         parallelism: int | None = None,
         on_error: ErrorPolicy = "dead-letter",
+        state_serde: str | StateSerde = "msgpack",
     ) -> None:
         if not name or any(c in name for c in " /\\:"):
             raise ConfigurationError(
@@ -320,6 +313,9 @@ class Job:
         self.name = name
         self.parallelism = parallelism
         self.on_error: ErrorPolicy = on_error
+        #: How keyed state is encoded: "msgpack" (default), "json", "trusted-pickle"
+        #: or a `StateSerde`; snapshots record its name and refuse another.
+        self.state_serde: StateSerde = state_serde_named(state_serde)
         self.stages: list[Stage] = []
 
     def rename(self, name: str) -> None:
@@ -546,7 +542,8 @@ class KeyedStream:
         return ConnectedStreams(self._job, self._stage, self._node)
 
     def process(self, fn: ProcessFn, name: str = "process") -> Stream:
-        """Call `fn(key, value, state)` per value; it yields outputs and may change state."""
+        """Call `fn(key, value, ctx)` per value; it yields outputs (or returns None) and may
+        change the key's state through `ctx` (a `KeyedContext`)."""
         if self._spent:
             self._check_fresh("process")
         if self._node.children:
@@ -554,6 +551,43 @@ class KeyedStream:
         node = Node("process", fn=fn, name=name)
         self._node.children.append(node)
         return Stream(self._job, self._stage, node)
+
+    def reduce(self, fn: Callable[[Any, Any], Any], name: str = "reduce") -> Stream:
+        """Per value, emit ``(key, r)`` where r folds the key's values with ``fn(r, value)``.
+
+        The key's first value is its first result. `fn` must return a new value,
+        not mutate its arguments (an emitted result is the stored one).
+        """
+
+        def reduce_values(key: Any, value: Any, ctx: KeyedContext) -> tuple[tuple[Any, Any]]:
+            current = ctx.get(_NONE)
+            result = value if current is _NONE else fn(current, value)
+            ctx.set(result)
+            return ((key, result),)
+
+        return self.process(reduce_values, name)
+
+    def aggregate(
+        self, initial: Any, add: Callable[[Any, Any], Any], name: str = "aggregate"
+    ) -> Stream:
+        """Per value, emit ``(key, acc)`` where ``acc = add(acc, value)`` starting at `initial`.
+
+        `add` gets a copy of the accumulator (of `initial` for a key's first
+        value), so it may mutate and return it without changing results
+        emitted before.
+        """
+
+        def aggregate_values(key: Any, value: Any, ctx: KeyedContext) -> tuple[tuple[Any, Any]]:
+            current = ctx.get(_NONE)
+            result = add(copy.deepcopy(initial if current is _NONE else current), value)
+            ctx.set(result)
+            return ((key, result),)
+
+        return self.process(aggregate_values, name)
+
+    def count(self, name: str = "count") -> Stream:
+        """Per value, emit ``(key, n)``: the number of values of the key so far."""
+        return self.process(_count, name)
 
 
 class ConnectedStreams:
@@ -565,10 +599,21 @@ class ConnectedStreams:
         self._node = node
 
     def process(self, first: ProcessFn, second: ProcessFn, name: str = "co_process") -> Stream:
-        """Call `first(key, value, state)` for the first stream's values and `second(...)`
-        for the second's; both see the same state of the key and yield outputs."""
+        """Call `first(key, value, ctx)` for the first stream's values and `second(...)`
+        for the second's; both see the same state of the key (one `KeyedContext`)
+        and yield outputs."""
         if self._node.children:
             raise ConfigurationError("connected streams feed exactly one co-process")
         node = Node("co_process", fn=first, fns=(first, second), name=name)
         self._node.children.append(node)
         return Stream(self._job, self._stage, node)
+
+
+#: Marks "no state yet" (None is a valid state value).
+_NONE: Any = object()
+
+
+def _count(key: Any, _: Any, ctx: KeyedContext) -> tuple[tuple[Any, int]]:
+    n: int = ctx.get(0) + 1
+    ctx.set(n)
+    return ((key, n),)

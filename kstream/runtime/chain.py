@@ -27,9 +27,10 @@ from typing import Any
 
 from kstream.dataflow.job import Node, Stage, Tagged, children
 from kstream.errors import ConfigurationError, RecordError
+from kstream.runtime.keyed_state import KeyedStateContext
 from kstream.runtime.state import StateStore, key_bytes
 
-__all__ = ["End", "compile_chain", "has_process", "input_pushes"]
+__all__ = ["End", "compile_chain", "has_process", "input_pushes", "keyed_context"]
 
 #: What receives the values reaching a sink or an edge.
 End = Callable[[Any], None]
@@ -92,11 +93,11 @@ def compile_chain(
         if node.kind == "process":
             assert fn is not None
             assert state is not None, "a chain with a process node needs a state store"
-            value_state = state.value_state(f"s{stage_index}.{node.name}")
+            ctx = keyed_context(state, stage_index, node)
 
             def process(key: Any, value: Any) -> None:
-                value_state.key = key_bytes(key)
-                out = fn(key, value, value_state)
+                ctx.key = key_bytes(key)
+                out = fn(key, value, ctx)
                 if out is not None:
                     for x in out:
                         if type(x) is Tagged:
@@ -108,7 +109,7 @@ def compile_chain(
         if node.kind == "co_process":
             assert state is not None, "a chain with a co_process node needs a state store"
             # One state for both sides: what one side's function sets, the other's reads.
-            shared = state.value_state(f"s{stage_index}.{node.name}")
+            shared = keyed_context(state, stage_index, node)
             fns = node.fns
 
             def co_process(key: Any, value: Any, side: int) -> None:
@@ -140,6 +141,15 @@ def input_pushes(stage: Stage, push: Callable[..., None]) -> list[Callable[..., 
     if any(c.kind == "co_process" for c in stage.root.children):
         return [functools.partial(push, side=i.side) for i in stage.inputs]
     return [push for _ in stage.inputs]
+
+
+def keyed_context(state: StateStore, stage_index: int, node: Node) -> KeyedStateContext:
+    """The ``ctx`` of keyed operator `node` of stage `stage_index`: its state in `state`.
+
+    Named ``s<stage_index>.<node name>`` in RocksDB and in snapshots. The caller
+    sets ``ctx.key = key_bytes(key)`` before each call of the operator's function.
+    """
+    return state.context(f"s{stage_index}.{node.name}")
 
 
 def has_process(node: Node) -> bool:

@@ -75,7 +75,7 @@ from kstream.runtime.purge import ChannelPurger
 from kstream.runtime.run_report import RunReport
 from kstream.runtime.run_stats import RunStats
 from kstream.runtime.sink import Guarantee
-from kstream.runtime.snapshot import LocalCheckpointStorage
+from kstream.runtime.snapshot import LocalCheckpointStorage, check_state_serde
 from kstream.runtime.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
 from kstream.runtime.worker import EXIT_JOB_FAILED
 
@@ -300,6 +300,12 @@ class Runner:
                 f"WARNING: damaged {'; '.join(damaged)}; falling back to checkpoint "
                 f"{self.coordinator.latest_completed}. {FALLBACK_DUPLICATES}"
             )
+        n = self.coordinator.latest_completed
+        if n is not None:
+            # Before any worker starts: state written by another serde would fail
+            # every restore (each worker checks too), or be misread.
+            for task in self.plan.tasks:
+                check_state_serde(self.storage.load(n, task.id), self.job.state_serde.name)
 
     def _validate(self, checkpoint: int) -> list[str]:
         tasks = [t.id for t in self.plan.tasks]

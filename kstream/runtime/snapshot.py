@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from kstream.errors import CheckpointError
 
-__all__ = ["CheckpointStorage", "LocalCheckpointStorage", "SnapshotMeta"]
+__all__ = ["CheckpointStorage", "LocalCheckpointStorage", "SnapshotMeta", "check_state_serde"]
 
 #: Marshal's format version, fixed so that a newer Python writes what this one reads.
 _MARSHAL_VERSION = 4
@@ -64,6 +64,9 @@ class SnapshotMeta:
     sink: dict[str, Any] = field(default_factory=dict)
     #: `JobIdentity.fingerprint` of the job that took the snapshot ("" if unknown).
     identity: str = ""
+    #: `StateSerde.name` of the state's encoding ("" if taken before serdes were
+    #: recorded, when state was pickled; see `check_state_serde`).
+    state_serde: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -79,6 +82,31 @@ class SnapshotMeta:
         raw["source_offsets"] = offsets(raw.get("source_offsets", {}))
         raw["channel_offsets"] = offsets(raw.get("channel_offsets", {}))
         return cls(**raw)
+
+
+def check_state_serde(meta: SnapshotMeta, serde: str) -> None:
+    """Raise `CheckpointError` unless state written as `meta` says can be read with `serde`.
+
+    A snapshot without a recorded serde was taken when state was always
+    pickled: only ``trusted-pickle`` reads it (any other would misread it, and
+    loading pickle runs code, so the job must choose it knowingly).
+    """
+    if not meta.has_state:
+        return
+    written = meta.state_serde or "trusted-pickle"
+    if written == serde:
+        return
+    if not meta.state_serde:
+        raise CheckpointError(
+            f"checkpoint {meta.checkpoint} of {meta.task} holds pickled state (taken before state"
+            f" serdes were recorded); the job's state serde is {serde}: restore it with"
+            " Job(..., state_serde='trusted-pickle') if you trust it, or start without it"
+        )
+    raise CheckpointError(
+        f"checkpoint {meta.checkpoint} of {meta.task} holds state written with the"
+        f" {written} state serde; the job's is {serde}: run with state_serde={written!r}"
+        " or start without the checkpoint"
+    )
 
 
 class CheckpointStorage(Protocol):

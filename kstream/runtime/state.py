@@ -1,10 +1,11 @@
 """Keyed state of one subtask, kept in RocksDB (rocksdict) with a write-back cache.
 
-Values are pickled. Writes go to an in-memory dict first and reach RocksDB in
-one `WriteBatch` per processed batch of records (`flush`), so the per-record
-cost is a dict operation. The WAL is off: durability comes from snapshots, and
-after a crash the local database is thrown away and restored from the latest
-completed checkpoint.
+Values are encoded by the job's state serde (`kstream.dataflow.state_serde`).
+Writes go to an in-memory cache first (`kstream.runtime.keyed_state`) and reach
+RocksDB in one `WriteBatch` per processed batch of records (`flush`), so the
+per-record cost of value state is a dict operation and an encoding. The WAL is
+off: durability comes from snapshots, and after a crash the local database is
+thrown away and restored from the latest completed checkpoint.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from typing import Any
 
 from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
-__all__ = ["KeyedValueState", "StateStore", "key_bytes"]
+from kstream.dataflow.state_serde import MSGPACK, StateSerde
+from kstream.runtime.keyed_state import Flushable, KeyedStateContext
 
-_MISSING = object()
-#: Cached entries kept after a flush; beyond this the read cache is dropped.
-CACHE_LIMIT = 200_000
+__all__ = ["StateStore", "key_bytes"]
 
 
 def key_bytes(key: Any) -> bytes:
@@ -37,54 +37,12 @@ def key_bytes(key: Any) -> bytes:
     return pickle.dumps(key, protocol=4)
 
 
-class KeyedValueState:
-    """One value per key for one operator; `key` is set by the runtime before each call."""
-
-    __slots__ = ("_cache", "_db", "_dirty", "_prefix", "key")
-
-    def __init__(self, db: Rdict, prefix: bytes) -> None:
-        self._db = db
-        self._prefix = prefix
-        self._cache: dict[bytes, Any] = {}
-        self._dirty: set[bytes] = set()
-        self.key = b""
-
-    def get(self, default: Any = None) -> Any:
-        value = self._cache.get(self.key, _MISSING)
-        if value is _MISSING:
-            raw = self._db.get(self._prefix + self.key)
-            value = _MISSING if raw is None else pickle.loads(raw)
-            self._cache[self.key] = value
-        return default if value is _MISSING else value
-
-    def set(self, value: Any) -> None:
-        self._cache[self.key] = value
-        self._dirty.add(self.key)
-
-    def clear(self) -> None:
-        self._cache[self.key] = _MISSING
-        self._dirty.add(self.key)
-
-    def flush_into(self, batch: WriteBatch) -> int:
-        """Move dirty entries into `batch`; return how many."""
-        n = len(self._dirty)
-        for k in self._dirty:
-            value = self._cache[k]
-            if value is _MISSING:
-                batch.delete(self._prefix + k)
-            else:
-                batch.put(self._prefix + k, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        self._dirty.clear()
-        if len(self._cache) > CACHE_LIMIT:
-            self._cache.clear()
-        return n
-
-
 class StateStore:
-    """The RocksDB database of one subtask at `path`."""
+    """The RocksDB database of one subtask at `path`, its values encoded by `serde`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, serde: StateSerde = MSGPACK) -> None:
         self.path = path
+        self.serde = serde
         path.parent.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
@@ -93,20 +51,30 @@ class StateStore:
         # rocksdict's stub declares a method; at run time it is a settable property.
         write.disable_wal = True  # type: ignore[method-assign,assignment]
         self._db.set_write_options(write)
-        self._states: dict[str, KeyedValueState] = {}
+        self._contexts: dict[str, KeyedStateContext] = {}
+        self._states: list[Flushable] = []
 
-    def value_state(self, name: str) -> KeyedValueState:
-        """The keyed value state of operator `name` (created on first use)."""
-        state = self._states.get(name)
-        if state is None:
-            state = KeyedValueState(self._db, name.encode() + b"\x00")
-            self._states[name] = state
-        return state
+    def context(self, name: str) -> KeyedStateContext:
+        """The keyed state of operator `name` (``s<stage>.<operator>``), created on first use.
+
+        It is the operator's default value state and makes its named states,
+        which this store flushes with the rest.
+        """
+        ctx = self._contexts.get(name)
+        if ctx is None:
+            ctx = KeyedStateContext(self._db, name, self.serde, self._states.append)
+            self._contexts[name] = ctx
+            self._states.append(ctx)
+        return ctx
+
+    def value_state(self, name: str) -> KeyedStateContext:
+        """Operator `name`'s default value state: its `context`."""
+        return self.context(name)
 
     def flush(self) -> int:
         """Write cached changes to RocksDB in one batch; return the number of keys written."""
         batch = WriteBatch(raw_mode=True)
-        n = sum(s.flush_into(batch) for s in self._states.values())
+        n = sum(s.flush_into(batch) for s in self._states)
         if n:
             self._db.write(batch)
         return n

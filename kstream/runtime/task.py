@@ -61,7 +61,7 @@ from kstream.runtime.consumers import task_consumer
 from kstream.runtime.dead_letters import RAW, PolicyCounts, RecordErrors
 from kstream.runtime.kafka import request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
-from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta
+from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta, check_state_serde
 from kstream.runtime.state import StateStore
 from kstream.tools.fault import Faults
 
@@ -139,6 +139,7 @@ class Subtask:
         try:
             if restore_from is not None:
                 self.restored = rt.storage.load(restore_from, self.id)
+                check_state_serde(self.restored, self.job.state_serde.name)
             if has_process(self.stage.root):
                 if restore_from is not None:
                     found = rt.storage.fetch_db(restore_from, self.id, db_path)
@@ -149,7 +150,7 @@ class Subtask:
                         )
                 else:
                     StateStore.wipe(db_path)
-                self.state = StateStore(db_path)
+                self.state = StateStore(db_path, self.job.state_serde)
         except CheckpointError:
             raise
         except Exception as exc:
@@ -280,6 +281,7 @@ class Subtask:
             sync_ms=sync_ms,
             sink={name: k.meta for name, k in kept.items()},
             identity=self.rt.identity,
+            state_serde=self.job.state_serde.name if staged is not None else "",
         )
         self.stats.snapshots += 1
         self.stats.last_sync_ms = sync_ms

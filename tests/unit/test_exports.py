@@ -6,6 +6,7 @@ import kstream.errors
 
 def test_top_level_exports() -> None:
     assert sorted(kstream.__all__) == [
+        "AggregatingState",
         "ConfigurationError",
         "ConnectedStreams",
         "DecodeError",
@@ -16,12 +17,17 @@ def test_top_level_exports() -> None:
         "KStreamError",
         "KafkaSink",
         "KafkaSource",
+        "KeyedContext",
         "KeyedStream",
+        "ListState",
+        "MapState",
         "RecordError",
         "RecordTooLargeError",
+        "ReducingState",
         "Serde",
         "Sink",
         "Source",
+        "StateSerde",
         "Stream",
         "Tagged",
         "ValueState",

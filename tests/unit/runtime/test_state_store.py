@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kstream.runtime import state as state_module
+from kstream.runtime import keyed_state as state_module
 from kstream.runtime.state import StateStore, key_bytes
 
 

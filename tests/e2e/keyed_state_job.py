@@ -1,0 +1,76 @@
+"""A job using map, list and reducing state per user, and its pure reference.
+
+Input lines are ``"<user> <event>"``; for each, the job emits ``(user, summary)``
+where the summary is computed from the user's state after the event. `reference`
+computes the same summaries from the lines alone, in each user's input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kstream.connectors.kafka import KafkaSink, KafkaSource
+from kstream.dataflow.job import Job
+from kstream.dataflow.state import KeyedContext
+
+
+def summarize(user: str, line: str, ctx: KeyedContext) -> Iterator[tuple[str, dict[str, Any]]]:
+    event = line.split()[1]
+    n = ctx.get(0) + 1
+    ctx.set(n)
+    seen = ctx.map("seen")
+    seen.put(event, seen.get(event, 0) + 1)
+    history = ctx.list("history")
+    history.append((n, event))  # a tuple: msgpack must bring it back as one
+    longest = ctx.reducing("longest", max)
+    longest.add(len(event))
+    kept = list(history)
+    yield (
+        user,
+        {
+            "n": n,
+            "seen": seen.get(event),
+            "kinds": sorted(seen.keys()),
+            "history": len(kept),
+            "last": [list(x) for x in kept[-3:]],
+            "tuples": all(type(x) is tuple for x in kept),
+            "longest": longest.get(),
+        },
+    )
+
+
+def job(params: dict[str, str]) -> Job:
+    j = Job(params["name"])
+    (
+        j.source(KafkaSource(params["input"]))
+        .key_by(lambda line: line.split()[0])
+        .process(summarize)
+        .sink(KafkaSink(params["output"], value_serde="json"))
+    )
+    return j
+
+
+def reference(lines: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every user's summaries, in the order the job must emit them."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    histories: dict[str, list[tuple[int, str]]] = {}
+    for line in lines:
+        user, event = line.split()
+        seen = counts.setdefault(user, {})
+        seen[event] = seen.get(event, 0) + 1
+        history = histories.setdefault(user, [])
+        history.append((len(history) + 1, event))
+        out.setdefault(user, []).append(
+            {
+                "n": len(history),
+                "seen": seen[event],
+                "kinds": sorted(seen),
+                "history": len(history),
+                "last": [list(x) for x in history[-3:]],
+                "tuples": True,
+                "longest": max(len(e) for _, e in history),
+            }
+        )
+    return out
