@@ -1,0 +1,167 @@
+"""The suite's figures: JSON, a rich table on stdout, and one HTML report with a plot.
+
+The JSON is ``{"suite", "machine", "config", "figures": {"throughput": [...]}}``;
+other figures (latency, checkpoints, state size, recovery, RSS) go beside
+``throughput`` under ``figures`` as they are measured.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.suite import Result
+
+#: The two baselines every throughput is compared with.
+PLAIN, KSTREAM_EOS = "plain", "kstream-eos"
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "host": platform.node(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+    }
+
+
+def ratios(results: list[Result]) -> list[dict[str, Any]]:
+    """Each result's JSON with its throughput ratios against the plain loop and kstream EOS."""
+    out = []
+    for r in results:
+        row = r.as_json()
+        for base in (PLAIN, KSTREAM_EOS):
+            ref = next((b for b in results if b.workload == r.workload and b.key == base), None)
+            mine, theirs = r.words_per_s, ref.words_per_s if ref else None
+            row[f"ratio_vs_{base.replace('-', '_')}"] = mine / theirs if mine and theirs else None
+        out.append(row)
+    return out
+
+
+def document(results: list[Result], config: dict[str, Any]) -> dict[str, Any]:
+    """The JSON document of one suite run."""
+    return {
+        "suite": "kstream benchmarks",
+        "machine": machine(),
+        "config": config,
+        "figures": {"throughput": ratios(results)},
+    }
+
+
+def _num(x: float | None, fmt: str = "{:,.0f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def table(doc: dict[str, Any]) -> Table:
+    """The throughput figures as a rich table."""
+    t = Table(
+        title="Throughput (input words/s; ratios from this run)",
+        caption="\n".join(
+            f"{r['contender']} ({r['workload']}) {r['status']}: {r['reason']}"
+            for r in doc["figures"]["throughput"]
+            if r["status"] != "ok"
+        ),
+    )
+    for col in (
+        "workload",
+        "contender",
+        "processes",
+        "words/s",
+        "while flowing",
+        "÷ plain",
+        "÷ kstream EOS",
+        "output",
+        "load",
+    ):
+        t.add_column(col, justify="left" if col in ("workload", "contender", "output") else "right")
+    for r in doc["figures"]["throughput"]:
+        output = "verified" if r["status"] == "ok" else r["status"].upper()
+        t.add_row(
+            r["workload"],
+            r["contender"],
+            r["processes_note"],
+            _num(r["words_per_s"]),
+            _num(r["flowing_words_per_s"]),
+            _num(r["ratio_vs_plain"], "{:.2f}"),
+            _num(r["ratio_vs_kstream_eos"], "{:.2f}"),
+            output,
+            f"{r['load_at_start']:.1f}",
+        )
+    return t
+
+
+def _plot(doc: dict[str, Any]) -> bytes | None:
+    """A PNG bar chart of throughput per workload and contender (None without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = [r for r in doc["figures"]["throughput"] if r["words_per_s"]]
+    workloads = sorted({r["workload"] for r in rows})
+    fig, axes = plt.subplots(
+        1, max(len(workloads), 1), figsize=(6 * max(len(workloads), 1), 4.5), squeeze=False
+    )
+    for ax, w in zip(axes[0], workloads, strict=False):
+        mine = [r for r in rows if r["workload"] == w]
+        names = [r["contender"] for r in mine]
+        ax.barh(names, [r["words_per_s"] for r in mine], label="incl. start-up")
+        ax.barh(
+            names,
+            [r["flowing_words_per_s"] or 0 for r in mine],
+            height=0.3,
+            label="while output flows",
+        )
+        ax.set_title(w)
+        ax.set_xlabel("input words/s")
+        ax.invert_yaxis()
+        ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write(doc: dict[str, Any], out: Path, console: Console) -> None:
+    """Write results.json, throughput.png and report.html into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(doc, indent=2))
+    png = _plot(doc)
+    if png:
+        (out / "throughput.png").write_bytes(png)
+    rec = Console(record=True, width=200, file=io.StringIO())
+    rec.print(table(doc))
+    body = rec.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
+    img = (
+        f'<img alt="throughput" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+        if png
+        else "<p>(matplotlib is not installed: no plot)</p>"
+    )
+    m = doc["machine"]
+    (out / "report.html").write_text(
+        "<!doctype html><meta charset=utf-8><title>kstream benchmarks</title>"
+        f"<h1>kstream benchmarks</h1><p>{html.escape(str(m))}</p>"
+        f"<p>{html.escape(json.dumps(doc['config']))}</p>{img}{body}"
+    )
