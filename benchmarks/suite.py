@@ -44,6 +44,9 @@ REPO = Path(__file__).resolve().parents[1]
 STOP_GRACE_S = 30.0
 #: After the contender stopped: how long to read on for extra (duplicated) output.
 DRAIN_S = 30.0
+#: A shorter span from first to last output (e.g. all output in one transaction) says
+#: nothing about the rate while output flows: that figure is left out.
+MIN_FLOWING_S = 1.0
 #: Log lines quoted when a contender fails.
 LOG_TAIL = 8
 
@@ -68,7 +71,8 @@ class Result:
     verified: bool
     #: Process start until the read_committed reader held every expected output.
     seconds: float | None
-    #: First output visible to the reader until every expected output was.
+    #: First output visible to the reader until every expected output was (None if
+    #: under `MIN_FLOWING_S`).
     flowing_seconds: float | None
     #: 1-minute load average when the contender started (the machine is shared).
     load_at_start: float
@@ -267,11 +271,12 @@ def run_contender(
     problems = tally.problems()
     if problems:
         return result("failed", "wrong output: " + "; ".join(problems), **figures)
+    flowing = done - (first or started)
     return result(
         "ok",
         "",
         verified=True,
         seconds=done - started,
-        flowing_seconds=done - (first or started),
+        flowing_seconds=flowing if flowing >= MIN_FLOWING_S else None,
         **figures,
     )

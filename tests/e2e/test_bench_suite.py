@@ -61,7 +61,8 @@ def _check(doc: dict[str, object], expected_rows: set[tuple[str, str]]) -> None:
         assert r["input_words"] == WORDS
         assert r["outputs_read"] == r["outputs_expected"] > 0
         assert r["words_per_s"] > 0
-        assert r["flowing_words_per_s"] >= r["words_per_s"]
+        # None when all output arrived within a second (too short a span to be a rate).
+        assert r["flowing_words_per_s"] is None or r["flowing_words_per_s"] >= r["words_per_s"]
         assert r["ratio_vs_plain"] > 0
         assert r["ratio_vs_kstream_eos"] > 0
     plain = [r for r in rows if r["key"] == "plain"]
