@@ -22,7 +22,14 @@ REPO = Path(__file__).resolve().parents[2]
 WORDS = 3000
 
 
-def _run_suite(bootstrap: str, out: Path, contenders: str) -> dict[str, object]:
+def _run_suite(
+    bootstrap: str,
+    out: Path,
+    contenders: str,
+    *,
+    workloads: str = "wordcount,mapfilter",
+    env: dict[str, str] | None = None,
+) -> dict[str, object]:
     done = subprocess.run(
         [
             sys.executable,
@@ -32,6 +39,8 @@ def _run_suite(bootstrap: str, out: Path, contenders: str) -> dict[str, object]:
             str(WORDS),
             "--contenders",
             contenders,
+            "--workloads",
+            workloads,
             "--bootstrap-servers",
             bootstrap,
             "--timeout",
@@ -40,6 +49,7 @@ def _run_suite(bootstrap: str, out: Path, contenders: str) -> dict[str, object]:
             str(out),
         ],
         cwd=REPO,
+        env=None if env is None else os.environ | env,
         capture_output=True,
         text=True,
         timeout=3000,
@@ -77,6 +87,20 @@ def test_suite_runs_and_verifies_the_local_contenders(bootstrap: str, tmp_path: 
     rows = {("wordcount", k) for k in (*both, "kstream-alo", "kstream-amo")}
     rows |= {("mapfilter", k) for k in both}
     _check(doc, rows)
+
+
+def test_a_peer_that_cannot_be_installed_is_skipped_with_the_reason(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    # A cache without the Quix virtualenv and a pip that may not use any index: as if
+    # PyPI were unreachable. The suite must say why and still measure the others.
+    env = {"KSTREAM_CACHE_DIR": str(tmp_path / "cache"), "PIP_NO_INDEX": "1"}
+    doc = _run_suite(bootstrap, tmp_path / "out", "plain,quix-eos", workloads="wordcount", env=env)
+    rows = {r["key"]: r for r in doc["figures"]["throughput"]}  # type: ignore[index]
+    assert rows["plain"]["status"] == "ok"
+    assert rows["quix-eos"]["status"] == "skipped"
+    assert rows["quix-eos"]["words_per_s"] is None
+    assert "pip could not install quixstreams" in rows["quix-eos"]["reason"]
 
 
 @pytest.mark.skipif(
