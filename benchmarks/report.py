@@ -110,6 +110,29 @@ def table(doc: dict[str, Any]) -> Table:
     return t
 
 
+def markdown(doc: dict[str, Any]) -> str:
+    """The throughput figures as a Markdown table (for the README), machine and load named."""
+    m, c = doc["machine"], doc["config"]
+    rows = doc["figures"]["throughput"]
+    loads = [r["load_at_start"] for r in rows]
+    head = (
+        f"{c['words']:,} words, {c['partitions']} partitions; {m['cores']} cores ({m['cpu']}), "
+        f"{m['memory_gb']} GB, {m['os']}, Python {m['python']}; 1-minute load "
+        f"{min(loads, default=0):.1f}-{max(loads, default=0):.1f} while contenders started\n\n"
+        "| workload | contender | processes | words/s | while flowing | ÷ plain | ÷ kstream EOS |\n"
+        "|---|---|---|---:|---:|---:|---:|\n"
+    )
+    body = "".join(
+        f"| {r['workload']} | {r['contender']} | {r['processes_note']} | "
+        f"{_num(r['words_per_s'])} | {_num(r['flowing_words_per_s'])} | "
+        f"{_num(r['ratio_vs_plain'], '{:.2f}')} | {_num(r['ratio_vs_kstream_eos'], '{:.2f}')} |"
+        + ("" if r["status"] == "ok" else f" {r['status']}: {r['reason'][:80]}")
+        + "\n"
+        for r in rows
+    )
+    return head + body
+
+
 def _plot(doc: dict[str, Any]) -> bytes | None:
     """A PNG bar chart of throughput per workload and contender (None without matplotlib)."""
     try:
@@ -154,9 +177,10 @@ def _plot(doc: dict[str, Any]) -> bytes | None:
 
 
 def write(doc: dict[str, Any], out: Path, console: Console) -> None:
-    """Write results.json, throughput.png and report.html into `out`."""
+    """Write results.json, results.md, throughput.png and report.html into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(doc, indent=2))
+    (out / "results.md").write_text(markdown(doc))
     png = _plot(doc)
     if png:
         (out / "throughput.png").write_bytes(png)
