@@ -56,14 +56,19 @@ def _parse() -> argparse.Namespace:
 
 
 def main() -> int:
+    """Run the suite; exit 2 with one line when kstream refuses (no broker, bad address)."""
     args = _parse()
     # Wide enough for the table even when stdout is not a terminal.
     console = Console(width=max(Console().width, 150))
     try:
-        bootstrap = bootstrap_servers(args.bootstrap_servers, log=console.log)
+        return _run(args, console)
     except KStreamError as exc:
-        console.print(f"error: {exc}")
+        print(f"python -m benchmarks: {exc}", file=sys.stderr)
         return 2
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    bootstrap = bootstrap_servers(args.bootstrap_servers, log=console.log)
     contenders = [c for c in CONTENDERS if c.key in args.contenders.split(",")]
     workloads: list[Workload] = [w for w in WORKLOADS if w in args.workloads.split(",")]
     out = args.out or cache_dir() / "bench" / "runs" / time.strftime(
