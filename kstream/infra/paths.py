@@ -10,6 +10,8 @@ e.g. ``~/.cache/kstream``)::
     <cache>/spark-kafka-<version>/libs/    the audit's Spark Kafka connector
     <cache>/broker-<port>/                 one local broker's config, data and logs
     <cache>/demo/<run>/                    the demo's state
+    <cache>/bench/                         the benchmark suite's peers (a Quix Streams
+                                           virtualenv, the Kafka Streams build) and reports
 """
 
 from __future__ import annotations

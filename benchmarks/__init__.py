@@ -1,0 +1,1 @@
+"""kstream's benchmark suite: ``python -m benchmarks`` (see the README's "Performance")."""

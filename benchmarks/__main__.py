@@ -1,0 +1,135 @@
+"""Throughput of kstream against the alternatives, side by side on one broker and one input.
+
+    python -m benchmarks [--words 3000000] [--contenders plain,eos-loop,...]
+        [--workloads wordcount,mapfilter] [--bootstrap-servers B] [--out DIR]
+
+Contenders (each its own OS process): plain, eos-loop, quix-eos, quix-alo,
+kafka-streams, kstream-eos, kstream-alo, kstream-amo. Writes results.json,
+throughput.png and report.html into --out and prints the table. Exit 1 if any
+contender failed (crashed, timed out, wrong output); skipped ones (nothing to
+install them from) do not count as failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchmarks import report
+from benchmarks.contenders import CONTENDERS
+from benchmarks.suite import Result, run_contender, write_input
+from benchmarks.workloads import WORKLOADS, Expected, Workload, expected, generate
+from kstream.errors import KStreamError
+from kstream.infra.admin import Admin
+from kstream.infra.cluster import bootstrap_servers
+from kstream.infra.paths import cache_dir
+from kstream.testing import unique_name
+
+
+def _parse() -> argparse.Namespace:
+    keys = [c.key for c in CONTENDERS]
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    ap.add_argument("--words", type=int, default=3_000_000, help="input words (default 3M)")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--partitions", type=int, default=3, help="of the input and output topics")
+    ap.add_argument("--contenders", default=",".join(keys), help=f"comma-separated: {keys}")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per contender")
+    ap.add_argument("--bootstrap-servers")
+    ap.add_argument("--out", type=Path, help="report folder (default: <cache>/bench/runs/<time>)")
+    args = ap.parse_args()
+    chosen = args.contenders.split(",")
+    unknown = [k for k in chosen if k not in keys]
+    if unknown:
+        ap.error(f"unknown contenders {unknown}; choose from {keys}")
+    bad = [w for w in args.workloads.split(",") if w not in WORKLOADS]
+    if bad:
+        ap.error(f"unknown workloads {bad}; choose from {list(WORKLOADS)}")
+    if args.words < 1:
+        ap.error("--words must be at least 1")
+    return args
+
+
+def main() -> int:
+    """Run the suite; exit 2 with one line when kstream refuses (no broker, bad address)."""
+    args = _parse()
+    # Wide enough for the table even when stdout is not a terminal.
+    console = Console(width=max(Console().width, 150))
+    try:
+        return _run(args, console)
+    except KStreamError as exc:
+        print(f"python -m benchmarks: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    bootstrap = bootstrap_servers(args.bootstrap_servers, log=console.log)
+    contenders = [c for c in CONTENDERS if c.key in args.contenders.split(",")]
+    workloads: list[Workload] = [w for w in WORKLOADS if w in args.workloads.split(",")]
+    out = args.out or cache_dir() / "bench" / "runs" / time.strftime(
+        "%Y%m%dT%H%M%SZ", time.gmtime()
+    )
+    admin = Admin(bootstrap)
+    lines = generate(args.words, args.seed)
+    input_topic = unique_name("bench-input")
+    admin.create_topics({input_topic: args.partitions})
+    results: list[Result] = []
+    expects: dict[tuple[Workload, bool], Expected] = {}
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    try:
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task("writing the input", total=len(lines))
+            write_input(bootstrap, input_topic, lines, lambda n: progress.update(task, completed=n))
+            progress.remove_task(task)
+            for workload in workloads:
+                for c in contenders:
+                    if workload not in c.workloads:
+                        continue
+                    # The plain loop has no state: one value "1" per word occurrence.
+                    ones = c.key == "plain" and workload == "wordcount"
+                    if (workload, ones) not in expects:
+                        expects[workload, ones] = expected(lines, workload, ones=ones)
+                    expect = expects[workload, ones]
+                    r = run_contender(
+                        c,
+                        bootstrap=bootstrap,
+                        admin=admin,
+                        input_topic=input_topic,
+                        input_words=args.words,
+                        partitions=args.partitions,
+                        workload=workload,
+                        expect=expect,
+                        timeout=args.timeout,
+                        progress=progress,
+                    )
+                    results.append(r)
+                    rate = f"{r.words_per_s:,.0f} words/s" if r.words_per_s else r.reason
+                    progress.console.log(f"{workload}: {c.name}: {r.status} {rate}")
+    finally:
+        admin.delete_topics([input_topic])
+    config = {
+        "words": args.words,
+        "lines": len(lines),
+        "seed": args.seed,
+        "partitions": args.partitions,
+        "bootstrap": bootstrap,
+    }
+    doc = report.document(results, config)
+    console.print(report.table(doc))
+    report.write(doc, out, console)
+    console.print(f"report: {out / 'report.html'} (JSON: {out / 'results.json'})")
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""The contenders: how each is prepared (installed, built) and started as its own process.
+
+Every contender reads the suite's input topic from the beginning and writes the
+workload's output (see `benchmarks.workloads`) to a fresh topic, and runs until
+terminated. `prepare` runs once per suite run, before any timing; a contender
+that cannot be prepared (no network for PyPI or Maven Central, no Java) is
+skipped with the reason rather than failing the suite.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.workloads import WORKLOADS, Workload
+from kstream.errors import KStreamError
+from kstream.infra.maven import resolve_maven_classpath
+from kstream.infra.paths import cache_dir
+
+__all__ = ["CONTENDERS", "Contender", "ContenderUnavailableError", "Context"]
+
+ROOT = Path(__file__).resolve().parent
+#: Quix Streams release the suite installs (its own venv: it pins an older confluent-kafka).
+QUIX_VERSION = "3.28.1"
+#: Kafka Streams release: the local broker's Kafka (deploy/kafka/pom.xml).
+KAFKA_STREAMS_VERSION = "4.1.1"
+#: Kafka Streams stream threads (the issue's comparison: 2 threads on 2 cores).
+KAFKA_STREAMS_THREADS = 2
+#: kstream worker processes (plus the `kstream run` coordinator process).
+KSTREAM_WORKERS = 2
+#: pip needs minutes on a slow mirror; beyond this PyPI counts as unreachable.
+PIP_TIMEOUT_S = 600.0
+
+
+class ContenderUnavailableError(Exception):
+    """A contender cannot run on this machine (its reason is reported, the suite goes on)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a contender's command needs: the cluster, its topics, a scratch directory."""
+
+    bootstrap: str
+    input: str
+    output: str
+    workload: Workload
+    scratch: Path
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One system under test, with one processing guarantee."""
+
+    #: Short name for `--contenders`.
+    key: str
+    name: str
+    #: OS processes it runs (threads in brackets in `processes_note`).
+    processes: int
+    processes_note: str
+    workloads: tuple[Workload, ...]
+    command: Callable[[Context], list[str]]
+    prepare: Callable[[Callable[[str], None]], None] = lambda _: None
+    #: Needs a download (PyPI, Maven Central) the first time: left out of the default run
+    #: of the test suite.
+    needs_network: bool = False
+
+
+def _loop(kind: str) -> Callable[[Context], list[str]]:
+    def command(ctx: Context) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "benchmarks.loops",
+            kind,
+            "--bootstrap-servers",
+            ctx.bootstrap,
+            "--input",
+            ctx.input,
+            "--output",
+            ctx.output,
+            "--workload",
+            ctx.workload,
+        ]
+
+    return command
+
+
+def _kstream(guarantee: str) -> Callable[[Context], list[str]]:
+    def command(ctx: Context) -> list[str]:
+        spec = (
+            "kstream.examples.wordcount:job"
+            if ctx.workload == "wordcount"
+            else f"{ROOT / 'jobs.py'}:mapfilter"
+        )
+        return [
+            sys.executable,
+            "-m",
+            "kstream",
+            "run",
+            spec,
+            "-p",
+            f"input={ctx.input}",
+            "-p",
+            f"output={ctx.output}",
+            "-p",
+            f"name=bench-{uuid.uuid4().hex[:10]}",
+            "--workers",
+            str(KSTREAM_WORKERS),
+            "--guarantee",
+            guarantee,
+            "--checkpoint-interval",
+            "1",
+            "--state-dir",
+            str(ctx.scratch / "state"),
+            "--bootstrap-servers",
+            ctx.bootstrap,
+        ]
+
+    return command
+
+
+# --- Quix Streams -------------------------------------------------------------------------
+
+
+def quix_python() -> Path:
+    """The interpreter of the suite's Quix Streams virtualenv (in kstream's cache)."""
+    return cache_dir() / "bench" / f"quixstreams-{QUIX_VERSION}" / "bin" / "python"
+
+
+def _prepare_quix(say: Callable[[str], None]) -> None:
+    """Create the Quix Streams virtualenv once; `ContenderUnavailableError` without PyPI."""
+    python = quix_python()
+    venv = python.parents[1]
+    marker = venv / ".complete"
+    if marker.is_file():
+        return
+    say(f"installing quixstreams=={QUIX_VERSION} into {venv} (once)")
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    try:
+        done = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", f"quixstreams=={QUIX_VERSION}"],
+            capture_output=True,
+            text=True,
+            timeout=PIP_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ContenderUnavailableError(
+            f"pip could not install quixstreams within {PIP_TIMEOUT_S:.0f}s: is PyPI reachable?"
+        ) from exc
+    if done.returncode != 0:
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        detail = lines[-1].strip() if lines else f"exit code {done.returncode}"
+        raise ContenderUnavailableError(
+            f"pip could not install quixstreams=={QUIX_VERSION}: {detail}"
+        )
+    marker.write_text(QUIX_VERSION)
+
+
+def _quix(guarantee: str) -> Callable[[Context], list[str]]:
+    def command(ctx: Context) -> list[str]:
+        return [
+            str(quix_python()),
+            str(ROOT / "quix_job.py"),
+            ctx.bootstrap,
+            ctx.input,
+            ctx.output,
+            ctx.workload,
+            guarantee,
+            str(ctx.scratch / "state"),
+        ]
+
+    return command
+
+
+# --- Kafka Streams ------------------------------------------------------------------------
+
+
+def _streams_home() -> Path:
+    return cache_dir() / "bench" / f"kafka-streams-{KAFKA_STREAMS_VERSION}"
+
+
+def _prepare_streams(say: Callable[[str], None]) -> None:
+    """Resolve Kafka Streams with mvn and compile the program with javac, once."""
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            raise ContenderUnavailableError(f"`{tool}` is not on PATH (Kafka Streams needs a JDK)")
+    home = _streams_home()
+    try:
+        jars = resolve_maven_classpath(
+            ROOT / "kafka-streams" / "pom.xml",
+            home / "libs",
+            properties={"kafka.version": KAFKA_STREAMS_VERSION},
+            what=f"Kafka Streams {KAFKA_STREAMS_VERSION}",
+            log=say,
+        )
+    except KStreamError as exc:
+        raise ContenderUnavailableError(str(exc)) from exc
+    source = ROOT / "kafka-streams" / "src" / "main" / "java" / "kstream" / "bench"
+    classes = home / "classes"
+    built = classes / "kstream" / "bench" / "StreamsBench.class"
+    java_file = source / "StreamsBench.java"
+    if built.is_file() and built.stat().st_mtime >= java_file.stat().st_mtime:
+        return
+    say("compiling the Kafka Streams program with javac")
+    done = subprocess.run(
+        ["javac", "-d", str(classes), "-cp", ":".join(map(str, jars)), str(java_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"javac failed: {done.stderr.strip()}")
+
+
+def _streams(ctx: Context) -> list[str]:
+    home = _streams_home()
+    return [
+        "java",
+        "-cp",
+        f"{home / 'classes'}:{home / 'libs'}/*",
+        "kstream.bench.StreamsBench",
+        ctx.bootstrap,
+        ctx.input,
+        ctx.output,
+        ctx.workload,
+        f"bench-streams-{uuid.uuid4().hex[:10]}",
+        str(ctx.scratch / "state"),
+        str(KAFKA_STREAMS_THREADS),
+    ]
+
+
+_KSTREAM_NOTE = f"{KSTREAM_WORKERS + 1} (coordinator + {KSTREAM_WORKERS} workers)"
+
+CONTENDERS: tuple[Contender, ...] = (
+    Contender("plain", "plain loop", 1, "1", WORKLOADS, _loop("plain")),
+    Contender("eos-loop", "EOS loop", 1, "1", WORKLOADS, _loop("eos")),
+    Contender(
+        "quix-eos",
+        "Quix Streams exactly-once",
+        1,
+        "1",
+        WORKLOADS,
+        _quix("exactly-once"),
+        _prepare_quix,
+        needs_network=True,
+    ),
+    Contender(
+        "quix-alo",
+        "Quix Streams at-least-once",
+        1,
+        "1",
+        ("wordcount",),
+        _quix("at-least-once"),
+        _prepare_quix,
+        needs_network=True,
+    ),
+    Contender(
+        "kafka-streams",
+        "Kafka Streams EOS v2",
+        1,
+        f"1 JVM ({KAFKA_STREAMS_THREADS} stream threads)",
+        WORKLOADS,
+        _streams,
+        _prepare_streams,
+        needs_network=True,
+    ),
+    Contender(
+        "kstream-eos", "kstream exactly-once", 3, _KSTREAM_NOTE, WORKLOADS, _kstream("exactly-once")
+    ),
+    Contender(
+        "kstream-alo",
+        "kstream at-least-once",
+        3,
+        _KSTREAM_NOTE,
+        ("wordcount",),
+        _kstream("at-least-once"),
+    ),
+    Contender(
+        "kstream-amo",
+        "kstream at-most-once",
+        3,
+        _KSTREAM_NOTE,
+        ("wordcount",),
+        _kstream("at-most-once"),
+    ),
+)
