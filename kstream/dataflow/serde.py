@@ -69,7 +69,15 @@ class JsonSerde:
     name = "json"
 
     def dumps(self, value: Any) -> bytes | None:
-        return json.dumps(value, separators=(",", ":")).encode()
+        """Compact JSON; a value JSON cannot hold is a `RecordError` naming why.
+
+        NaN and infinities are refused too: `json.dumps` would write ``NaN``, which
+        is not JSON and which other readers of the topic reject.
+        """
+        try:
+            return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+        except (TypeError, ValueError) as exc:
+            raise RecordError(f"cannot encode {type(value).__name__} as JSON: {exc}") from None
 
     def loads(self, data: bytes | None) -> Any:
         if data is None:

@@ -118,6 +118,23 @@ def test_json_refuses_what_is_not_json(data: bytes) -> None:
         JSON.loads(data)
 
 
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ({1, 2}, "Object of type set is not JSON serializable"),
+        ({"k": b"raw"}, "Object of type bytes is not JSON serializable"),
+        (float("nan"), "Out of range float values are not JSON compliant"),
+        ([1, float("inf")], "Out of range float values are not JSON compliant"),
+        ({(1, 2): "tuple key"}, "keys must be str, int, float, bool or None"),
+    ],
+)
+def test_json_refuses_what_json_cannot_hold_as_a_record_error(value: Any, why: str) -> None:
+    with pytest.raises(
+        RecordError, match=rf"^cannot encode {type(value).__name__} as JSON: .*{why}"
+    ):
+        JSON.dumps(value)
+
+
 @given(json_values)
 def test_json_round_trips_json_values(value: Any) -> None:
     assert JSON.loads(JSON.dumps(value)) == value
