@@ -126,7 +126,6 @@ class Worker:
         self.faults = Faults.from_env()
         self.guarantee: Guarantee = guarantee
         self.transaction_timeout_ms = transaction_timeout_ms
-        self.generation = 0
         self.tasks: list[Subtask] = []
         self._last_heartbeat = 0.0
         #: Identifies this process in heartbeats: its counters start at zero.
@@ -137,6 +136,11 @@ class Worker:
         self._reader: ControlReader | None = None
         #: What the control messages ask of this worker (generations, deferrals).
         self.recovery = WorkerRecovery()
+
+    @property
+    def generation(self) -> int:
+        """The generation this worker's subtasks run in (0 before it joined)."""
+        return self.recovery.generation
 
     def _on_delivery_error(self, err: KafkaError | None, msg: KafkaMessage) -> None:
         if err is not None:
@@ -176,7 +180,6 @@ class Worker:
 
     def _restore(self, generation: int, checkpoint: int | None) -> None:
         self._retire_tasks()
-        self.generation = generation
         rt = TaskRuntime(
             bootstrap=self.bootstrap,
             plan=self.plan,
