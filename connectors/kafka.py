@@ -449,8 +449,9 @@ class TransactionalWriter(SinkWriter):
     def _last_committed(self) -> int:
         """The newest epoch whose commit marker is committed in this subtask's partition.
 
-        Markers are written in epoch order (each is flushed at its pre-commit, and
-        a recovery re-publishes only epochs newer than any committed one), so the
+        Markers are written in epoch order (an epoch's marker waits until the
+        previous epoch is acknowledged, see `write`, and a recovery re-publishes
+        only epochs newer than any committed one), so the
         newest committed marker is the last committed one in the partition: read
         windows backwards from the end until one holds a committed marker, rather
         than the whole history of a long-running job.
