@@ -501,6 +501,10 @@ class Runner:
             del self._acks[n]
         channels = self.stats.checkpoint_completed(c, acks.values())
         self.purger.completed(c.checkpoint, channels)
+        # Stored parts of aborted checkpoints are never restored: without this
+        # they would fill the disk on a long run with many aborts.
+        assert self.coordinator is not None
+        self.storage.sweep(self.coordinator.completed)
 
     # -- shutdown -----------------------------------------------------------
 

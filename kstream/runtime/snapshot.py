@@ -27,7 +27,7 @@ import json
 import marshal
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -170,13 +170,34 @@ class LocalCheckpointStorage:
     def store(
         self, meta: SnapshotMeta, staged_db: Path | None, payloads: dict[str, Any] | None = None
     ) -> None:
+        """Store one subtask's snapshot; `staged_db` is removed whether or not it succeeds.
+
+        A failure (a full or read-only disk) raises and leaves no partial snapshot
+        behind: the checkpoint is then declined and the staged copy would only
+        take space from the live state.
+        """
         target = self._dir(meta.checkpoint, meta.task)
+        try:
+            self._store(target, meta, staged_db, payloads)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        finally:
+            if staged_db is not None:
+                shutil.rmtree(staged_db, ignore_errors=True)
+
+    def _store(
+        self,
+        target: Path,
+        meta: SnapshotMeta,
+        staged_db: Path | None,
+        payloads: dict[str, Any] | None,
+    ) -> None:
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         if staged_db is not None:
             copy = _link_or_copy if self.link_files else shutil.copyfile
             shutil.copytree(staged_db, target / "db", copy_function=copy)
-            shutil.rmtree(staged_db, ignore_errors=True)
         for i, (name, payload) in enumerate(sorted((payloads or {}).items())):
             if payload is None:
                 continue
@@ -286,6 +307,22 @@ class LocalCheckpointStorage:
 
     def discard(self, checkpoint: int) -> None:
         shutil.rmtree(self.root / f"chk-{checkpoint}", ignore_errors=True)
+
+    def sweep(self, retained: Collection[int]) -> list[int]:
+        """Delete every stored checkpoint older than the newest of `retained` but not in it.
+
+        What is left there can never be restored: parts of aborted checkpoints
+        (some subtasks stored theirs, another declined, or stored after the
+        abort), and checkpoints a start-up passed over as damaged. Returns the
+        ids deleted.
+        """
+        if not retained:
+            return []
+        newest = max(retained)
+        gone = [n for n in self.completed() if n < newest and n not in retained]
+        for n in gone:
+            self.discard(n)
+        return gone
 
     def completed(self) -> list[int]:
         """Checkpoint ids that have a directory (complete or not)."""

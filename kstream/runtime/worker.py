@@ -16,6 +16,7 @@ out its actions.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -330,6 +331,8 @@ class Worker:
         Raises `AlreadyRunningError` at once if another process runs this worker index.
         """
         self.lock.acquire()
+        # Staged snapshots a killed predecessor left behind are never stored now.
+        shutil.rmtree(self.state_root / "staging", ignore_errors=True)
         reader = ControlReader(self.bootstrap, self.job.name, group=worker_group(self.job.name))
         self._reader = reader
         try:

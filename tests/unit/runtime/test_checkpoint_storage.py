@@ -101,3 +101,34 @@ def test_a_stored_database_shares_no_file_with_the_staged_one(tmp_path: Path) ->
     live.write_bytes(b"b" * 100)  # damaged in place
     assert (storage.root / "chk-1" / "s1-0" / "db" / "1.sst").read_bytes() == b"a" * 100
     assert storage.validate(1, ["s1-0"]) == []
+
+
+# -- failures and sweeping ------------------------------------------------------
+
+
+def test_a_failed_store_leaves_neither_a_partial_snapshot_nor_the_staged_copy(
+    tmp_path: Path,
+) -> None:
+    storage = LocalCheckpointStorage(tmp_path / "checkpoints")
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / "000012.sst").write_bytes(b"sst")
+    # A payload marshal cannot write fails the store after the database was copied.
+    with pytest.raises(ValueError, match="unmarshallable"):
+        storage.store(SnapshotMeta(4, 1, "s1-0"), staged, {"k#0": {4: [object()]}})
+    assert not (storage.root / "chk-4" / "s1-0").exists()
+    assert not staged.exists()
+    assert storage.validate(4, ["s1-0"]) != []
+
+
+def test_sweep_deletes_what_is_older_than_the_newest_retained_and_not_retained(
+    tmp_path: Path,
+) -> None:
+    storage = LocalCheckpointStorage(tmp_path)
+    for n in (2, 3, 5, 6, 8, 9):
+        storage.store(SnapshotMeta(n, 1, "s0-0"), None)
+    assert storage.sweep([5, 8]) == [2, 3, 6]
+    # Newer than every retained one: a checkpoint still in progress, kept.
+    assert storage.completed() == [5, 8, 9]
+    assert storage.sweep([]) == []
+    assert storage.completed() == [5, 8, 9]

@@ -1,0 +1,144 @@
+"""A checkpoint directory that is full or read-only: checkpoints fail, the job keeps
+its last good state, and once the storage is back every output is there exactly once.
+
+The checkpoint directory is a real, tiny tmpfs mounted for the test (root only):
+filled to the last byte, or remounted read-only, while the word count runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_cli_run import JOB_FILE, kstream, wait_for
+
+from kstream.infra.admin import Admin
+from kstream.runtime.control import read_history
+from kstream.testing import produce, read_all, unique_name
+
+pytestmark = [
+    pytest.mark.broker,
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root"),
+]
+
+
+def mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    path.mkdir(parents=True)
+    mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path))
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Write a file into `directory` until its file system has no byte left."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for size in (1 << 20, 4096, 1):
+            with contextlib.suppress(OSError):
+                while os.write(fd, b"\0" * size):
+                    pass
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError, match="No space left") as full:
+        (directory / "probe").write_bytes(b"\0" * 4096)
+    assert full.value.errno == errno.ENOSPC
+    (directory / "probe").unlink(missing_ok=True)
+    return filler
+
+
+def aborts(bootstrap: str, name: str) -> list[str]:
+    return [m["reason"] for m in read_history(bootstrap, name) if m["type"] == "abort"]
+
+
+def completed(bootstrap: str, name: str) -> int:
+    return sum(m["type"] == "complete" for m in read_history(bootstrap, name))
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_checkpoints_fail_while_storage_is_unusable_and_nothing_is_lost(
+    bootstrap: str, tmp_path: Path, fault: str
+) -> None:
+    src, dst, name = unique_name("in"), unique_name("out"), unique_name(f"storage-{fault}")
+    Admin(bootstrap).create_topics({src: 2, dst: 2})
+    (tmp_path / "myjob.py").write_text(JOB_FILE)
+    state = tmp_path / "state"
+    with tmpfs(state / name / "checkpoints", "4m") as checkpoints:
+        proc = kstream(
+            "run", "myjob.py:job", "-p", f"input={src}", "-p", f"output={dst}",
+            "--bootstrap-servers", bootstrap, "--workers", "2", "--job-name", name,
+            "--state-dir", str(state), "--checkpoint-interval", "0.3",
+            cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            first = [f"a b c{i % 7}" for i in range(2000)]
+            produce(bootstrap, src, [(None, line.encode()) for line in first])
+            # A good checkpoint that holds some state, then the storage fails.
+            wait_for(lambda: completed(bootstrap, name) >= 2, 120, "two completed checkpoints")
+            if fault == "full":
+                filler = fill(checkpoints)
+            else:
+                mount("-o", "remount,ro", str(checkpoints))
+            before = completed(bootstrap, name)
+            second = [f"b d{i % 5}" for i in range(3000)]
+            produce(bootstrap, src, [(None, line.encode()) for line in second])
+            reason = "No space left on device" if fault == "full" else "Read-only file system"
+            wait_for(
+                lambda: sum(reason in r for r in aborts(bootstrap, name)) >= 3,
+                120,
+                f"three checkpoints aborted with {reason!r}",
+            )
+            assert proc.poll() is None, "the job stopped while its checkpoint storage failed"
+            # Checkpoints that completed meanwhile would have stored nothing: none may.
+            assert completed(bootstrap, name) == before
+            if fault == "full":
+                filler.unlink()
+            else:
+                mount("-o", "remount,rw", str(checkpoints))
+            lines = first + second
+            truth: dict[str, int] = {}
+            for line in lines:
+                for w in line.split():
+                    truth[w] = truth.get(w, 0) + 1
+
+            def caught_up() -> bool:
+                best: dict[str, int] = {}
+                for r in read_all(bootstrap, dst):
+                    word = (r.key or b"").decode()
+                    best[word] = max(best.get(word, 0), int(r.value or b"0"))
+                return best == truth
+
+            wait_for(caught_up, 180, "every word's count once the storage is back")
+            assert completed(bootstrap, name) > before
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=120)
+            stored = sorted(int(p.name[4:]) for p in checkpoints.glob("chk-*"))
+            staged = [int(p.name.split("-")[1]) for p in state.glob("*/worker-*/staging/chk-*")]
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert reason in stderr, stderr  # the console named the cause
+    # Nothing of the failed checkpoints stays behind to fill the disk: no partial
+    # snapshot below the newest completed one but the retained ones, no staged copy.
+    done = [m["checkpoint"] for m in read_history(bootstrap, name) if m["type"] == "complete"]
+    assert [n for n in stored if n < max(done)] == sorted(done)[-3:-1], (stored, done)
+    assert all(n > max(done) for n in staged), (staged, done)
+    # Exactly once: each word's outputs are 1..N, each once, in order.
+    seen: dict[str, list[int]] = {}
+    for r in read_all(bootstrap, dst):
+        seen.setdefault((r.key or b"").decode(), []).append(int(r.value or b"0"))
+    assert seen == {w: list(range(1, n + 1)) for w, n in truth.items()}
