@@ -61,14 +61,13 @@ class Admin:
         self.bootstrap = bootstrap
         self._client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
 
-    def _metadata(self, topic: str | None = None) -> Any:
+    def _metadata(self, topic: str | None = None, timeout: float = ADMIN_TIMEOUT_S) -> Any:
         """The cluster's metadata (of `topic` only, if given); `KafkaUnavailableError` if none."""
         try:
-            return self._client.list_topics(topic=topic, timeout=ADMIN_TIMEOUT_S)
+            return self._client.list_topics(topic=topic, timeout=timeout)
         except KafkaException as exc:
             raise KafkaUnavailableError(
-                f"Kafka at {self.bootstrap} gave no metadata within {ADMIN_TIMEOUT_S:.0f}s "
-                f"({exc.args[0]})"
+                f"Kafka at {self.bootstrap} gave no metadata within {timeout:.0f}s ({exc.args[0]})"
             ) from None
 
     def check_reachable(self, timeout: float = 10.0) -> None:
@@ -155,8 +154,9 @@ class Admin:
             return None
         return len(meta.partitions[min(meta.partitions)].replicas)
 
-    def topics(self) -> set[str]:
-        return set(self._metadata().topics)
+    def topics(self, timeout: float = ADMIN_TIMEOUT_S) -> set[str]:
+        """The cluster's topics; `KafkaUnavailableError` if it gives none within `timeout`."""
+        return set(self._metadata(timeout=timeout).topics)
 
     def create_topics(
         self,

@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 from kstream.dataflow.job import Job, sink_nodes
 from kstream.dataflow.plan import Plan, started_with
-from kstream.errors import ConfigurationError, TimeoutConfigError
+from kstream.errors import ConfigurationError, KStreamError, TimeoutConfigError
 from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
 from kstream.runtime.sink import Guarantee
 
-__all__ = ["BROKER_MAX_TXN", "check_cluster", "transaction_timeout"]
+__all__ = ["BROKER_MAX_TXN", "check_cluster", "missing_topics", "transaction_timeout"]
 
 #: The broker setting that caps every transaction's timeout.
 BROKER_MAX_TXN = "transaction.max.timeout.ms"
@@ -70,6 +70,47 @@ def check_cluster(
     # Stated explicitly: a broker whose default is lower must not shrink them.
     admin.create_topics(plan.internal_topics(), {MAX_MESSAGE_BYTES: str(INTERNAL_TOPIC_MAX_BYTES)})
     return transaction_timeout_s
+
+
+def job_topics(plan: Plan) -> dict[str, str]:
+    """Every topic the job needs, with its role: "input", "output" or "internal"."""
+    kinds = dict.fromkeys(plan.internal_topics(), "internal")
+    for stage in plan.job.stages:
+        for node in sink_nodes(stage.root):
+            assert node.sink is not None
+            kinds.update(dict.fromkeys(node.sink.topics(), "output"))
+        if stage.source is not None:
+            kinds[stage.source.topic] = "input"
+    return kinds
+
+
+def missing_topics(plan: Plan, admin: Admin, timeout: float) -> list[str] | None:
+    """One line per topic of the job the cluster no longer has (deleted while it ran).
+
+    None when the cluster did not answer within `timeout`: an unreachable broker
+    is the recovery's business, not a reason to stop the job.
+    """
+    try:
+        existing = admin.topics(timeout)
+    except KStreamError:
+        return None
+    kinds = job_topics(plan)
+    lines = []
+    for topic in sorted(t for t in kinds if t not in existing):
+        kind = kinds[topic]
+        if kind == "internal":
+            advice = "the job's checkpoints point into it: start the job again with --fresh"
+        elif kind == "output":
+            advice = (
+                "recreate it (or run with --create-topics) and run the job again: it resumes "
+                "from its latest checkpoint (outputs already in the deleted topic are gone with it)"
+            )
+        else:
+            advice = "its unread records are gone with it; recreate it to run the job again"
+        lines.append(
+            f"{kind} topic {topic} no longer exists (deleted while the job ran?): {advice}"
+        )
+    return lines
 
 
 def _create_outputs(

@@ -70,7 +70,7 @@ from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.presence import WAIT_S, last_presence, needs_wait, still_alive
 from kstream.runtime.control import ControlReader, ControlWriter, read_messages
 from kstream.runtime.lock import ProcessLock, runner_lock_path
-from kstream.runtime.preflight import check_cluster
+from kstream.runtime.preflight import check_cluster, missing_topics
 from kstream.runtime.purge import ChannelPurger
 from kstream.runtime.run_report import RunReport
 from kstream.runtime.run_stats import RunStats
@@ -90,6 +90,10 @@ FALLBACK_DUPLICATES = (
 )
 #: After the workers exit, how long the runner reads their final heartbeats (counts).
 WIND_UP_TIMEOUT_S = 10.0
+#: How often a running job checks that its topics still exist (a metadata request).
+TOPIC_CHECK_S = 30.0
+#: How long the runner's loop may wait for that answer; no answer is no verdict.
+TOPIC_CHECK_TIMEOUT_S = 2.0
 
 
 class Runner:
@@ -149,6 +153,8 @@ class Runner:
         self.purger = ChannelPurger(bootstrap)
         self._acks: dict[int, dict[str, Acked]] = {}
         self._failed: str | None = None
+        self._admin = Admin(bootstrap)
+        self._topics_checked = time.monotonic()
         self.coordinator: Coordinator | None = None
         self.control: ControlWriter | None = None
         self.reader: ControlReader | None = None
@@ -413,9 +419,25 @@ class Runner:
         self._notify(self.report.tick(now))
         if self.spawn:
             self._check_workers(now)
+        if now - self._topics_checked >= TOPIC_CHECK_S:
+            self._topics_checked = now
+            self._topics_gone()
         if self._failed:
             raise JobFailedError(self._failed)
         self.purger.maybe_purge(now)
+
+    def _topics_gone(self) -> bool:
+        """Whether a topic of the job was deleted; if so the job is to stop, saying which.
+
+        A deleted input stalls a job silently and a deleted output makes every
+        commit fail, recovery after recovery: both need the user, not a retry.
+        """
+        missing = missing_topics(self.plan, self._admin, TOPIC_CHECK_TIMEOUT_S)
+        if not missing:
+            return False
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        self._failed = missing[0] + more
+        return True
 
     def _event(self, msg: ControlMessage, now: float) -> Event | None:
         """The coordinator's event for a message read; other messages are acted on here."""
@@ -474,6 +496,8 @@ class Runner:
                     self._acks.pop(c.checkpoint, None)
                     self._send(Aborted(c.checkpoint, c.generation, c.reason, time.time()))
                 case Recover():
+                    if self.stats.generation and self._topics_gone():
+                        continue  # no recovery can bring a deleted topic back: stop
                     if not self._restorable(c):
                         continue  # the fallback's own Recover was carried out instead
                     if self.stats.generation:
