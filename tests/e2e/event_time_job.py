@@ -4,8 +4,9 @@ Input lines are ``"<key> <timestamp ms> <value>"``; the source stamps each
 record with its timestamp. Per key, the job sums values into buckets
 ``[T - BUCKET, T)`` and emits ``(key, {"t": T, "sum": s, "wm": W})`` from
 ``on_timer`` once the watermark W reaches T; every record also emits
-``(key, {"seen": ts, "wm": W})`` with the watermark it was processed under, so
-a test can check from the output alone that the watermark never moved back.
+``(key, {"seen": ts, "stamp": S, "wm": W})`` with its partition stamp S and the
+watermark it was processed under, so a test can check from the output alone
+that stamps are reproducible and the watermark never moved back.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def add(key: str, line: str, ctx: KeyedContext) -> Iterator[tuple[str, dict[str,
     sums = ctx.map("sums")
     sums.put(end, sums.get(end, 0) + int(line.split()[2]))
     ctx.timers.register(end)
-    yield (key, {"seen": ts, "wm": ctx.watermark})
+    yield (key, {"seen": ts, "stamp": ctx.partition_watermark, "wm": ctx.watermark})
 
 
 def emit(key: str, ts: int, ctx: KeyedContext) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -66,6 +67,17 @@ def job(params: dict[str, str]) -> Job:
         .sink(KafkaSink(params["output"], value_serde="json"))
     )
     return j
+
+
+def stamps(partition_lines: list[str], out_of_orderness: int) -> list[int]:
+    """Each line's partition stamp: its partition's watermark before it
+    (largest earlier timestamp minus `out_of_orderness`; none before the first)."""
+    out, top = [], None
+    for line in partition_lines:
+        out.append(-(2**63) if top is None else max(-(2**63), top - out_of_orderness))
+        ts = int(line.split()[1])
+        top = ts if top is None else max(top, ts)
+    return out
 
 
 def reference(lines: list[str]) -> dict[tuple[str, int], int]:
