@@ -3,7 +3,8 @@
 Input lines are ``"<key> <timestamp ms> <value>"``; the source stamps each
 record with its timestamp. Per key, the job sums values into buckets
 ``[T - BUCKET, T)`` and emits ``(key, {"t": T, "sum": s, "wm": W})`` from
-``on_timer`` once the watermark W reaches T; every record also emits
+``on_timer`` once the watermark W reaches T, and at `FINAL` the key's
+record count ``(key, {"final": n, "wm": W})``; every record also emits
 ``(key, {"seen": ts, "stamp": S, "wm": W})`` with its partition stamp S and the
 watermark it was processed under, so a test can check from the output alone
 that stamps are reproducible and the watermark never moved back.
@@ -20,6 +21,9 @@ from kstream.dataflow.state import KeyedContext
 
 #: Width of a bucket (ms): a sum is emitted per key at every multiple of it.
 BUCKET = 1000
+#: A key's first record registers a timer here that emits the key's record
+#: count: registered once, so it fires only if the timer survived every restore.
+FINAL = 30_500
 
 
 def bucket_end(ts: int) -> int:
@@ -43,10 +47,17 @@ def add(key: str, line: str, ctx: KeyedContext) -> Iterator[tuple[str, dict[str,
     sums = ctx.map("sums")
     sums.put(end, sums.get(end, 0) + int(line.split()[2]))
     ctx.timers.register(end)
+    n = ctx.value("n")
+    if n.get(0) == 0:
+        ctx.timers.register(FINAL)
+    n.set(n.get(0) + 1)
     yield (key, {"seen": ts, "stamp": ctx.partition_watermark, "wm": ctx.watermark})
 
 
 def emit(key: str, ts: int, ctx: KeyedContext) -> Iterator[tuple[str, dict[str, Any]]]:
+    if ts == FINAL:
+        yield (key, {"final": ctx.value("n").get(0), "wm": ctx.watermark})
+        return
     sums = ctx.map("sums")
     yield (key, {"t": ts, "sum": sums.get(ts), "wm": ctx.watermark})
     sums.remove(ts)

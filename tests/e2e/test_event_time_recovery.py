@@ -106,6 +106,10 @@ def test_timer_sums_are_exactly_once_across_worker_kills_with_an_idle_partition(
     # Every bucket once (no bucket fired twice, none lost), with the reference's sum.
     assert sorted((k, t) for k, t, _ in real) == sorted(expected)
     assert {(k, t): s for k, t, s in real} == expected
+    # The timer each key registered once, with its first record, fired once.
+    finals = [(k, o["final"]) for k in KEYS for o in got.get(k, []) if "final" in o]
+    counts = [line.split()[0] for line in lines]
+    assert finals == [(k, counts.count(k)) for k in KEYS]
     # Every record once, under a watermark that never moved back (per key, in order).
     for key, outs in got.items():
         marks = [o["wm"] for o in outs]
