@@ -311,3 +311,15 @@ def test_each_bucket_is_emitted_once_with_its_sum_whatever_the_watermark_steps(
         assert all(wm >= t for (_, t, _, wm), _, _ in h.out.got)
     finally:
         store.close()
+
+
+def test_plan_shows_which_stages_have_event_time_and_where_timestamps_come_from() -> None:
+    from kstream.dataflow.describe import describe
+    from kstream.dataflow.plan import plan
+
+    text = describe(plan(timed_job(), 1))
+    assert text[1] == "stage 0 (parallelism 1, event time)"
+    assert text[2].endswith(
+        "timestamps <lambda> (out of order 5000 ms, idle after 10000 ms, future 86400000 ms)"
+    )
+    assert "  process sum (add, on_timer emit)" in text
