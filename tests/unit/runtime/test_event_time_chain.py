@@ -320,6 +320,7 @@ def test_plan_shows_which_stages_have_event_time_and_where_timestamps_come_from(
     text = describe(plan(timed_job(), 1))
     assert text[1] == "stage 0 (parallelism 1, event time)"
     assert text[2].endswith(
-        "timestamps <lambda> (out of order 5000 ms, idle after 10000 ms, future 86400000 ms)"
+        "timestamps timed_job.<locals>.<lambda> (out of order 5000 ms, idle after 10000 ms, "
+        "future 86400000 ms)"
     )
     assert "  process sum (add, on_timer emit)" in text
