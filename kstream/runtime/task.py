@@ -233,6 +233,7 @@ class Subtask:
                 raise_if_undelivered=self.rt.raise_if_undelivered,
                 source_position=self._source_position(),
                 max_record_bytes=self.rt.max_record_bytes,
+                event_time=self._event_time() if self.element.timed else None,
             )
         )
         self.sinks[f"{node.sink.name}#{ordinal}"] = writer
@@ -261,6 +262,14 @@ class Subtask:
         )
         self.writers.append(cw)
         return cw.send
+
+    def _event_time(self) -> Callable[[], int | None]:
+        element = self.element
+
+        def event_time() -> int | None:
+            return element.timestamp
+
+        return event_time
 
     def _source_position(self) -> Callable[[], tuple[str, int, int] | None] | None:
         """How sinks of this stage learn the source record behind a result (sources only)."""

@@ -69,7 +69,7 @@ def job(params: dict[str, str]) -> Job:
         params["input"],
         timestamps=event_time,
         out_of_orderness_ms=int(params.get("ooo", "3000")),
-        idle_timeout_ms=int(params.get("idle", "1500")),
+        idle_timeout_ms=int(params.get("idle", "2000")),
     )
     (
         j.source(source)
