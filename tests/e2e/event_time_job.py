@@ -3,7 +3,7 @@
 Input lines are ``"<key> <timestamp ms> <value>"``; the source stamps each
 record with its timestamp. Per key, the job sums values into buckets
 ``[T - BUCKET, T)`` and emits ``(key, {"t": T, "sum": s, "wm": W})`` from
-``on_timer`` once the watermark W reaches T, and at `FINAL` the key's
+``on_timer`` once the watermark W reaches T, and at ``final`` the key's
 record count ``(key, {"final": n, "wm": W})``; every record also emits
 ``(key, {"seen": ts, "stamp": S, "wm": W})`` with its partition stamp S and the
 watermark it was processed under, so a test can check from the output alone
@@ -21,9 +21,9 @@ from kstream.dataflow.state import KeyedContext
 
 #: Width of a bucket (ms): a sum is emitted per key at every multiple of it.
 BUCKET = 1000
-#: A key's first record registers a timer here that emits the key's record
-#: count: registered once, so it fires only if the timer survived every restore.
-FINAL = 30_500
+#: A key's first record registers a timer at parameter ``final`` (ms) that
+#: emits the key's record count: registered once, so it fires only if the timer
+#: survived every restore.
 
 
 def bucket_end(ts: int) -> int:
@@ -40,30 +40,33 @@ def event_time(line: str) -> object:
     return int(text) if text.lstrip("-").isdigit() else text
 
 
-def add(key: str, line: str, ctx: KeyedContext) -> Iterator[tuple[str, dict[str, Any]]]:
-    ts = ctx.timestamp
-    assert ts is not None
-    end = bucket_end(ts)
-    sums = ctx.map("sums")
-    sums.put(end, sums.get(end, 0) + int(line.split()[2]))
-    ctx.timers.register(end)
-    n = ctx.value("n")
-    if n.get(0) == 0:
-        ctx.timers.register(FINAL)
-    n.set(n.get(0) + 1)
-    yield (key, {"seen": ts, "stamp": ctx.partition_watermark, "wm": ctx.watermark})
-
-
-def emit(key: str, ts: int, ctx: KeyedContext) -> Iterator[tuple[str, dict[str, Any]]]:
-    if ts == FINAL:
-        yield (key, {"final": ctx.value("n").get(0), "wm": ctx.watermark})
-        return
-    sums = ctx.map("sums")
-    yield (key, {"t": ts, "sum": sums.get(ts), "wm": ctx.watermark})
-    sums.remove(ts)
+Out = Iterator[tuple[str, dict[str, Any]]]
 
 
 def job(params: dict[str, str]) -> Job:
+    final = int(params.get("final", "0"))
+
+    def add(key: str, line: str, ctx: KeyedContext) -> Out:
+        ts = ctx.timestamp
+        assert ts is not None
+        end = bucket_end(ts)
+        sums = ctx.map("sums")
+        sums.put(end, sums.get(end, 0) + int(line.split()[2]))
+        ctx.timers.register(end)
+        n = ctx.value("n")
+        if n.get(0) == 0 and final:
+            ctx.timers.register(final)
+        n.set(n.get(0) + 1)
+        yield (key, {"seen": ts, "stamp": ctx.partition_watermark, "wm": ctx.watermark})
+
+    def emit(key: str, ts: int, ctx: KeyedContext) -> Out:
+        if ts == final:
+            yield (key, {"final": ctx.value("n").get(0), "wm": ctx.watermark})
+            return
+        sums = ctx.map("sums")
+        yield (key, {"t": ts, "sum": sums.get(ts), "wm": ctx.watermark})
+        sums.remove(ts)
+
     j = Job(params["name"])
     source = KafkaSource(
         params["input"],

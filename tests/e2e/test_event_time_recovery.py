@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,21 +37,30 @@ JITTER_MS = 2_000
 #: so the watermark passes every bucket of the real keys, once partition 2 is idle.
 PAD = 600
 PAD_AHEAD_MS = 20_000
+#: The timer each key registers with its first record (after every real bucket,
+#: before the watermark the padding brings).
+FINAL_MS = 30_500
 
 
-def fed_lines(seed: int) -> tuple[list[str], list[str]]:
+def now_bucket() -> int:
+    """Event time starts now (a bucket boundary): the sink writes event time as the
+    Kafka timestamp, and the broker's retention deletes records stamped in 1970."""
+    return time.time_ns() // 1_000_000 // 1000 * 1000  # event_time_job.BUCKET
+
+
+def fed_lines(seed: int, t0: int) -> tuple[list[str], list[str]]:
     """Lines for partitions 0 and 1 (alternating, as the feeder writes them), and
     for partition 2. Partitions 0 and 1 advance in lock-step, so neither is ever
     behind the other's watermark, even if one was briefly thought idle."""
     rnd = random.Random(seed)
     fed = []
     for i in range(FED * 2):
-        base = (i // 2) * STEP_MS
-        fed.append(f"{rnd.choice(KEYS)} {base + rnd.randrange(JITTER_MS)} {rnd.randrange(100)}")
-    end = (FED - 1) * STEP_MS + PAD_AHEAD_MS
+        at = t0 + (i // 2) * STEP_MS + rnd.randrange(JITTER_MS)
+        fed.append(f"{rnd.choice(KEYS)} {at} {rnd.randrange(100)}")
+    end = t0 + (FED - 1) * STEP_MS + PAD_AHEAD_MS
     fed += [f"~pad {end} 0"] * (PAD * 2)
     silent = [
-        f"{rnd.choice(KEYS)} {i * STEP_MS + rnd.randrange(JITTER_MS)} {rnd.randrange(100)}"
+        f"{rnd.choice(KEYS)} {t0 + i * STEP_MS + rnd.randrange(JITTER_MS)} {rnd.randrange(100)}"
         for i in range(SILENT)
     ]
     return fed, silent
@@ -69,15 +79,17 @@ def outputs(bootstrap: str, topic: str) -> dict[str, list[dict[str, Any]]]:
 def test_timer_sums_are_exactly_once_across_worker_kills_with_an_idle_partition(
     bootstrap: str, tmp_path: Path
 ) -> None:
-    from event_time_job import FINAL, job, reference, stamps
+    from event_time_job import job, reference, stamps
 
     run = unique_name("event-time")
     src, dst = f"{run}-in", f"{run}-out"
     Admin(bootstrap).create_topics({src: 3, dst: 3})
-    fed, silent = fed_lines(seed=11)
+    t0 = now_bucket()
+    final = t0 + FINAL_MS
+    fed, silent = fed_lines(seed=11, t0=t0)
     produce(bootstrap, src, [(None, s.encode()) for s in silent], partition=2)
     feeder = Feeder(bootstrap, src, [s.encode() for s in fed], 2, rate=400.0)
-    params = {"input": src, "output": dst, "name": f"et-{run}"}
+    params = {"input": src, "output": dst, "name": f"et-{run}", "final": str(final)}
     runner = Runner(
         job(params),
         spec=f"{JOB_FILE}:job",
@@ -127,9 +139,7 @@ def test_timer_sums_are_exactly_once_across_worker_kills_with_an_idle_partition(
     # Outputs are written with their event time: a record's own, a timer's time.
     for outs in got.values():
         for o in outs:
-            event_time = o.get("seen", o.get("t", FINAL))
-            if event_time > 0:
-                assert o["kafka_ts"] == event_time, o
+            assert o["kafka_ts"] == o.get("seen", o.get("t", final)), o
     # The timer each key registered once, with its first record, fired once.
     finals = [(k, o["final"]) for k in KEYS for o in got.get(k, []) if "final" in o]
     counts = [line.split()[0] for line in lines]
@@ -161,13 +171,15 @@ def test_records_without_a_usable_timestamp_are_dead_letters_and_move_no_waterma
     run = unique_name("event-time-bad")
     src, dst = f"{run}-in", f"{run}-out"
     Admin(bootstrap).create_topics({src: 1, dst: 1})
+    t0 = now_bucket()
+    far = t0 + 2 * 86_400_000
     lines = [
-        "a 100 1",
-        "a 500000000000 7",  # more than a day ahead of the partition's watermark
-        "a 200 2",
+        f"a {t0 + 100} 1",
+        f"a {far} 7",  # more than a day ahead of the partition's watermark
+        f"a {t0 + 200} 2",
         "a soon 5",  # no timestamp at all
-        "a 900 4",
-        "a 5000 0",  # moves the watermark past the first bucket (out-of-orderness 1 s)
+        f"a {t0 + 900} 4",
+        f"a {t0 + 5000} 0",  # moves the watermark past the first bucket (1 s of disorder)
     ]
     produce(bootstrap, src, [(None, s.encode()) for s in lines])
     params = {"input": src, "output": dst, "name": f"etb-{run}", "ooo": "1000"}
@@ -185,11 +197,11 @@ def test_records_without_a_usable_timestamp_are_dead_letters_and_move_no_waterma
     run_until_consumed(runner, src, {0: len(lines)}, timeout=300)
     wait_settled(bootstrap, dst)
     letters = read_all(bootstrap, dead_letter_topic(params["name"]))
-    assert [r.value for r in letters] == [b"a 500000000000 7", b"a soon 5"]
+    assert [r.value for r in letters] == [f"a {far} 7".encode(), b"a soon 5"]
     reasons = [dict(r.headers)[ERROR_HEADER].decode() for r in letters]
-    assert reasons[0].startswith("TimestampError: timestamp 500000000000 is more than")
+    assert reasons[0].startswith(f"TimestampError: timestamp {far} is more than")
     assert reasons[1] == "TimestampError: no usable timestamp: 'soon'"
     fired = [o for o in outputs(bootstrap, dst)["a"] if "t" in o]
     # The far-future record neither jumped the watermark (the first bucket fired
     # once, complete) nor counted.
-    assert [(o["t"], o["sum"]) for o in fired] == [(1000, 7)]
+    assert [(o["t"], o["sum"]) for o in fired] == [(t0 + 1000, 7)]
