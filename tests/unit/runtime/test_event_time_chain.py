@@ -381,3 +381,41 @@ def test_a_timer_key_the_state_serde_cannot_store_fails_the_flush_naming_it(
     h.push(Opaque(), ("x", 1, 1))
     with pytest.raises(StateValueError, match=r"the key Opaque\(\) of a timer of s1.sum"):
         store.flush()
+
+
+def test_a_co_process_on_timer_serves_the_timers_of_both_sides(store: StateStore) -> None:
+    from kstream.runtime.chain import input_pushes
+
+    def side(name: str) -> Any:
+        def fn(key: str, value: Any, ctx: KeyedContext) -> None:
+            ctx.map("seen").put(name, ctx.timestamp)
+            ctx.timers.register(50)
+
+        return fn
+
+    def both(key: str, ts: int, ctx: KeyedContext) -> Iterator[tuple[str, list[Any]]]:
+        yield key, sorted(ctx.map("seen").items())
+
+    j = Job("co")
+    a = j.source(KafkaSource("a", timestamps="kafka")).key_by(key_of)
+    b = j.source(KafkaSource("b", timestamps="kafka")).key_by(key_of)
+    a.connect(b).process(side("a"), side("b"), on_timer=both, name="co").sink(KafkaSink("o"))
+    j.validate()
+    element = ElementContext(timed=True)
+    out, ops = Outputs(element), []
+    push = compile_chain(
+        j.stages[2].root,
+        stage_index=2,
+        state=store,
+        open_sink=out.open,
+        open_edge=out.open,
+        element=element,
+        timer_operators=ops,
+    )
+    on_a, on_b = input_pushes(j.stages[2], push)
+    element.timestamp = 3
+    on_a("k", ("k", 3, 0))
+    element.timestamp = 4
+    on_b("k", ("k", 4, 0))
+    assert fire_due(ops, TimerDomain.EVENT, 50, _raise) == 1  # one timer: (k, 50)
+    assert [v for v, _, _ in out.got] == [("k", [("a", 3), ("b", 4)])]
