@@ -45,6 +45,7 @@ from kstream.protocol.barrier import (
     Unblock,
 )
 from kstream.protocol.counters import WorkerCounters
+from kstream.protocol.flow import FlowConfig
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage, Declined
 from kstream.protocol.names import channel_topic
@@ -59,6 +60,7 @@ from kstream.runtime.channel import (
 )
 from kstream.runtime.consumers import task_consumer
 from kstream.runtime.dead_letters import RAW, PolicyCounts, RecordErrors
+from kstream.runtime.flow import FlowControl, PositionReport
 from kstream.runtime.kafka import request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta, check_state_serde
@@ -97,6 +99,8 @@ class TaskRuntime:
     max_record_bytes: int = DEFAULT_PRODUCER_BYTES
     #: `JobIdentity.fingerprint` of the job, recorded in every snapshot.
     identity: str = ""
+    #: Flow control: how much the channels a subtask writes may hold (`kstream.runtime.flow`).
+    flow: FlowConfig = field(default_factory=FlowConfig)
 
 
 @dataclass
@@ -181,6 +185,16 @@ class Subtask:
             writer.recover(restore_from, kept)
             writer.begin_epoch(self._epoch)
         self.consumer = task_consumer(rt.bootstrap, self.job.name, self.id)
+        #: Pauses reading while the channels this subtask writes hold too much.
+        self.flow = FlowControl(
+            rt.bootstrap,
+            rt.plan,
+            spec,
+            rt.flow,
+            self.consumer,
+            held=self._held_inputs,
+            on_resume=self._on_flow_resume,
+        )
 
     # -- the chain's ends ---------------------------------------------------
 
@@ -321,6 +335,13 @@ class Subtask:
     def poll(self, timeout: float) -> int:
         raise NotImplementedError
 
+    def _held_inputs(self) -> set[tuple[str, int]]:
+        """Input partitions held paused apart from flow control (a flow resume skips them)."""
+        return set()
+
+    def _on_flow_resume(self) -> None:
+        """Flow control resumed reading."""
+
     def counters(self) -> WorkerCounters:
         """What this subtask did so far (see `kstream.protocol.counters`)."""
         return WorkerCounters(0, self.stats.records_out, self.stats.dead_letters)
@@ -328,6 +349,7 @@ class Subtask:
     def close(self) -> None:
         for w in self.sinks.values():
             w.close()
+        self.flow.close()
         self.consumer.close()
         if self.state is not None:
             self.state.close()
@@ -404,6 +426,7 @@ class SourceTask(Subtask):
         while self._triggered:
             n = self._triggered.pop(0)
             self.snapshot(n, source_offsets={self.topic: dict(self.positions)})
+        self.flow.step(time.monotonic())
         if not self.positions:
             return 0
         msgs = self.consumer.consume(BATCH, timeout)
@@ -452,6 +475,10 @@ class ChannelTask(Subtask):
                 offsets.update(self.restored.channel_offsets.get(topic, {}))
             assigned += [TopicPartition(topic, p, o) for p, o in offsets.items()]
         self._resume: dict[Channel, int] = {}
+        #: Channels the aligner unblocked while flow control paused reading: they
+        #: stay paused (their records skipped) until reading resumes, then are re-read.
+        self._deferred: set[Channel] = set()
+        self._report = PositionReport(self.consumer)
         self._align_started: float | None = None
         self.consumer.assign(assigned)
 
@@ -460,14 +487,18 @@ class ChannelTask(Subtask):
         super().on_abort(checkpoint)
 
     def poll(self, timeout: float) -> int:
+        now = time.monotonic()
+        self._report.step(now)
+        self.flow.step(now)
         msgs = self.consumer.consume(BATCH, timeout)
         aligner = self.aligner
         pushes, channels = self.pushes, self.channels
         loads = pickle.loads
         keyed = self.stage.keyed
-        # Channels re-positioned (seek) during this batch: the rest of their
-        # records in it are stale copies that will be fetched again in order.
-        reseeked: set[Channel] = set()
+        # Channels re-positioned (seek) during this batch, or waiting for flow
+        # control to resume them: the rest of their records in it are stale
+        # copies that will be fetched again in order.
+        reseeked: set[Channel] = set(self._deferred)
         processed = 0
         for m in msgs:
             if m.error() is not None:
@@ -537,17 +568,30 @@ class ChannelTask(Subtask):
                         alignment_ms=alignment_ms,
                     )
                 case Unblock():
-                    tp = TopicPartition(action.channel.topic, action.channel.partition)
-                    self.consumer.resume([tp])
-                    self.consumer.seek(
-                        TopicPartition(tp.topic, tp.partition, self._resume.pop(action.channel))
-                    )
+                    if self.flow.paused:
+                        self._deferred.add(action.channel)
+                    else:
+                        self._unblock(action.channel)
                     reseeked.add(action.channel)
                 case AbandonAlignment():
                     self._align_started = None
                     self.decline(action.checkpoint, "alignment abandoned")
                 case _:
                     assert_never(action)
+
+    def _unblock(self, channel: Channel) -> None:
+        """Read `channel` again, from just after the barrier that blocked it."""
+        tp = TopicPartition(channel.topic, channel.partition)
+        self.consumer.resume([tp])
+        self.consumer.seek(TopicPartition(tp.topic, tp.partition, self._resume.pop(channel)))
+
+    def _held_inputs(self) -> set[tuple[str, int]]:
+        return {(c.topic, c.partition) for c in self._resume}
+
+    def _on_flow_resume(self) -> None:
+        for channel in sorted(self._deferred):
+            self._unblock(channel)
+        self._deferred.clear()
 
 
 def _raise_if_fatal(msg: Message) -> None:
