@@ -32,6 +32,7 @@ from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.flow import channel_lags
 from kstream.runtime.control import read_messages
 from kstream.runtime.flow import ChannelProbe, written_channels
 from kstream.runtime.runner import Runner
@@ -145,12 +146,8 @@ def backlog_run(
                 latest = probe.latest
                 if latest is not None and latest is not seen_probe:
                     seen_probe = latest
-                    lags = [
-                        max(0, end - latest.positions[ch])
-                        for ch, end in latest.ends.items()
-                        if ch in latest.positions
-                    ]
-                    result.peak_lag = max([result.peak_lag, *lags])
+                    lags = channel_lags(latest.ends, latest.positions, latest.starts)
+                    result.peak_lag = max([result.peak_lag, *lags.values()])
                 offsets = runner.stats.source_offsets.get(src, {})
                 if all(offsets.get(p, 0) >= e for p, e in ends.items() if e > 0):
                     break

@@ -9,15 +9,21 @@ subtask reads its inputs:
 
 * the **lag** of a channel is its end offset minus the position its reader
   reported (`Probed`), in channel records, never below 0. A channel whose
-  reader reported no position yet has lag 0: flow control fails open, it never
-  stops a job on missing information;
+  reader reported no position yet counts from the channel's first offset (a
+  reader that has not started yet has read nothing of it); without that
+  either, its lag is 0;
+* a gate starts paused (`Opened`): until the first probe answers, the
+  writer does not know what its channels hold (a restarted job's channels
+  may hold a backlog already, and a writer reading on would add a few
+  batches before it learns so);
 * the gate **pauses** (`Pause`) once some channel's lag exceeds
   `FlowConfig.max_lag`, and **resumes** (`Resume`) once every channel's lag is
   at most `FlowConfig.resume_lag` (hysteresis: one probe's noise must not
   flip it back and forth);
-* a paused gate whose latest probe is older than `FlowConfig.stale_after_s`
-  resumes (`Tick`): when the probes stop answering, reading on is the safe
-  side, since lag only costs latency while a stuck source costs the job;
+* a paused gate whose latest probe (or its opening, before any probe) is
+  older than `FlowConfig.stale_after_s` resumes (`Tick`): when the probes
+  stop answering, reading on is the safe side, since lag only costs latency
+  while a stuck source costs the job;
 * ``max_lag == 0`` turns flow control off: the gate never pauses.
 
 `FlowGate.handle` takes one event and returns the actions the runtime carries
@@ -28,7 +34,7 @@ reason). It does no I/O and reads no clock: times come in the events.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import assert_never
 
 from kstream.errors import ConfigurationError
@@ -40,6 +46,7 @@ __all__ = [
     "FlowConfig",
     "FlowEvent",
     "FlowGate",
+    "Opened",
     "Pause",
     "Probed",
     "Resume",
@@ -94,12 +101,21 @@ class Probed:
     """A probe's answer, read at time `at` (seconds, any monotonic clock).
 
     `ends`: the end offset of every channel the subtask writes; `positions`:
-    the position each channel's reader last reported (missing: none yet).
+    the position each channel's reader last reported (missing: none yet);
+    `starts`: the first offset of channels whose reader reported none.
     """
 
     at: float
     ends: Mapping[Channel, int]
     positions: Mapping[Channel, int]
+    starts: Mapping[Channel, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """The subtask starts reading at `now` (same clock as `Probed.at`)."""
+
+    now: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +125,7 @@ class Tick:
     now: float
 
 
-FlowEvent = Probed | Tick
+FlowEvent = Opened | Probed | Tick
 
 
 # -- actions -----------------------------------------------------------------
@@ -117,9 +133,10 @@ FlowEvent = Probed | Tick
 
 @dataclass(frozen=True, slots=True)
 class Pause:
-    """Stop reading the inputs: the channels hold `lag` records on `channel`."""
+    """Stop reading the inputs: the channels hold `lag` records on `channel`
+    (None: their lag is not known yet)."""
 
-    channel: Channel
+    channel: Channel | None
     lag: int
 
 
@@ -132,16 +149,22 @@ FlowAction = Pause | Resume
 
 
 def channel_lags(
-    ends: Mapping[Channel, int], positions: Mapping[Channel, int]
+    ends: Mapping[Channel, int],
+    positions: Mapping[Channel, int],
+    starts: Mapping[Channel, int] | None = None,
 ) -> dict[Channel, int]:
-    """Per channel of `ends`, its lag: end minus reported position, at least 0, 0 if unknown.
+    """Per channel of `ends`, its lag: end minus reported position, at least 0.
 
-    A position past the end (a reader's report from before the topic was
-    purged or recreated) counts as no lag, as does a negative (invalid) one.
+    A channel without a valid (non-negative) position counts from its start
+    in `starts`, and has no lag if that is missing too. A position past the
+    end (a reader's report from before the topic was purged or recreated)
+    counts as no lag.
     """
     lags = {}
     for ch, end in ends.items():
         pos = positions.get(ch, -1)
+        if pos < 0 and starts is not None:
+            pos = starts.get(ch, -1)
         lags[ch] = max(0, end - pos) if pos >= 0 else 0
     return lags
 
@@ -154,11 +177,21 @@ class FlowGate:
         self.paused = False
         #: When the latest probe applied was read (None: none yet).
         self.probed_at: float | None = None
+        #: When the subtask started reading (None: not yet).
+        self.opened_at: float | None = None
         #: Lag per channel at the latest probe.
         self.lags: dict[Channel, int] = {}
 
     def handle(self, event: FlowEvent) -> list[FlowAction]:
         match event:
+            case Opened():
+                if not self.config.enabled or self.opened_at is not None:
+                    return []
+                self.opened_at = event.now
+                if self.probed_at is not None or self.paused:
+                    return []
+                self.paused = True
+                return [Pause(None, 0)]
             case Probed():
                 return self._probed(event)
             case Tick():
@@ -170,7 +203,7 @@ class FlowGate:
         if self.probed_at is not None and event.at < self.probed_at:
             return []  # an older answer overtaken by a newer one
         self.probed_at = event.at
-        self.lags = channel_lags(event.ends, event.positions)
+        self.lags = channel_lags(event.ends, event.positions, event.starts)
         if not self.config.enabled:
             return []
         worst = max(self.lags.items(), key=lambda kv: (kv[1], kv[0]), default=None)
@@ -187,7 +220,8 @@ class FlowGate:
     def _tick(self, now: float) -> list[FlowAction]:
         if not self.paused:
             return []
-        if self.probed_at is None or now - self.probed_at > self.config.stale_after_s:
+        heard = self.probed_at if self.probed_at is not None else self.opened_at
+        if heard is None or now - heard > self.config.stale_after_s:
             return self._resume()
         return []
 

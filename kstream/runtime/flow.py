@@ -36,7 +36,7 @@ from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-
 from kstream.dataflow.job import Node, children
 from kstream.dataflow.plan import Plan, TaskSpec
 from kstream.protocol.barrier import Channel
-from kstream.protocol.flow import FlowConfig, FlowGate, Pause, Probed, Resume, Tick
+from kstream.protocol.flow import FlowConfig, FlowGate, Opened, Pause, Probed, Resume, Tick
 from kstream.protocol.names import channel_topic, task_group
 from kstream.runtime.kafka import client_config
 
@@ -150,20 +150,34 @@ class ChannelProbe:
             group_futures += self._admin.list_consumer_group_offsets(
                 [request], request_timeout=PROBE_TIMEOUT_S
             ).values()
-        ends = {
-            Channel(tp.topic, tp.partition): int(f.result(PROBE_TIMEOUT_S).offset)
-            for tp, f in end_futures.items()
-        }
+        ends = _offsets(end_futures)
         positions: dict[Channel, int] = {}
         for f in group_futures:
             for tp in f.result(PROBE_TIMEOUT_S).topic_partitions:
                 if tp.error is None and tp.offset >= 0:
                     positions[Channel(tp.topic, tp.partition)] = int(tp.offset)
-        return Probed(at, ends, positions)
+        unknown = [TopicPartition(c.topic, c.partition) for c in ends if c not in positions]
+        starts = {}
+        if unknown:
+            # Readers that have not reported yet (starting): count from each channel's start.
+            earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+            starts = _offsets(
+                self._admin.list_offsets(
+                    dict.fromkeys(unknown, earliest), request_timeout=PROBE_TIMEOUT_S
+                )
+            )
+        return Probed(at, ends, positions, starts)
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(PROBE_TIMEOUT_S * 2)
+
+
+def _offsets(futures: dict[TopicPartition, Future[Any]]) -> dict[Channel, int]:
+    return {
+        Channel(tp.topic, tp.partition): int(f.result(PROBE_TIMEOUT_S).offset)
+        for tp, f in futures.items()
+    }
 
 
 class FlowControl:
@@ -203,7 +217,8 @@ class FlowControl:
         """Apply the newest probe answer and the time `now` (monotonic)."""
         if self._probe is None:
             return
-        actions = self.gate.handle(Tick(now))
+        actions = self.gate.handle(Opened(now)) if self.gate.opened_at is None else []
+        actions += self.gate.handle(Tick(now))
         latest = self._probe.latest
         if latest is not None and latest is not self._seen:
             self._seen = latest
@@ -212,7 +227,7 @@ class FlowControl:
             match action:
                 case Pause():
                     self.pauses += 1
-                    log.debug("pausing: %s holds %d records", action.channel, action.lag)
+                    log.debug("pausing: %s holds %d records", action.channel or "?", action.lag)
                     self._consumer.pause(self._consumer.assignment())
                 case Resume():
                     held = self._held()

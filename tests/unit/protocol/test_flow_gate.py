@@ -14,6 +14,7 @@ from kstream.protocol.flow import (
     FlowConfig,
     FlowEvent,
     FlowGate,
+    Opened,
     Pause,
     Probed,
     Resume,
@@ -84,8 +85,31 @@ def test_stale_probes_resume_blind_and_fresh_ones_pause_again() -> None:
     assert gate.handle(probe(11.0, 50)) == [Pause(C0, 50)]
 
 
+def test_a_gate_opens_paused_until_a_probe_says_otherwise() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10, stale_after_s=2.0))
+    assert gate.handle(Opened(1.0)) == [Pause(None, 0)]
+    assert gate.handle(Opened(1.5)) == []  # once only
+    assert gate.handle(Tick(2.9)) == []
+    assert gate.handle(probe(3.0, 5)) == [Resume()]
+
+
+def test_a_gate_opened_paused_resumes_blind_if_no_probe_answers() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10, stale_after_s=2.0))
+    gate.handle(Opened(1.0))
+    assert gate.handle(Tick(3.0)) == []
+    assert gate.handle(Tick(3.5)) == [Resume()]
+
+
+def test_a_gate_opened_after_a_probe_follows_the_probe() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10))
+    gate.handle(probe(1.0, 3))
+    assert gate.handle(Opened(1.5)) == []
+    assert not gate.paused
+
+
 def test_off_never_pauses() -> None:
     gate = FlowGate(FlowConfig(max_lag=0))
+    assert gate.handle(Opened(0.5)) == []
     assert gate.handle(probe(1.0, 999)) == []
     assert gate.lags[C0] == 999  # still measured
 
@@ -119,10 +143,15 @@ def histories(draw: st.DrawFn) -> list[FlowEvent]:
     """Probes and ticks with a clock that mostly moves on; probes may arrive out of order."""
     events: list[FlowEvent] = []
     now = 0.0
+    if draw(st.booleans()):
+        events.append(Opened(now))
     for _ in range(draw(st.integers(1, 40))):
         now += draw(st.sampled_from([0.0, 0.05, 0.1, 0.5, STALE, 3 * STALE]))
-        if draw(st.booleans()):
+        kind = draw(st.sampled_from(["tick", "probe", "probe", "opened"]))
+        if kind == "tick":
             events.append(Tick(now))
+        elif kind == "opened":
+            events.append(Opened(now))
         else:
             at = now - draw(st.sampled_from([0.0, 0.0, 0.2, 2 * STALE]))
             ends = {c: draw(st.integers(0, 60)) for c in CHANNELS}
@@ -149,6 +178,7 @@ def test_decisions_follow_the_rules(
     gate = FlowGate(config)
     emitted: list[FlowAction] = []
     newest: float | None = None
+    opened: float | None = None
     for event in history:
         was_paused = gate.paused
         actions = gate.handle(event)
@@ -174,8 +204,18 @@ def test_decisions_follow_the_rules(
                 # Between the marks: no change.
                 assert actions == []
                 assert gate.paused == was_paused
+        elif isinstance(event, Opened):
+            if config.enabled and opened is None:
+                opened = event.now
+                first = newest is None and not was_paused
+                assert actions == ([Pause(None, 0)] if first else [])
+                assert gate.paused == (first or was_paused)
+            else:
+                assert actions == []
+                assert gate.paused == was_paused
         else:
-            if was_paused and newest is not None and event.now - newest > STALE:
+            heard = newest if newest is not None else opened
+            if was_paused and heard is not None and event.now - heard > STALE:
                 assert actions == [Resume()]
                 assert not gate.paused
             else:
