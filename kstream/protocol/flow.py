@@ -12,6 +12,11 @@ subtask reads its inputs:
   reader reported no position yet counts from the channel's first offset (a
   reader that has not started yet has read nothing of it); without that
   either, its lag is 0;
+* between two probes the writer adds what it wrote since the latest probe
+  began (`Wrote`, its own counts): a fast writer pauses within one batch of
+  crossing the bound instead of one probe round trip later. The estimate
+  errs high by what the probe already saw of those records, until the next
+  probe replaces it;
 * a gate starts paused (`Opened`): until the first probe answers, the
   writer does not know what its channels hold (a restarted job's channels
   may hold a backlog already, and a writer reading on would add a few
@@ -51,6 +56,7 @@ __all__ = [
     "Probed",
     "Resume",
     "Tick",
+    "Wrote",
     "channel_lags",
 ]
 
@@ -102,13 +108,22 @@ class Probed:
 
     `ends`: the end offset of every channel the subtask writes; `positions`:
     the position each channel's reader last reported (missing: none yet);
-    `starts`: the first offset of channels whose reader reported none.
+    `starts`: the first offset of channels whose reader reported none;
+    `written`: the writer's own counts (`Wrote.written`) when the probe began.
     """
 
     at: float
     ends: Mapping[Channel, int]
     positions: Mapping[Channel, int]
     starts: Mapping[Channel, int] = field(default_factory=dict)
+    written: Mapping[Channel, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Wrote:
+    """The writer's own counts: channel records it wrote into each channel since it opened."""
+
+    written: Mapping[Channel, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +140,7 @@ class Tick:
     now: float
 
 
-FlowEvent = Opened | Probed | Tick
+FlowEvent = Opened | Probed | Tick | Wrote
 
 
 # -- actions -----------------------------------------------------------------
@@ -181,6 +196,8 @@ class FlowGate:
         self.opened_at: float | None = None
         #: Lag per channel at the latest probe.
         self.lags: dict[Channel, int] = {}
+        #: The writer's counts when the latest probe began.
+        self._written_at_probe: Mapping[Channel, int] = {}
 
     def handle(self, event: FlowEvent) -> list[FlowAction]:
         match event:
@@ -196,6 +213,8 @@ class FlowGate:
                 return self._probed(event)
             case Tick():
                 return self._tick(event.now)
+            case Wrote():
+                return self._wrote(event.written)
             case _:
                 assert_never(event)
 
@@ -204,6 +223,7 @@ class FlowGate:
             return []  # an older answer overtaken by a newer one
         self.probed_at = event.at
         self.lags = channel_lags(event.ends, event.positions, event.starts)
+        self._written_at_probe = event.written
         if not self.config.enabled:
             return []
         worst = max(self.lags.items(), key=lambda kv: (kv[1], kv[0]), default=None)
@@ -215,6 +235,17 @@ class FlowGate:
             return [Pause(channel, lag)]
         if self.paused and lag <= self.config.resume_at:
             return self._resume()
+        return []
+
+    def _wrote(self, written: Mapping[Channel, int]) -> list[FlowAction]:
+        if self.paused or not self.config.enabled:
+            return []
+        since = self._written_at_probe
+        for ch, n in sorted(written.items()):
+            lag = self.lags.get(ch, 0) + max(0, n - since.get(ch, 0))
+            if lag > self.config.max_lag:
+                self.paused = True
+                return [Pause(ch, lag)]
         return []
 
     def _tick(self, now: float) -> list[FlowAction]:

@@ -11,8 +11,11 @@ carries out what it says (see docs/architecture.md, "Flow control"):
   it writes (one ListOffsets request) and for the positions their readers
   committed (one OffsetFetch per downstream subtask), off the processing
   thread;
+* the writer counts the channel records it hands to its producer, per
+  channel (`FlowControl.counted`: one dictionary update per channel record,
+  which carries up to 500 stream records);
 * `FlowControl.step`, called once per poll of the subtask, hands the newest
-  answer and the time to the gate and pauses or resumes the subtask's
+  answer, its counts and the time to the gate and pauses or resumes the subtask's
   consumer (`Consumer.pause`/`resume`: local calls, no request). The subtask's
   loop goes on while paused, so triggers, control messages and barriers are
   served and checkpoints proceed.
@@ -25,9 +28,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import Any, assert_never
+from typing import Any, assert_never, cast
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 # Public, but missing from the type stubs' exports.
@@ -36,7 +39,16 @@ from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-
 from kstream.dataflow.job import Node, children
 from kstream.dataflow.plan import Plan, TaskSpec
 from kstream.protocol.barrier import Channel
-from kstream.protocol.flow import FlowConfig, FlowGate, Opened, Pause, Probed, Resume, Tick
+from kstream.protocol.flow import (
+    FlowConfig,
+    FlowGate,
+    Opened,
+    Pause,
+    Probed,
+    Resume,
+    Tick,
+    Wrote,
+)
 from kstream.protocol.names import channel_topic, task_group
 from kstream.runtime.kafka import client_config
 
@@ -114,8 +126,15 @@ class PositionReport:
 class ChannelProbe:
     """A thread reading the lag inputs of `channels` (channel -> its reader's group)."""
 
-    def __init__(self, bootstrap: str, channels: dict[Channel, str]) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        channels: dict[Channel, str],
+        written: dict[Channel, int] | None = None,
+    ) -> None:
         self._channels = channels
+        #: The writer's counts, read (copied) when a probe begins: their keys never change.
+        self._written = written if written is not None else {}
         self._groups: dict[str, list[Channel]] = {}
         for ch, group in channels.items():
             self._groups.setdefault(group, []).append(ch)
@@ -137,6 +156,7 @@ class ChannelProbe:
     def probe(self) -> Probed:
         """One round: end offsets and the readers' positions (raises `KafkaException`)."""
         at = time.monotonic()
+        written = dict(self._written)
         tps = [TopicPartition(c.topic, c.partition) for c in self._channels]
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # untyped in the stubs
         end_futures = self._admin.list_offsets(
@@ -166,7 +186,7 @@ class ChannelProbe:
                     dict.fromkeys(unknown, earliest), request_timeout=PROBE_TIMEOUT_S
                 )
             )
-        return Probed(at, ends, positions, starts)
+        return Probed(at, ends, positions, starts, written)
 
     def close(self) -> None:
         self._stop.set()
@@ -195,16 +215,16 @@ class FlowControl:
         plan: Plan,
         spec: TaskSpec,
         config: FlowConfig,
-        consumer: Any,
         held: Callable[[], set[tuple[str, int]]] = set,
         on_resume: Callable[[], None] = lambda: None,
     ) -> None:
         self.gate = FlowGate(config)
-        self._consumer = consumer
         self._held = held
         self._on_resume = on_resume
         channels = written_channels(plan, spec) if config.enabled else {}
-        self._probe = ChannelProbe(bootstrap, channels) if channels else None
+        #: Channel records handed to the producer per channel (`counted`).
+        self._written = dict.fromkeys(channels, 0)
+        self._probe = ChannelProbe(bootstrap, channels, self._written) if channels else None
         self._seen: Probed | None = None
         #: Times this subtask paused (for tests and statistics).
         self.pauses = 0
@@ -213,8 +233,15 @@ class FlowControl:
     def paused(self) -> bool:
         return self.gate.paused
 
-    def step(self, now: float) -> None:
-        """Apply the newest probe answer and the time `now` (monotonic)."""
+    def counted(self, producer: Producer) -> Producer:
+        """`producer`, counting what it is handed for this subtask's channels."""
+        if self._probe is None:
+            return producer
+        return cast(Producer, _CountingProducer(producer, self._written))
+
+    def step(self, now: float, consumer: Any) -> None:
+        """Apply the newest probe answer, the counts and the time `now` (monotonic)
+        to `consumer`, the subtask's."""
         if self._probe is None:
             return
         actions = self.gate.handle(Opened(now)) if self.gate.opened_at is None else []
@@ -223,21 +250,20 @@ class FlowControl:
         if latest is not None and latest is not self._seen:
             self._seen = latest
             actions += self.gate.handle(latest)
+        actions += self.gate.handle(Wrote(self._written))
         for action in actions:
             match action:
                 case Pause():
                     self.pauses += 1
                     log.debug("pausing: %s holds %d records", action.channel or "?", action.lag)
-                    self._consumer.pause(self._consumer.assignment())
+                    consumer.pause(consumer.assignment())
                 case Resume():
                     held = self._held()
                     free = [
-                        tp
-                        for tp in self._consumer.assignment()
-                        if (tp.topic, tp.partition) not in held
+                        tp for tp in consumer.assignment() if (tp.topic, tp.partition) not in held
                     ]
                     if free:
-                        self._consumer.resume(free)
+                        consumer.resume(free)
                     self._on_resume()
                 case _:
                     assert_never(action)
@@ -245,3 +271,22 @@ class FlowControl:
     def close(self) -> None:
         if self._probe is not None:
             self._probe.close()
+
+
+class _CountingProducer:
+    """A producer's stand-in for channel writers: counts each record produced, per channel."""
+
+    def __init__(self, producer: Producer, counts: dict[Channel, int]) -> None:
+        self._producer = producer
+        self._counts = counts
+
+    def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
+        self._producer.produce(topic, *args, **kwargs)
+        # Positional as `kstream.runtime.kafka.produce` calls it: value, key, partition.
+        partition = kwargs.get("partition", args[2] if len(args) > 2 else -1)
+        ch = Channel(topic, partition)
+        if ch in self._counts:
+            self._counts[ch] += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)

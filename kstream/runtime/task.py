@@ -165,6 +165,15 @@ class Subtask:
                 f"{self.id} cannot be restored from checkpoint {restore_from}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        #: Pauses reading while the channels this subtask writes hold too much.
+        self.flow = FlowControl(
+            rt.bootstrap,
+            rt.plan,
+            spec,
+            rt.flow,
+            held=self._held_inputs,
+            on_resume=self._on_flow_resume,
+        )
         self.errors = RecordErrors(
             self.job.on_error, self.job.name, self.id, rt.producer, rt.max_record_bytes, self.stats
         )
@@ -185,16 +194,6 @@ class Subtask:
             writer.recover(restore_from, kept)
             writer.begin_epoch(self._epoch)
         self.consumer = task_consumer(rt.bootstrap, self.job.name, self.id)
-        #: Pauses reading while the channels this subtask writes hold too much.
-        self.flow = FlowControl(
-            rt.bootstrap,
-            rt.plan,
-            spec,
-            rt.flow,
-            self.consumer,
-            held=self._held_inputs,
-            on_resume=self._on_flow_resume,
-        )
 
     # -- the chain's ends ---------------------------------------------------
 
@@ -232,7 +231,7 @@ class Subtask:
         assert node.edge_to is not None
         target = node.edge_to
         cw = ChannelWriter(
-            self.rt.producer,
+            self.flow.counted(self.rt.producer),
             channel_topic(self.job.name, target.index, node.edge_input),
             self.spec.index,
             self.rt.plan.parallelism[target.index],
@@ -426,7 +425,7 @@ class SourceTask(Subtask):
         while self._triggered:
             n = self._triggered.pop(0)
             self.snapshot(n, source_offsets={self.topic: dict(self.positions)})
-        self.flow.step(time.monotonic())
+        self.flow.step(time.monotonic(), self.consumer)
         if not self.positions:
             return 0
         msgs = self.consumer.consume(BATCH, timeout)
@@ -489,7 +488,7 @@ class ChannelTask(Subtask):
     def poll(self, timeout: float) -> int:
         now = time.monotonic()
         self._report.step(now)
-        self.flow.step(now)
+        self.flow.step(now, self.consumer)
         msgs = self.consumer.consume(BATCH, timeout)
         aligner = self.aligner
         pushes, channels = self.pushes, self.channels
