@@ -26,7 +26,8 @@ subtask reads its inputs:
   at most `FlowConfig.resume_lag` (hysteresis: one probe's noise must not
   flip it back and forth);
 * a paused gate whose latest probe (or its opening, before any probe) is
-  older than `FlowConfig.stale_after_s` resumes (`Tick`): when the probes
+  older than `FlowConfig.stale_after_s`, or that heard neither, resumes
+  (`Tick`): when the probes
   stop answering, reading on is the safe side, since lag only costs latency
   while a stuck source costs the job;
 * ``max_lag == 0`` turns flow control off: the gate never pauses.

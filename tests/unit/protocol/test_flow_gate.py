@@ -19,6 +19,7 @@ from kstream.protocol.flow import (
     Probed,
     Resume,
     Tick,
+    Wrote,
     channel_lags,
 )
 
@@ -107,10 +108,30 @@ def test_a_gate_opened_after_a_probe_follows_the_probe() -> None:
     assert not gate.paused
 
 
+def test_what_the_writer_wrote_since_the_probe_began_counts() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10))
+    # The probe began when the writer had written 100 records into C0 and saw lag 4.
+    gate.handle(Probed(1.0, {C0: 104, C1: 0}, {C0: 100, C1: 0}, written={C0: 100, C1: 0}))
+    assert gate.handle(Wrote({C0: 106, C1: 0})) == []  # 4 + 6
+    assert gate.handle(Wrote({C0: 107, C1: 0})) == [Pause(C0, 11)]
+    assert gate.handle(Wrote({C0: 200, C1: 0})) == []  # paused already
+    # The next probe replaces the estimate; writes resume only by probes.
+    assert gate.handle(Probed(2.0, {C0: 107, C1: 0}, {C0: 107, C1: 0}, {}, {C0: 107})) == [Resume()]
+    assert gate.handle(Wrote({C0: 117, C1: 0})) == []
+    assert gate.handle(Wrote({C0: 118, C1: 0})) == [Pause(C0, 11)]
+
+
+def test_writes_before_any_probe_count_from_zero() -> None:
+    gate = FlowGate(FlowConfig(max_lag=3))
+    assert gate.handle(Wrote({C0: 3})) == []
+    assert gate.handle(Wrote({C0: 4})) == [Pause(C0, 4)]
+
+
 def test_off_never_pauses() -> None:
     gate = FlowGate(FlowConfig(max_lag=0))
     assert gate.handle(Opened(0.5)) == []
     assert gate.handle(probe(1.0, 999)) == []
+    assert gate.handle(Wrote({C0: 10**6})) == []
     assert gate.lags[C0] == 999  # still measured
 
 
@@ -143,13 +164,18 @@ def histories(draw: st.DrawFn) -> list[FlowEvent]:
     """Probes and ticks with a clock that mostly moves on; probes may arrive out of order."""
     events: list[FlowEvent] = []
     now = 0.0
+    written = dict.fromkeys(CHANNELS, 0)
     if draw(st.booleans()):
         events.append(Opened(now))
     for _ in range(draw(st.integers(1, 40))):
         now += draw(st.sampled_from([0.0, 0.05, 0.1, 0.5, STALE, 3 * STALE]))
-        kind = draw(st.sampled_from(["tick", "probe", "probe", "opened"]))
+        kind = draw(st.sampled_from(["tick", "probe", "probe", "opened", "wrote", "wrote"]))
         if kind == "tick":
             events.append(Tick(now))
+        elif kind == "wrote":
+            for c in CHANNELS:
+                written[c] += draw(st.integers(0, 15))
+            events.append(Wrote(dict(written)))
         elif kind == "opened":
             events.append(Opened(now))
         else:
@@ -160,7 +186,7 @@ def histories(draw: st.DrawFn) -> list[FlowEvent]:
                 for c in CHANNELS
                 if (p := draw(st.one_of(st.none(), st.integers(-2, 70)))) is not None
             }
-            events.append(Probed(at, ends, positions))
+            events.append(Probed(at, ends, positions, written=dict(written)))
     return events
 
 
@@ -179,6 +205,8 @@ def test_decisions_follow_the_rules(
     emitted: list[FlowAction] = []
     newest: float | None = None
     opened: float | None = None
+    probe_lags: dict[Channel, int] = {}
+    probe_written: dict[Channel, int] = {}
     for event in history:
         was_paused = gate.paused
         actions = gate.handle(event)
@@ -190,6 +218,8 @@ def test_decisions_follow_the_rules(
                 newest = event.at
             lags = channel_lags(event.ends, event.positions)
             worst = max(lags.values(), default=0)
+            if fresh:
+                probe_lags, probe_written = lags, dict(event.written)
             if not config.enabled or not fresh:
                 assert actions == []
             elif worst > config.max_lag:
@@ -204,6 +234,19 @@ def test_decisions_follow_the_rules(
                 # Between the marks: no change.
                 assert actions == []
                 assert gate.paused == was_paused
+        elif isinstance(event, Wrote):
+            estimate = {
+                c: probe_lags.get(c, 0) + max(0, n - probe_written.get(c, 0))
+                for c, n in event.written.items()
+            }
+            over = sorted(c for c, lag in estimate.items() if lag > config.max_lag)
+            if was_paused or not config.enabled or not over:
+                assert actions == []
+                assert gate.paused == was_paused
+            else:
+                # The first channel over the bound, in channel order, is named.
+                assert actions == [Pause(over[0], estimate[over[0]])]
+                assert gate.paused
         elif isinstance(event, Opened):
             if config.enabled and opened is None:
                 opened = event.now
@@ -215,7 +258,8 @@ def test_decisions_follow_the_rules(
                 assert gate.paused == was_paused
         else:
             heard = newest if newest is not None else opened
-            if was_paused and heard is not None and event.now - heard > STALE:
+            # A gate that heard nothing (no opening, no probe) holds nobody.
+            if was_paused and (heard is None or event.now - heard > STALE):
                 assert actions == [Resume()]
                 assert not gate.paused
             else:
@@ -238,6 +282,9 @@ def test_a_silent_probe_never_leaves_the_subtask_stuck(
     latest = 0.0
     for event in history:
         gate.handle(event)
-        latest = max(latest, event.at if isinstance(event, Probed) else event.now)
+        if isinstance(event, Probed):
+            latest = max(latest, event.at)
+        elif not isinstance(event, Wrote):
+            latest = max(latest, event.now)
     gate.handle(Tick(latest + STALE + 0.001))
     assert not gate.paused
