@@ -12,7 +12,7 @@ duration and alignment p50/p99 (from the job's control topic, the figures
 ``read_committed`` reader sees, words/s over the whole backlog (start until a
 completed checkpoint covers the input), the largest channel lag seen (end
 offset minus the reader's reported position, via the admin API, every
-0.25 s), and whether the output is exactly-once (every word's counts 1..N,
+0.1 s), and whether the output is exactly-once (every word's counts 1..N,
 once, in order). Then the ratio of throughputs, on/off.
 """
 
@@ -27,7 +27,6 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.checkpoint_history import checkpoint_history
@@ -38,9 +37,9 @@ from kstream.runtime.flow import ChannelProbe, written_channels
 from kstream.runtime.runner import Runner
 from kstream.testing import produce, read_all, unique_name
 from kstream.tools.demo import _generate, check_running_counts
+from kstream.tools.spec import load_job
 
-#: Seconds between two samples of the channel lag.
-LAG_SAMPLE_S = 0.25
+WORDCOUNT = "kstream.examples.wordcount:job"
 PARTITIONS = 3
 
 
@@ -95,18 +94,22 @@ def backlog_run(
     workers: int = 2,
     interval: float = 0.5,
     timeout: float = 900.0,
+    spec: str = WORDCOUNT,
 ) -> BacklogRun:
-    """Run the word count over the backlog in `src` until a checkpoint covers it."""
+    """Run the word count over the backlog in `src` until a checkpoint covers it.
+
+    `spec` may name another job with the word count's parameters (``input``,
+    ``output``, ``name``) and output.
+    """
     dst = unique_name("flow-out")
     Admin(bootstrap).create_topics({dst: PARTITIONS})
-    params = {"input": src, "output": dst}
-    job = wordcount.job(params)
-    job.rename(unique_name("flow"))
+    params = {"input": src, "output": dst, "name": unique_name("flow")}
+    job = load_job(spec, params)
     words = sum(len(line.split()) for line in lines)
     with tempfile.TemporaryDirectory() as state:
         runner = Runner(
             job,
-            spec="kstream.examples.wordcount:job",
+            spec=spec,
             params=params,
             bootstrap=bootstrap,
             workers=workers,

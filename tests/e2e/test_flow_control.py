@@ -9,6 +9,7 @@ what the channels hold; with it, the channels hold at most about
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -49,4 +50,34 @@ def test_checkpoints_complete_while_a_backlog_drains(bootstrap: str) -> None:
     assert len(run.durations_s) >= 4, figures
     assert max(run.durations_s[1:]) <= bound_s, figures
     assert statistics.median(run.durations_s) <= bound_s, figures
+    assert run.peak_lag <= MAX_LAG * OVERSHOOT, figures
+
+
+def test_a_paused_middle_stage_and_its_aligning_reader_never_wait_for_each_other(
+    bootstrap: str,
+) -> None:
+    """Three stages: the count both aligns (reading) and is paused (writing).
+
+    A reader aligning checkpoint n holds the channels that delivered barrier n
+    and reads the others, whose writers have not passed n yet: those channels
+    drain, so their writers resume and reach n. A deadlock would show as
+    checkpoints that stop completing, and the run as a timeout.
+    """
+    lines = _generate(LINES // 2, seed=4)
+    src, ends = write_backlog(bootstrap, lines)
+    spec = f"{Path(__file__).with_name('relay_wordcount_job.py')}:job"
+    run = backlog_run(
+        bootstrap,
+        src,
+        ends,
+        lines,
+        max_channel_lag=MAX_LAG,
+        interval=INTERVAL_S,
+        spec=spec,
+        timeout=300,
+    )
+    figures = f"{len(run.durations_s)} checkpoints in {run.seconds:.1f}s: {run.durations_s}"
+    assert run.exactly_once, figures
+    assert run.recoveries == 0, figures
+    assert len(run.durations_s) >= 4, figures
     assert run.peak_lag <= MAX_LAG * OVERSHOOT, figures
