@@ -14,7 +14,6 @@ from typing import Any
 from kstream import Job, KafkaSink, KafkaSource, ValueState
 from kstream.examples.wordcount import count
 
-
 #: Rounds of hashing per relayed pair: the relay is the slowest stage, so the count
 #: before it is paused by flow control much of the time, also while it aligns.
 RELAY_WORK = 40
