@@ -1,19 +1,19 @@
 """Flow control against a backlog: the word count started on a large input, off and on.
 
     python -m benchmarks.flow_bench [--lines 200000] [--workers 2] [--interval 0.5]
-        [--max-channel-lag 100] [--bootstrap-servers B]
+        [--max-channel-lag 100,20] [--bootstrap-servers B]
 
 One input topic is written first (generated lines, fixed seed, 3 partitions);
 then the word count runs over it twice in the same process, on the same
 broker, each time with a fresh output topic and job name: once with flow
-control off (``--max-channel-lag 0``), once on. Per run it prints checkpoint
+control off (``--max-channel-lag 0``), then once per bound given. Per run it prints checkpoint
 duration and alignment p50/p99 (from the job's control topic, the figures
 ``kstream checkpoints`` shows), the time from start to the first output a
 ``read_committed`` reader sees, words/s over the whole backlog (start until a
 completed checkpoint covers the input), the largest channel lag seen (end
 offset minus the reader's reported position, via the admin API, every
 0.1 s), and whether the output is exactly-once (every word's counts 1..N,
-once, in order). Then the ratio of throughputs, on/off.
+once, in order). Then each run's throughput over the first's.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
-from kstream.protocol.flow import channel_lags
+from kstream.protocol.flow import DEFAULT_MAX_LAG, channel_lags
 from kstream.runtime.control import read_messages
 from kstream.runtime.flow import ChannelProbe, written_channels
 from kstream.runtime.runner import Runner
@@ -171,7 +171,7 @@ def backlog_run(
 
 
 def table(runs: list[BacklogRun]) -> list[str]:
-    """The runs side by side, one row each, and the throughput ratio of the last to the first."""
+    """The runs side by side, one row each, and each throughput against the first run's."""
     head = (
         f"{'max-channel-lag':>15} {'ckpts':>5} {'dur p50 s':>9} {'dur p99 s':>9} "
         f"{'align p50 ms':>12} {'align p99 ms':>12} {'1st out s':>9} {'words/s':>9} "
@@ -186,8 +186,11 @@ def table(runs: list[BacklogRun]) -> list[str]:
             f"{percentile(r.alignments_ms, 0.5):>12.1f} {percentile(r.alignments_ms, 0.99):>12.1f} "
             f"{first:>9} {r.words_per_s:>9.0f} {r.peak_lag:>8} {r.exactly_once!s:>12}"
         )
-    if len(runs) > 1:
-        rows.append(f"throughput on/off: {runs[-1].words_per_s / runs[0].words_per_s:.2f}")
+    for r in runs[1:]:
+        rows.append(
+            f"throughput with max-channel-lag {r.max_channel_lag} / off: "
+            f"{r.words_per_s / runs[0].words_per_s:.2f}"
+        )
     return rows
 
 
@@ -196,7 +199,11 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=200_000, help="input lines (~8 words each)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--interval", type=float, default=0.5, help="checkpoint interval, seconds")
-    ap.add_argument("--max-channel-lag", type=int, default=100, help="the bound of the 'on' run")
+    ap.add_argument(
+        "--max-channel-lag",
+        default=f"{DEFAULT_MAX_LAG},20",
+        help="the bounds of the runs with flow control, comma-separated",
+    )
     ap.add_argument("--bootstrap-servers", default=None)
     args = ap.parse_args()
     bootstrap = bootstrap_servers(args.bootstrap_servers, print)
@@ -204,7 +211,7 @@ def main() -> None:
     src, ends = write_backlog(bootstrap, lines)
     print(f"backlog: {args.lines} lines, {sum(len(x.split()) for x in lines)} words in {src}")
     runs = []
-    for lag in (0, args.max_channel_lag):
+    for lag in (0, *(int(x) for x in args.max_channel_lag.split(","))):
         run = backlog_run(
             bootstrap,
             src,
