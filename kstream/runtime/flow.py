@@ -141,6 +141,8 @@ class ChannelProbe:
         self._admin = AdminClient(client_config(bootstrap))
         #: The newest answer (replaced whole: readers need no lock).
         self.latest: Probed | None = None
+        #: Probe rounds that got no answer (the thread goes on after each).
+        self.failures = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="channel-probe", daemon=True)
         self._thread.start()
@@ -149,12 +151,16 @@ class ChannelProbe:
         while not self._stop.is_set():
             try:
                 self.latest = self.probe()
-            except KafkaException as exc:
-                log.debug("channel probe failed: %s", exc)
+            except (KafkaException, TimeoutError) as exc:
+                # An unanswered round must not end the thread: the gate would go
+                # blind for good (it resumes, see `FlowGate`, but never pauses again).
+                self.failures += 1
+                log.debug("channel probe failed: %r", exc)
             self._stop.wait(PROBE_INTERVAL_S)
 
     def probe(self) -> Probed:
-        """One round: end offsets and the readers' positions (raises `KafkaException`)."""
+        """One round: end offsets and the readers' positions (raises `KafkaException`,
+        or `TimeoutError` when the cluster does not answer in time)."""
         at = time.monotonic()
         written = dict(self._written)
         tps = [TopicPartition(c.topic, c.partition) for c in self._channels]
