@@ -114,6 +114,7 @@ class Runner:
         worker_env: dict[str, str] | None = None,
         guarantee: Guarantee = "exactly-once",
         transaction_timeout_s: float | None = None,
+        max_channel_lag: int | None = None,
         fresh: bool = False,
         accept_changes: bool = False,
         create_topics: bool = False,
@@ -130,6 +131,8 @@ class Runner:
         self.worker_env = worker_env or {}
         self.guarantee: Guarantee = guarantee
         self.transaction_timeout_s = transaction_timeout_s
+        #: Flow control's bound for the workers (None: their default).
+        self.max_channel_lag = max_channel_lag
         self.plan: Plan = plan(job, workers)
         self.identity = JobIdentity.of(self.plan)
         #: Start from scratch, forgetting the job name's earlier checkpoints.
@@ -372,6 +375,8 @@ class Runner:
         ]
         if self.transaction_timeout_s is not None:
             cmd += ["--transaction-timeout", str(self.transaction_timeout_s)]
+        if self.max_channel_lag is not None:
+            cmd += ["--max-channel-lag", str(self.max_channel_lag)]
         for k, v in self.params.items():
             cmd += ["-p", f"{k}={v}"]
         return cmd

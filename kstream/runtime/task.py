@@ -56,6 +56,7 @@ from kstream.protocol.barrier import (
     Unblock,
 )
 from kstream.protocol.counters import WorkerCounters
+from kstream.protocol.flow import FlowConfig
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage, Declined
 from kstream.protocol.names import channel_topic
@@ -81,6 +82,7 @@ from kstream.runtime.channel import (
 from kstream.runtime.consumers import task_consumer
 from kstream.runtime.dead_letters import RAW, PolicyCounts, RecordErrors
 from kstream.runtime.event_time import ElementContext, now_ms
+from kstream.runtime.flow import FlowControl, PositionReport
 from kstream.runtime.kafka import request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta, check_state_serde
@@ -122,6 +124,8 @@ class TaskRuntime:
     max_record_bytes: int = DEFAULT_PRODUCER_BYTES
     #: `JobIdentity.fingerprint` of the job, recorded in every snapshot.
     identity: str = ""
+    #: Flow control: how much the channels a subtask writes may hold (`kstream.runtime.flow`).
+    flow: FlowConfig = field(default_factory=FlowConfig)
 
 
 @dataclass
@@ -186,6 +190,15 @@ class Subtask:
                 f"{self.id} cannot be restored from checkpoint {restore_from}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        #: Pauses reading while the channels this subtask writes hold too much.
+        self.flow = FlowControl(
+            rt.bootstrap,
+            rt.plan,
+            spec,
+            rt.flow,
+            held=self._held_inputs,
+            on_resume=self._on_flow_resume,
+        )
         self.errors = RecordErrors(
             self.job.on_error, self.job.name, self.id, rt.producer, rt.max_record_bytes, self.stats
         )
@@ -250,7 +263,7 @@ class Subtask:
         assert node.edge_to is not None
         target = node.edge_to
         cw = ChannelWriter(
-            self.rt.producer,
+            self.flow.counted(self.rt.producer),
             channel_topic(self.job.name, target.index, node.edge_input),
             self.spec.index,
             self.rt.plan.parallelism[target.index],
@@ -382,6 +395,13 @@ class Subtask:
     def poll(self, timeout: float) -> int:
         raise NotImplementedError
 
+    def _held_inputs(self) -> set[tuple[str, int]]:
+        """Input partitions held paused apart from flow control (a flow resume skips them)."""
+        return set()
+
+    def _on_flow_resume(self) -> None:
+        """Flow control resumed reading."""
+
     def counters(self) -> WorkerCounters:
         """What this subtask did so far (see `kstream.protocol.counters`)."""
         return WorkerCounters(0, self.stats.records_out, self.stats.dead_letters)
@@ -389,6 +409,7 @@ class Subtask:
     def close(self) -> None:
         for w in self.sinks.values():
             w.close()
+        self.flow.close()
         self.consumer.close()
         if self.state is not None:
             self.state.close()
@@ -492,6 +513,7 @@ class SourceTask(Subtask):
         while self._triggered:
             n = self._triggered.pop(0)
             self.snapshot(n, source_offsets={self.topic: dict(self.positions)})
+        self.flow.step(time.monotonic(), self.consumer)
         if not self.positions:
             if self.element.timed:
                 self._publish_watermark()
@@ -573,10 +595,11 @@ class SourceTask(Subtask):
         that did not ask for records (opening, restoring, waiting in a sink,
         its worker busy with other subtasks) has no evidence that a partition
         is silent, and marking it idle then would let the watermark pass
-        records it has not read yet.
+        records it has not read yet. Nor does time while flow control holds the
+        source's partitions paused: they deliver nothing then, silent or not.
         """
         now = _monotonic_ms()
-        if self._last_poll is not None:
+        if self._last_poll is not None and not self.flow.paused:
             self._polled_ms += min(now - self._last_poll, MAX_POLL_GAP_MS)
         self._last_poll = now
         return self._polled_ms
@@ -628,6 +651,10 @@ class ChannelTask(Subtask):
                 offsets.update(self.restored.channel_offsets.get(topic, {}))
             assigned += [TopicPartition(topic, p, o) for p, o in offsets.items()]
         self._resume: dict[Channel, int] = {}
+        #: Channels the aligner unblocked while flow control paused reading: they
+        #: stay paused (their records skipped) until reading resumes, then are re-read.
+        self._deferred: set[Channel] = set()
+        self._report = PositionReport(self.consumer)
         self._align_started: float | None = None
         self.consumer.assign(assigned)
         #: The input watermark over every channel (None: no event time).
@@ -651,6 +678,9 @@ class ChannelTask(Subtask):
         super().on_abort(checkpoint)
 
     def poll(self, timeout: float) -> int:
+        now = time.monotonic()
+        self._report.step(now)
+        self.flow.step(now, self.consumer)
         # Processing-time timers fire between batches (and count as work done,
         # so the worker flushes what they emitted).
         fired = self.fire_timers(TimerDomain.PROCESSING, now_ms()) if self.timer_operators else 0
@@ -658,9 +688,10 @@ class ChannelTask(Subtask):
         aligner = self.aligner
         pushes, channels = self.pushes, self.channels
         keyed = self.stage.keyed
-        # Channels re-positioned (seek) during this batch: the rest of their
-        # records in it are stale copies that will be fetched again in order.
-        reseeked: set[Channel] = set()
+        # Channels re-positioned (seek) during this batch, or waiting for flow
+        # control to resume them: the rest of their records in it are stale
+        # copies that will be fetched again in order.
+        reseeked: set[Channel] = set(self._deferred)
         processed = 0
         for m in msgs:
             if m.error() is not None:
@@ -762,17 +793,30 @@ class ChannelTask(Subtask):
                         alignment_ms=alignment_ms,
                     )
                 case Unblock():
-                    tp = TopicPartition(action.channel.topic, action.channel.partition)
-                    self.consumer.resume([tp])
-                    self.consumer.seek(
-                        TopicPartition(tp.topic, tp.partition, self._resume.pop(action.channel))
-                    )
+                    if self.flow.paused:
+                        self._deferred.add(action.channel)
+                    else:
+                        self._unblock(action.channel)
                     reseeked.add(action.channel)
                 case AbandonAlignment():
                     self._align_started = None
                     self.decline(action.checkpoint, "alignment abandoned")
                 case _:
                     assert_never(action)
+
+    def _unblock(self, channel: Channel) -> None:
+        """Read `channel` again, from just after the barrier that blocked it."""
+        tp = TopicPartition(channel.topic, channel.partition)
+        self.consumer.resume([tp])
+        self.consumer.seek(TopicPartition(tp.topic, tp.partition, self._resume.pop(channel)))
+
+    def _held_inputs(self) -> set[tuple[str, int]]:
+        return {(c.topic, c.partition) for c in self._resume}
+
+    def _on_flow_resume(self) -> None:
+        for channel in sorted(self._deferred):
+            self._unblock(channel)
+        self._deferred.clear()
 
 
 def _raise_if_fatal(msg: Message) -> None:

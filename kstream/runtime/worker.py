@@ -33,6 +33,7 @@ from kstream.dataflow.plan import Plan, plan
 from kstream.errors import CheckpointError, JobFailedError, KafkaUnavailableError, RecordLostError
 from kstream.infra.admin import Admin
 from kstream.protocol.counters import WorkerCounters
+from kstream.protocol.flow import FlowConfig
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
 from kstream.protocol.messages import (
     Acked,
@@ -85,6 +86,7 @@ class Worker:
         state_dir: Path,
         guarantee: Guarantee = "exactly-once",
         transaction_timeout_ms: int = 600_000,
+        flow: FlowConfig | None = None,
     ) -> None:
         self.job = job
         self.index = index
@@ -127,6 +129,7 @@ class Worker:
         self.faults = Faults.from_env()
         self.guarantee: Guarantee = guarantee
         self.transaction_timeout_ms = transaction_timeout_ms
+        self.flow = flow or FlowConfig()
         self.tasks: list[Subtask] = []
         self._last_heartbeat = 0.0
         #: Identifies this process in heartbeats: its counters start at zero.
@@ -197,6 +200,7 @@ class Worker:
             raise_if_undelivered=self.raise_if_undelivered,
             max_record_bytes=self.max_record_bytes,
             identity=self.identity,
+            flow=self.flow,
         )
         self.tasks = []
         try:

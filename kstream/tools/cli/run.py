@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kstream.errors import ConfigurationError, JobFailedError
+from kstream.protocol.flow import DEFAULT_MAX_LAG
 from kstream.tools.cli.console import err, say
 from kstream.tools.cli.options import (
     AT_LEAST_ONE,
@@ -32,6 +33,17 @@ from kstream.tools.cli.options import (
     StateDirOption,
     parse_guarantee,
 )
+
+#: Flow control's bound (see `kstream.protocol.flow`).
+MaxChannelLagOption = Annotated[
+    int,
+    typer.Option(
+        "--max-channel-lag",
+        help="Channel records a channel between stages may hold before its writer pauses "
+        "reading its inputs (each holds up to 500 stream records); 0 turns flow control off.",
+        callback=NON_NEGATIVE,
+    ),
+]
 
 if TYPE_CHECKING:
     from kstream.dataflow.job import Job
@@ -86,6 +98,7 @@ def run_command(
             callback=POSITIVE,
         ),
     ] = None,
+    max_channel_lag: MaxChannelLagOption = DEFAULT_MAX_LAG,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     fresh: Annotated[
@@ -140,6 +153,7 @@ def run_command(
         say=say,
         guarantee=parse_guarantee(guarantee),
         transaction_timeout_s=transaction_timeout,
+        max_channel_lag=max_channel_lag,
         fresh=fresh,
         accept_changes=accept_changes,
         create_topics=create_topics,
@@ -185,10 +199,12 @@ def worker_command(
     transaction_timeout: Annotated[
         float, typer.Option("--transaction-timeout", callback=POSITIVE)
     ] = 600.0,
+    max_channel_lag: MaxChannelLagOption = DEFAULT_MAX_LAG,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
     from kstream.infra.cluster import bootstrap_servers as resolve
+    from kstream.protocol.flow import FlowConfig
     from kstream.runtime.worker import EXIT_JOB_FAILED, Worker
 
     _logging(verbose)
@@ -204,6 +220,7 @@ def worker_command(
         state_dir=state_dir.resolve(),
         guarantee=parse_guarantee(guarantee),
         transaction_timeout_ms=int(transaction_timeout * 1000),
+        flow=FlowConfig(max_lag=max_channel_lag),
     )
     try:
         w.run(stop)

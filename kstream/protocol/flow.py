@@ -1,0 +1,264 @@
+"""Flow control between stages: when a subtask that writes channels stops reading, as a pure
+state machine.
+
+A subtask whose stage writes channels (a source, or any stage before the last)
+must not write faster than its downstream subtasks read: a channel's backlog
+delays every barrier written behind it, so a checkpoint would take as long as
+draining it. `FlowGate` decides, from what the channels hold, whether the
+subtask reads its inputs:
+
+* the **lag** of a channel is its end offset minus the position its reader
+  reported (`Probed`), in channel records, never below 0. A channel whose
+  reader reported no position yet counts from the channel's first offset (a
+  reader that has not started yet has read nothing of it); without that
+  either, its lag is 0;
+* between two probes the writer adds what it wrote since the latest probe
+  began (`Wrote`, its own counts): a fast writer pauses within one batch of
+  crossing the bound instead of one probe round trip later. The estimate
+  errs high by what the probe already saw of those records, until the next
+  probe replaces it;
+* a gate starts paused (`Opened`): until the first probe answers, the
+  writer does not know what its channels hold (a restarted job's channels
+  may hold a backlog already, and a writer reading on would add a few
+  batches before it learns so);
+* the gate **pauses** (`Pause`) once some channel's lag exceeds
+  `FlowConfig.max_lag`, and **resumes** (`Resume`) once every channel's lag is
+  at most `FlowConfig.resume_lag` (hysteresis: one probe's noise must not
+  flip it back and forth);
+* a paused gate whose latest probe (or its opening, before any probe) is
+  older than `FlowConfig.stale_after_s`, or that heard neither, resumes
+  (`Tick`): when the probes
+  stop answering, reading on is the safe side, since lag only costs latency
+  while a stuck source costs the job;
+* ``max_lag == 0`` turns flow control off: the gate never pauses.
+
+`FlowGate.handle` takes one event and returns the actions the runtime carries
+out (pause or resume reading every input it does not hold for another
+reason). It does no I/O and reads no clock: times come in the events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from kstream.errors import ConfigurationError
+from kstream.protocol.barrier import Channel
+
+__all__ = [
+    "DEFAULT_MAX_LAG",
+    "FlowAction",
+    "FlowConfig",
+    "FlowEvent",
+    "FlowGate",
+    "Opened",
+    "Pause",
+    "Probed",
+    "Resume",
+    "Tick",
+    "Wrote",
+    "channel_lags",
+]
+
+#: Channel records a channel may hold before its writer pauses. A channel record
+#: carries up to 500 stream records (`kstream.runtime.channel.MAX_BATCH`), so a
+#: full backlog is up to 50,000 stream records per channel: about a second of a
+#: Python operator's work, the longest a barrier then waits behind it, and far
+#: more than is drained during one probe round trip (~0.2 s), so the reader
+#: never runs dry while its writer waits to learn it may go on.
+DEFAULT_MAX_LAG = 100
+#: How old the latest probe may be before a paused gate resumes blind.
+DEFAULT_STALE_AFTER_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class FlowConfig:
+    """Bounds of one gate: pause above `max_lag`, resume at or below `resume_lag`."""
+
+    max_lag: int = DEFAULT_MAX_LAG
+    #: Default: half of `max_lag`.
+    resume_lag: int | None = None
+    stale_after_s: float = DEFAULT_STALE_AFTER_S
+
+    def __post_init__(self) -> None:
+        if self.max_lag < 0:
+            raise ConfigurationError(f"the channel lag bound must be >= 0, got {self.max_lag}")
+        if self.resume_lag is not None and not 0 <= self.resume_lag <= self.max_lag:
+            raise ConfigurationError(
+                f"resume lag {self.resume_lag} must be in 0..{self.max_lag} (the bound)"
+            )
+        if not self.stale_after_s > 0:
+            raise ConfigurationError(f"stale_after_s must be > 0, got {self.stale_after_s}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_lag > 0
+
+    @property
+    def resume_at(self) -> int:
+        return self.max_lag // 2 if self.resume_lag is None else self.resume_lag
+
+
+# -- events ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Probed:
+    """A probe's answer, read at time `at` (seconds, any monotonic clock).
+
+    `ends`: the end offset of every channel the subtask writes; `positions`:
+    the position each channel's reader last reported (missing: none yet);
+    `starts`: the first offset of channels whose reader reported none;
+    `written`: the writer's own counts (`Wrote.written`) when the probe began.
+    """
+
+    at: float
+    ends: Mapping[Channel, int]
+    positions: Mapping[Channel, int]
+    starts: Mapping[Channel, int] = field(default_factory=dict)
+    written: Mapping[Channel, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Wrote:
+    """The writer's own counts: channel records it wrote into each channel since it opened."""
+
+    written: Mapping[Channel, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """The subtask starts reading at `now` (same clock as `Probed.at`)."""
+
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed: it is `now` (same clock as `Probed.at`)."""
+
+    now: float
+
+
+FlowEvent = Opened | Probed | Tick | Wrote
+
+
+# -- actions -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Stop reading the inputs: the channels hold `lag` records on `channel`
+    (None: their lag is not known yet)."""
+
+    channel: Channel | None
+    lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Read the inputs again."""
+
+
+FlowAction = Pause | Resume
+
+
+def channel_lags(
+    ends: Mapping[Channel, int],
+    positions: Mapping[Channel, int],
+    starts: Mapping[Channel, int] | None = None,
+) -> dict[Channel, int]:
+    """Per channel of `ends`, its lag: end minus reported position, at least 0.
+
+    A channel without a valid (non-negative) position counts from its start
+    in `starts`, and has no lag if that is missing too. A position past the
+    end (a reader's report from before the topic was purged or recreated)
+    counts as no lag.
+    """
+    lags = {}
+    for ch, end in ends.items():
+        pos = positions.get(ch, -1)
+        if pos < 0 and starts is not None:
+            pos = starts.get(ch, -1)
+        lags[ch] = max(0, end - pos) if pos >= 0 else 0
+    return lags
+
+
+class FlowGate:
+    """Whether one subtask reads its inputs, from the lag of the channels it writes."""
+
+    def __init__(self, config: FlowConfig) -> None:
+        self.config = config
+        self.paused = False
+        #: When the latest probe applied was read (None: none yet).
+        self.probed_at: float | None = None
+        #: When the subtask started reading (None: not yet).
+        self.opened_at: float | None = None
+        #: Lag per channel at the latest probe.
+        self.lags: dict[Channel, int] = {}
+        #: The writer's counts when the latest probe began.
+        self._written_at_probe: Mapping[Channel, int] = {}
+
+    def handle(self, event: FlowEvent) -> list[FlowAction]:
+        match event:
+            case Opened():
+                if not self.config.enabled or self.opened_at is not None:
+                    return []
+                self.opened_at = event.now
+                if self.probed_at is not None or self.paused:
+                    return []
+                self.paused = True
+                return [Pause(None, 0)]
+            case Probed():
+                return self._probed(event)
+            case Tick():
+                return self._tick(event.now)
+            case Wrote():
+                return self._wrote(event.written)
+            case _:
+                assert_never(event)
+
+    def _probed(self, event: Probed) -> list[FlowAction]:
+        if self.probed_at is not None and event.at < self.probed_at:
+            return []  # an older answer overtaken by a newer one
+        self.probed_at = event.at
+        self.lags = channel_lags(event.ends, event.positions, event.starts)
+        self._written_at_probe = event.written
+        if not self.config.enabled:
+            return []
+        worst = max(self.lags.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+        if worst is None:
+            return self._resume()
+        channel, lag = worst
+        if not self.paused and lag > self.config.max_lag:
+            self.paused = True
+            return [Pause(channel, lag)]
+        if self.paused and lag <= self.config.resume_at:
+            return self._resume()
+        return []
+
+    def _wrote(self, written: Mapping[Channel, int]) -> list[FlowAction]:
+        if self.paused or not self.config.enabled:
+            return []
+        since = self._written_at_probe
+        for ch, n in sorted(written.items()):
+            lag = self.lags.get(ch, 0) + max(0, n - since.get(ch, 0))
+            if lag > self.config.max_lag:
+                self.paused = True
+                return [Pause(ch, lag)]
+        return []
+
+    def _tick(self, now: float) -> list[FlowAction]:
+        if not self.paused:
+            return []
+        heard = self.probed_at if self.probed_at is not None else self.opened_at
+        if heard is None or now - heard > self.config.stale_after_s:
+            return self._resume()
+        return []
+
+    def _resume(self) -> list[FlowAction]:
+        if not self.paused:
+            return []
+        self.paused = False
+        return [Resume()]

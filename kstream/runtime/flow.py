@@ -1,0 +1,298 @@
+"""Flow control's I/O: readers report their channel positions, writers probe them and pause.
+
+The decision is `kstream.protocol.flow.FlowGate`'s; this module feeds it and
+carries out what it says (see docs/architecture.md, "Flow control"):
+
+* every subtask that reads channels commits its consumer's positions to its
+  own consumer group, asynchronously, every `REPORT_INTERVAL_S`
+  (`PositionReport`): no cost per record, one commit request per interval;
+* every subtask that writes channels runs a `ChannelProbe` thread that, every
+  `PROBE_INTERVAL_S`, asks the cluster for the end offsets of the channels
+  it writes (one ListOffsets request) and for the positions their readers
+  committed (one OffsetFetch per downstream subtask), off the processing
+  thread;
+* the writer counts the channel records it hands to its producer, per
+  channel (`FlowControl.counted`: one dictionary update per channel record,
+  which carries up to 500 stream records);
+* `FlowControl.step`, called once per poll of the subtask, hands the newest
+  answer, its counts and the time to the gate and pauses or resumes the subtask's
+  consumer (`Consumer.pause`/`resume`: local calls, no request). The subtask's
+  loop goes on while paused, so triggers, control messages and barriers are
+  served and checkpoints proceed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any, assert_never, cast
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+# Public, but missing from the type stubs' exports.
+from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-defined]
+
+from kstream.dataflow.job import Node, children
+from kstream.dataflow.plan import Plan, TaskSpec
+from kstream.protocol.barrier import Channel
+from kstream.protocol.flow import (
+    FlowConfig,
+    FlowGate,
+    Opened,
+    Pause,
+    Probed,
+    Resume,
+    Tick,
+    Wrote,
+)
+from kstream.protocol.names import channel_topic, task_group
+from kstream.runtime.kafka import client_config
+
+__all__ = [
+    "PROBE_INTERVAL_S",
+    "REPORT_INTERVAL_S",
+    "ChannelProbe",
+    "FlowControl",
+    "PositionReport",
+    "written_channels",
+]
+
+log = logging.getLogger("kstream.flow")
+
+#: How often a reader commits its channel positions: often enough that a
+#: writer waits about one interval to learn it may go on, rarely enough that
+#: the commits cost nothing next to the records read meanwhile.
+REPORT_INTERVAL_S = 0.1
+#: How often a writer asks for its channels' lag (in a thread of its own).
+PROBE_INTERVAL_S = 0.1
+#: Bound on one probe's requests; a probe that takes longer is skipped.
+PROBE_TIMEOUT_S = 5.0
+
+
+def written_channels(plan: Plan, spec: TaskSpec) -> dict[Channel, str]:
+    """The channels subtask `spec` writes, each with the consumer group of its reader."""
+    out: dict[Channel, str] = {}
+    for node in _edges(plan.stage(spec).root):
+        target = node.edge_to
+        assert target is not None
+        d = plan.parallelism[target.index]
+        topic = channel_topic(plan.job.name, target.index, node.edge_input)
+        for j in range(d):
+            reader = TaskSpec(target.index, j, d).id
+            out[Channel(topic, spec.index * d + j)] = task_group(plan.job.name, reader)
+    return out
+
+
+def _edges(node: Node) -> Iterator[Node]:
+    if node.kind == "edge":
+        yield node
+    for c in children(node):
+        yield from _edges(c)
+
+
+class PositionReport:
+    """Commits a reader's consumer positions every `REPORT_INTERVAL_S`, asynchronously.
+
+    The positions are the next offsets the subtask will process (records it
+    dropped while aligning count as read: their writer has passed the barrier
+    already). They are for flow control only; restores use the snapshots'
+    offsets, never the group's.
+    """
+
+    def __init__(self, consumer: Any) -> None:
+        self._consumer = consumer
+        self._next = 0.0
+
+    def step(self, now: float) -> None:
+        if now < self._next:
+            return
+        self._next = now + REPORT_INTERVAL_S
+        known = [
+            tp for tp in self._consumer.position(self._consumer.assignment()) if tp.offset >= 0
+        ]
+        if not known:
+            return
+        try:
+            self._consumer.commit(offsets=known, asynchronous=True)
+        except KafkaException as exc:
+            # A missed report only delays the writer's resume by one interval.
+            log.debug("position report failed: %s", exc)
+
+
+class ChannelProbe:
+    """A thread reading the lag inputs of `channels` (channel -> its reader's group)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        channels: dict[Channel, str],
+        written: dict[Channel, int] | None = None,
+    ) -> None:
+        self._channels = channels
+        #: The writer's counts, read (copied) when a probe begins: their keys never change.
+        self._written = written if written is not None else {}
+        self._groups: dict[str, list[Channel]] = {}
+        for ch, group in channels.items():
+            self._groups.setdefault(group, []).append(ch)
+        self._admin = AdminClient(client_config(bootstrap))
+        #: The newest answer (replaced whole: readers need no lock).
+        self.latest: Probed | None = None
+        #: Probe rounds that got no answer (the thread goes on after each).
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="channel-probe", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.latest = self.probe()
+            except (KafkaException, TimeoutError) as exc:
+                # An unanswered round must not end the thread: the gate would go
+                # blind for good (it resumes, see `FlowGate`, but never pauses again).
+                self.failures += 1
+                log.debug("channel probe failed: %r", exc)
+            self._stop.wait(PROBE_INTERVAL_S)
+
+    def probe(self) -> Probed:
+        """One round: end offsets and the readers' positions (raises `KafkaException`,
+        or `TimeoutError` when the cluster does not answer in time)."""
+        at = time.monotonic()
+        written = dict(self._written)
+        tps = [TopicPartition(c.topic, c.partition) for c in self._channels]
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # untyped in the stubs
+        end_futures = self._admin.list_offsets(
+            dict.fromkeys(tps, latest), request_timeout=PROBE_TIMEOUT_S
+        )
+        group_futures: list[Future[Any]] = []
+        for group, chans in self._groups.items():
+            request = ConsumerGroupTopicPartitions(
+                group, [TopicPartition(c.topic, c.partition) for c in chans]
+            )
+            group_futures += self._admin.list_consumer_group_offsets(
+                [request], request_timeout=PROBE_TIMEOUT_S
+            ).values()
+        ends = _offsets(end_futures)
+        positions: dict[Channel, int] = {}
+        for f in group_futures:
+            for tp in f.result(PROBE_TIMEOUT_S).topic_partitions:
+                if tp.error is None and tp.offset >= 0:
+                    positions[Channel(tp.topic, tp.partition)] = int(tp.offset)
+        unknown = [TopicPartition(c.topic, c.partition) for c in ends if c not in positions]
+        starts = {}
+        if unknown:
+            # Readers that have not reported yet (starting): count from each channel's start.
+            earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+            starts = _offsets(
+                self._admin.list_offsets(
+                    dict.fromkeys(unknown, earliest), request_timeout=PROBE_TIMEOUT_S
+                )
+            )
+        return Probed(at, ends, positions, starts, written)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(PROBE_TIMEOUT_S * 2)
+
+
+def _offsets(futures: dict[TopicPartition, Future[Any]]) -> dict[Channel, int]:
+    return {
+        Channel(tp.topic, tp.partition): int(f.result(PROBE_TIMEOUT_S).offset)
+        for tp, f in futures.items()
+    }
+
+
+class FlowControl:
+    """Pauses and resumes one subtask's consumer as its `FlowGate` says.
+
+    `held` names the input partitions the subtask holds paused for another
+    reason (a blocked channel while aligning): a resume leaves them paused;
+    `on_resume` is called after every resume.
+    A subtask that writes no channels gets a control that never pauses.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        plan: Plan,
+        spec: TaskSpec,
+        config: FlowConfig,
+        held: Callable[[], set[tuple[str, int]]] = set,
+        on_resume: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.gate = FlowGate(config)
+        self._held = held
+        self._on_resume = on_resume
+        channels = written_channels(plan, spec) if config.enabled else {}
+        #: Channel records handed to the producer per channel (`counted`).
+        self._written = dict.fromkeys(channels, 0)
+        self._probe = ChannelProbe(bootstrap, channels, self._written) if channels else None
+        self._seen: Probed | None = None
+        #: Times this subtask paused (for tests and statistics).
+        self.pauses = 0
+
+    @property
+    def paused(self) -> bool:
+        return self.gate.paused
+
+    def counted(self, producer: Producer) -> Producer:
+        """`producer`, counting what it is handed for this subtask's channels."""
+        if self._probe is None:
+            return producer
+        return cast(Producer, _CountingProducer(producer, self._written))
+
+    def step(self, now: float, consumer: Any) -> None:
+        """Apply the newest probe answer, the counts and the time `now` (monotonic)
+        to `consumer`, the subtask's."""
+        if self._probe is None:
+            return
+        actions = self.gate.handle(Opened(now)) if self.gate.opened_at is None else []
+        actions += self.gate.handle(Tick(now))
+        latest = self._probe.latest
+        if latest is not None and latest is not self._seen:
+            self._seen = latest
+            actions += self.gate.handle(latest)
+        actions += self.gate.handle(Wrote(self._written))
+        for action in actions:
+            match action:
+                case Pause():
+                    self.pauses += 1
+                    log.debug("pausing: %s holds %d records", action.channel or "?", action.lag)
+                    consumer.pause(consumer.assignment())
+                case Resume():
+                    held = self._held()
+                    free = [
+                        tp for tp in consumer.assignment() if (tp.topic, tp.partition) not in held
+                    ]
+                    if free:
+                        consumer.resume(free)
+                    self._on_resume()
+                case _:
+                    assert_never(action)
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+
+
+class _CountingProducer:
+    """A producer's stand-in for channel writers: counts each record produced, per channel."""
+
+    def __init__(self, producer: Producer, counts: dict[Channel, int]) -> None:
+        self._producer = producer
+        self._counts = counts
+
+    def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
+        self._producer.produce(topic, *args, **kwargs)
+        # Positional as `kstream.runtime.kafka.produce` calls it: value, key, partition.
+        partition = kwargs.get("partition", args[2] if len(args) > 2 else -1)
+        ch = Channel(topic, partition)
+        if ch in self._counts:
+            self._counts[ch] += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)

@@ -1,0 +1,290 @@
+"""Flow control's decision (`kstream.protocol.flow.FlowGate`): examples, then properties
+over random sequences of probes and ticks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kstream.errors import ConfigurationError
+from kstream.protocol.barrier import Channel
+from kstream.protocol.flow import (
+    FlowAction,
+    FlowConfig,
+    FlowEvent,
+    FlowGate,
+    Opened,
+    Pause,
+    Probed,
+    Resume,
+    Tick,
+    Wrote,
+    channel_lags,
+)
+
+C0 = Channel("kstream.j.s1", 0)
+C1 = Channel("kstream.j.s1", 1)
+CHANNELS = (C0, C1)
+
+
+def probe(at: float, lag0: int, lag1: int = 0) -> Probed:
+    """A probe at `at` where channel i's reader is `lag_i` records behind an end of 1000."""
+    return Probed(at, {C0: 1000, C1: 1000}, {C0: 1000 - lag0, C1: 1000 - lag1})
+
+
+# -- examples ---------------------------------------------------------------------
+
+
+def test_pauses_only_above_the_bound_and_names_the_channel() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10))
+    assert gate.handle(probe(1.0, 10, 3)) == []
+    assert not gate.paused
+    assert gate.handle(probe(2.0, 4, 11)) == [Pause(C1, 11)]
+    assert gate.paused
+
+
+def test_resumes_at_half_the_bound_not_before() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10))
+    gate.handle(probe(1.0, 50))
+    assert gate.handle(probe(2.0, 6)) == []  # between the two marks: stays paused
+    assert gate.handle(probe(3.0, 11)) == []  # a paused gate never pauses again
+    assert gate.handle(probe(4.0, 5, 5)) == [Resume()]
+    assert not gate.paused
+
+
+def test_explicit_resume_lag() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10, resume_lag=0))
+    gate.handle(probe(1.0, 11))
+    assert gate.handle(probe(2.0, 1)) == []
+    assert gate.handle(probe(3.0, 0)) == [Resume()]
+
+
+def test_unknown_or_impossible_positions_count_as_no_lag() -> None:
+    ends = {C0: 500, C1: 500}
+    assert channel_lags(ends, {}) == {C0: 0, C1: 0}
+    assert channel_lags(ends, {C0: 900, C1: -1001}) == {C0: 0, C1: 0}
+    assert channel_lags(ends, {C0: 100}) == {C0: 400, C1: 0}
+    gate = FlowGate(FlowConfig(max_lag=1))
+    assert gate.handle(Probed(1.0, ends, {})) == []
+
+
+def test_an_overtaken_probe_is_ignored() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10))
+    gate.handle(probe(5.0, 50))
+    assert gate.handle(probe(4.0, 0)) == []
+    assert gate.paused
+    assert gate.probed_at == 5.0
+
+
+def test_stale_probes_resume_blind_and_fresh_ones_pause_again() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10, stale_after_s=2.0))
+    gate.handle(probe(1.0, 50))
+    assert gate.handle(Tick(3.0)) == []  # exactly at the limit: still trusted
+    assert gate.handle(Tick(3.01)) == [Resume()]
+    assert gate.handle(Tick(10.0)) == []
+    assert gate.handle(probe(11.0, 50)) == [Pause(C0, 50)]
+
+
+def test_a_gate_opens_paused_until_a_probe_says_otherwise() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10, stale_after_s=2.0))
+    assert gate.handle(Opened(1.0)) == [Pause(None, 0)]
+    assert gate.handle(Opened(1.5)) == []  # once only
+    assert gate.handle(Tick(2.9)) == []
+    assert gate.handle(probe(3.0, 5)) == [Resume()]
+
+
+def test_a_gate_opened_paused_resumes_blind_if_no_probe_answers() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10, stale_after_s=2.0))
+    gate.handle(Opened(1.0))
+    assert gate.handle(Tick(3.0)) == []
+    assert gate.handle(Tick(3.5)) == [Resume()]
+
+
+def test_a_gate_opened_after_a_probe_follows_the_probe() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10))
+    gate.handle(probe(1.0, 3))
+    assert gate.handle(Opened(1.5)) == []
+    assert not gate.paused
+
+
+def test_what_the_writer_wrote_since_the_probe_began_counts() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10))
+    # The probe began when the writer had written 100 records into C0 and saw lag 4.
+    gate.handle(Probed(1.0, {C0: 104, C1: 0}, {C0: 100, C1: 0}, written={C0: 100, C1: 0}))
+    assert gate.handle(Wrote({C0: 106, C1: 0})) == []  # 4 + 6
+    assert gate.handle(Wrote({C0: 107, C1: 0})) == [Pause(C0, 11)]
+    assert gate.handle(Wrote({C0: 200, C1: 0})) == []  # paused already
+    # The next probe replaces the estimate; writes resume only by probes.
+    assert gate.handle(Probed(2.0, {C0: 107, C1: 0}, {C0: 107, C1: 0}, {}, {C0: 107})) == [Resume()]
+    assert gate.handle(Wrote({C0: 117, C1: 0})) == []
+    assert gate.handle(Wrote({C0: 118, C1: 0})) == [Pause(C0, 11)]
+
+
+def test_writes_before_any_probe_count_from_zero() -> None:
+    gate = FlowGate(FlowConfig(max_lag=3))
+    assert gate.handle(Wrote({C0: 3})) == []
+    assert gate.handle(Wrote({C0: 4})) == [Pause(C0, 4)]
+
+
+def test_off_never_pauses() -> None:
+    gate = FlowGate(FlowConfig(max_lag=0))
+    assert gate.handle(Opened(0.5)) == []
+    assert gate.handle(probe(1.0, 999)) == []
+    assert gate.handle(Wrote({C0: 10**6})) == []
+    assert gate.lags[C0] == 999  # still measured
+
+
+def test_no_channels_never_pauses() -> None:
+    gate = FlowGate(FlowConfig(max_lag=1))
+    assert gate.handle(Probed(1.0, {}, {})) == []
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_lag": -1}, {"max_lag": 10, "resume_lag": 11}, {"max_lag": 10, "resume_lag": -1}],
+)
+def test_bad_bounds_are_refused(kwargs: dict[str, int]) -> None:
+    with pytest.raises(ConfigurationError):
+        FlowConfig(**kwargs)
+
+
+def test_bad_staleness_is_refused() -> None:
+    with pytest.raises(ConfigurationError):
+        FlowConfig(stale_after_s=0.0)
+
+
+# -- properties ---------------------------------------------------------------------
+
+STALE = 1.0
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[FlowEvent]:
+    """Probes and ticks with a clock that mostly moves on; probes may arrive out of order."""
+    events: list[FlowEvent] = []
+    now = 0.0
+    written = dict.fromkeys(CHANNELS, 0)
+    if draw(st.booleans()):
+        events.append(Opened(now))
+    for _ in range(draw(st.integers(1, 40))):
+        now += draw(st.sampled_from([0.0, 0.05, 0.1, 0.5, STALE, 3 * STALE]))
+        kind = draw(st.sampled_from(["tick", "probe", "probe", "opened", "wrote", "wrote"]))
+        if kind == "tick":
+            events.append(Tick(now))
+        elif kind == "wrote":
+            for c in CHANNELS:
+                written[c] += draw(st.integers(0, 15))
+            events.append(Wrote(dict(written)))
+        elif kind == "opened":
+            events.append(Opened(now))
+        else:
+            at = now - draw(st.sampled_from([0.0, 0.0, 0.2, 2 * STALE]))
+            ends = {c: draw(st.integers(0, 60)) for c in CHANNELS}
+            positions = {
+                c: p
+                for c in CHANNELS
+                if (p := draw(st.one_of(st.none(), st.integers(-2, 70)))) is not None
+            }
+            events.append(Probed(at, ends, positions, written=dict(written)))
+    return events
+
+
+@settings(max_examples=500)
+@given(
+    history=histories(),
+    max_lag=st.integers(0, 30),
+    resume_frac=st.sampled_from([None, 0.0, 0.5, 1.0]),
+)
+def test_decisions_follow_the_rules(
+    history: list[FlowEvent], max_lag: int, resume_frac: float | None
+) -> None:
+    resume_lag = None if resume_frac is None else int(max_lag * resume_frac)
+    config = FlowConfig(max_lag=max_lag, resume_lag=resume_lag, stale_after_s=STALE)
+    gate = FlowGate(config)
+    emitted: list[FlowAction] = []
+    newest: float | None = None
+    opened: float | None = None
+    probe_lags: dict[Channel, int] = {}
+    probe_written: dict[Channel, int] = {}
+    for event in history:
+        was_paused = gate.paused
+        actions = gate.handle(event)
+        emitted += actions
+        assert len(actions) <= 1
+        if isinstance(event, Probed):
+            fresh = newest is None or event.at >= newest
+            if fresh:
+                newest = event.at
+            lags = channel_lags(event.ends, event.positions)
+            worst = max(lags.values(), default=0)
+            if fresh:
+                probe_lags, probe_written = lags, dict(event.written)
+            if not config.enabled or not fresh:
+                assert actions == []
+            elif worst > config.max_lag:
+                # Above the bound, the gate is paused afterwards, whatever it was.
+                assert gate.paused
+                named = max(c for c, lag in lags.items() if lag == worst)
+                assert actions == ([] if was_paused else [Pause(named, worst)])
+            elif worst <= config.resume_at:
+                assert not gate.paused
+                assert actions == ([Resume()] if was_paused else [])
+            else:
+                # Between the marks: no change.
+                assert actions == []
+                assert gate.paused == was_paused
+        elif isinstance(event, Wrote):
+            estimate = {
+                c: probe_lags.get(c, 0) + max(0, n - probe_written.get(c, 0))
+                for c, n in event.written.items()
+            }
+            over = sorted(c for c, lag in estimate.items() if lag > config.max_lag)
+            if was_paused or not config.enabled or not over:
+                assert actions == []
+                assert gate.paused == was_paused
+            else:
+                # The first channel over the bound, in channel order, is named.
+                assert actions == [Pause(over[0], estimate[over[0]])]
+                assert gate.paused
+        elif isinstance(event, Opened):
+            if config.enabled and opened is None:
+                opened = event.now
+                first = newest is None and not was_paused
+                assert actions == ([Pause(None, 0)] if first else [])
+                assert gate.paused == (first or was_paused)
+            else:
+                assert actions == []
+                assert gate.paused == was_paused
+        else:
+            heard = newest if newest is not None else opened
+            # A gate that heard nothing (no opening, no probe) holds nobody.
+            if was_paused and (heard is None or event.now - heard > STALE):
+                assert actions == [Resume()]
+                assert not gate.paused
+            else:
+                assert actions == []
+                assert gate.paused == was_paused
+    # Pauses and resumes alternate, starting with a pause; `paused` says which came last.
+    kinds = [type(a) for a in emitted]
+    assert kinds == [Pause, Resume] * (len(kinds) // 2) + [Pause] * (len(kinds) % 2)
+    assert gate.paused == (len(kinds) % 2 == 1)
+    if not config.enabled:
+        assert emitted == []
+
+
+@given(history=histories(), max_lag=st.integers(1, 30))
+def test_a_silent_probe_never_leaves_the_subtask_stuck(
+    history: list[FlowEvent], max_lag: int
+) -> None:
+    """Whatever happened, once no probe answers for longer than the limit, reading resumes."""
+    gate = FlowGate(FlowConfig(max_lag=max_lag, stale_after_s=STALE))
+    latest = 0.0
+    for event in history:
+        gate.handle(event)
+        if isinstance(event, Probed):
+            latest = max(latest, event.at)
+        elif not isinstance(event, Wrote):
+            latest = max(latest, event.now)
+    gate.handle(Tick(latest + STALE + 0.001))
+    assert not gate.paused

@@ -1,0 +1,75 @@
+"""Flow control's runtime pieces that need no broker: which channels a subtask writes,
+and the producer stand-in that counts channel records."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kstream.dataflow.plan import TaskSpec, plan
+from kstream.examples import wordcount
+from kstream.protocol.barrier import Channel
+from kstream.protocol.flow import FlowConfig
+from kstream.runtime.flow import ChannelProbe, FlowControl, _CountingProducer, written_channels
+
+
+def test_a_source_subtask_writes_one_channel_per_counting_subtask() -> None:
+    p = plan(wordcount.job({"input": "in", "output": "out", "name": "wc"}), 3)
+    topic = "kstream.wc.s1"
+    for i in range(3):
+        assert written_channels(p, TaskSpec(0, i, 3)) == {
+            Channel(topic, i * 3 + j): f"kstream.wc.s1-{j}" for j in range(3)
+        }
+    # The last stage writes no channels.
+    assert written_channels(p, TaskSpec(1, 0, 3)) == {}
+
+
+class _RecordingProducer:
+    def __init__(self) -> None:
+        self.produced: list[tuple[Any, ...]] = []
+        self.polled = 0
+
+    def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
+        self.produced.append((topic, *args))
+
+    def poll(self, _timeout: float) -> int:
+        self.polled += 1
+        return 0
+
+
+def test_the_counting_producer_counts_its_channels_and_passes_everything_on() -> None:
+    p = plan(wordcount.job({"input": "in", "output": "out", "name": "wc"}), 2)
+    inner = _RecordingProducer()
+    # Flow control off: no probe, and channel writers get the producer itself.
+    off = FlowControl("127.0.0.1:1", p, TaskSpec(0, 1, 2), FlowConfig(max_lag=0))
+    assert off.counted(inner) is inner  # type: ignore[arg-type]
+    counts = {Channel("kstream.wc.s1", 2): 0, Channel("kstream.wc.s1", 3): 0}
+    counted = _CountingProducer(inner, counts)  # type: ignore[arg-type]
+    counted.produce("kstream.wc.s1", b"a", None, 2)
+    counted.produce("kstream.wc.s1", b"b", None, 3)
+    counted.produce("kstream.wc.s1", b"c", None, 3)
+    counted.produce("kstream.wc.s1", b"x", None, 0)  # another subtask's channel
+    counted.produce("out", b"y", None, 3)
+    counted.poll(0.1)
+    assert inner.produced == [
+        ("kstream.wc.s1", b"a", None, 2),
+        ("kstream.wc.s1", b"b", None, 3),
+        ("kstream.wc.s1", b"c", None, 3),
+        ("kstream.wc.s1", b"x", None, 0),
+        ("out", b"y", None, 3),
+    ]
+    assert inner.polled == 1
+    assert counts == {Channel("kstream.wc.s1", 2): 1, Channel("kstream.wc.s1", 3): 2}
+
+
+def test_a_probe_that_gets_no_answer_keeps_probing() -> None:
+    """Nothing listens on port 1: every round times out, and the thread goes on."""
+    probe = ChannelProbe("127.0.0.1:1", {Channel("kstream.wc.s1", 0): "kstream.wc.s1-0"})
+    try:
+        deadline = time.monotonic() + 60
+        while probe.failures < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling the probe thread's progress, with a deadline
+        assert probe.failures >= 2
+        assert probe.latest is None
+    finally:
+        probe.close()
