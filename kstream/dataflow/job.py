@@ -44,6 +44,8 @@ from kstream.errors import ConfigurationError
 
 if TYPE_CHECKING:
     # Types only: this layer stays pure (the runtime's modules import confluent_kafka).
+    from kstream.dataflow.window_operator import WindowedStream
+    from kstream.dataflow.windows import Assigner
     from kstream.runtime.sink import SinkContext, SinkWriter
 
 __all__ = [
@@ -70,6 +72,8 @@ StartPosition = Literal["earliest", "latest"]
 
 
 ProcessFn = Callable[[Any, Any, KeyedContext], Iterable[Any] | None]
+#: ``on_timer(key, timestamp, ctx)``: called when a timer of the key fires; yields outputs.
+TimerFn = Callable[[Any, int, Any], Iterable[Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +236,8 @@ class Node:
     fns: tuple[Callable[..., Any], ...] = ()
     #: A process or co_process node: its side outputs by tag (``side`` nodes).
     side_outputs: dict[str, Node] = field(default_factory=dict)
+    #: A process or co_process node: called as ``on_timer(key, ts, ctx)`` when a timer fires.
+    on_timer: TimerFn | None = None
 
 
 @dataclass(eq=False)
@@ -317,6 +323,9 @@ class Job:
         #: or a `StateSerde`; snapshots record its name and refuse another.
         self.state_serde: StateSerde = state_serde_named(state_serde)
         self.stages: list[Stage] = []
+        #: Topics read as tables (`KeyedStream.enrich`) → whether they must be compacted;
+        #: `kstream run` refuses a table topic that must be and is not.
+        self.tables: dict[str, bool] = {}
 
     def rename(self, name: str) -> None:
         """Give the job another name (e.g. from `--job-name`); before it runs."""
@@ -541,14 +550,17 @@ class KeyedStream:
         self._absorb((other,), "connect", None)
         return ConnectedStreams(self._job, self._stage, self._node)
 
-    def process(self, fn: ProcessFn, name: str = "process") -> Stream:
+    def process(
+        self, fn: ProcessFn, on_timer: TimerFn | None = None, name: str = "process"
+    ) -> Stream:
         """Call `fn(key, value, ctx)` per value; it yields outputs (or returns None) and may
-        change the key's state through `ctx` (a `KeyedContext`)."""
+        change the key's state through `ctx` (a `KeyedContext`); `on_timer(key, ts, ctx)`
+        is called when a timer the key registered fires."""
         if self._spent:
             self._check_fresh("process")
         if self._node.children:
             raise ConfigurationError("a keyed stream feeds exactly one process function")
-        node = Node("process", fn=fn, name=name)
+        node = Node("process", fn=fn, name=name, on_timer=on_timer)
         self._node.children.append(node)
         return Stream(self._job, self._stage, node)
 
@@ -565,7 +577,7 @@ class KeyedStream:
             ctx.set(result)
             return ((key, result),)
 
-        return self.process(reduce_values, name)
+        return self.process(reduce_values, name=name)
 
     def aggregate(
         self, initial: Any, add: Callable[[Any, Any], Any], name: str = "aggregate"
@@ -583,11 +595,48 @@ class KeyedStream:
             ctx.set(result)
             return ((key, result),)
 
-        return self.process(aggregate_values, name)
+        return self.process(aggregate_values, name=name)
 
     def count(self, name: str = "count") -> Stream:
         """Per value, emit ``(key, n)``: the number of values of the key so far."""
-        return self.process(_count, name)
+        return self.process(_count, name=name)
+
+    def window(self, assigner: Assigner, *, allowed_lateness: int = 0) -> WindowedStream:
+        """Event-time windows of each key: `tumbling`, `sliding` or `session`; finish with
+        ``.aggregate(...)``, ``.apply(fn)`` or ``.count()`` (`WindowedStream`)."""
+        # Imported here: the window operator's module imports this one (for `Tagged`).
+        from kstream.dataflow.window_operator import WindowedStream
+
+        return WindowedStream(self, assigner, allowed_lateness)
+
+    def interval_join(
+        self, other: KeyedStream, lower: int, upper: int, name: str = "interval_join"
+    ) -> Stream:
+        """Pairs of this stream's records l and `other`'s r of one key with
+        ``l.ts - lower <= r.ts <= l.ts + upper``, as ``{"key", "left", "right",
+        "timestamp"}``; too-late records go to ``side_output("late")``."""
+        from kstream.dataflow.joins import interval_join_functions
+
+        left, right, on_timer = interval_join_functions(lower, upper)
+        return self.connect(other).process(left, right, on_timer=on_timer, name=name)
+
+    def enrich(self, table: KeyedStream, *, compacted: bool = True, name: str = "enrich") -> Stream:
+        """Each record with `table`'s value of its key as of the record's event time, as
+        ``{"key", "value", "table", "timestamp"}``. `table` reads a table topic (latest
+        value per key, None a tombstone), which must be compacted unless `compacted` is
+        False; too-late records go to ``side_output("late")``."""
+        from kstream.dataflow.joins import enrichment_functions
+
+        for inp in table._stage.inputs:
+            source = inp.upstream.source
+            if source is None:
+                raise ConfigurationError(
+                    "enrich reads its table straight from a source: "
+                    "job.source(KafkaSource(topic)).key_by(...)"
+                )
+            self._job.tables[source.topic] = compacted
+        stream, table_fn, on_timer = enrichment_functions()
+        return self.connect(table).process(stream, table_fn, on_timer=on_timer, name=name)
 
 
 class ConnectedStreams:
@@ -598,13 +647,19 @@ class ConnectedStreams:
         self._stage = stage
         self._node = node
 
-    def process(self, first: ProcessFn, second: ProcessFn, name: str = "co_process") -> Stream:
+    def process(
+        self,
+        first: ProcessFn,
+        second: ProcessFn,
+        on_timer: TimerFn | None = None,
+        name: str = "co_process",
+    ) -> Stream:
         """Call `first(key, value, ctx)` for the first stream's values and `second(...)`
         for the second's; both see the same state of the key (one `KeyedContext`)
-        and yield outputs."""
+        and yield outputs; `on_timer(key, ts, ctx)` is called when a key's timer fires."""
         if self._node.children:
             raise ConfigurationError("connected streams feed exactly one co-process")
-        node = Node("co_process", fn=first, fns=(first, second), name=name)
+        node = Node("co_process", fn=first, fns=(first, second), name=name, on_timer=on_timer)
         self._node.children.append(node)
         return Stream(self._job, self._stage, node)
 
