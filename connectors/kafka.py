@@ -21,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from kstream.dataflow.job import Sink, Source, StartPosition
+from kstream.dataflow.job import Sink, Source, StartPosition, Timestamps
 from kstream.dataflow.serde import Serde, serde
 from kstream.errors import (
     ConfigurationError,
@@ -46,6 +46,12 @@ from kstream.protocol.names import (
     slot_transactional_id,
 )
 from kstream.protocol.twophase import EpochLedger, Wait
+from kstream.protocol.watermarks import (
+    DEFAULT_IDLE_TIMEOUT_MS,
+    DEFAULT_MAX_FUTURE_MS,
+    DEFAULT_OUT_OF_ORDERNESS_MS,
+    WatermarkConfig,
+)
 from kstream.runtime.kafka import (
     BATCHING,
     MANUAL_OFFSETS,
@@ -84,11 +90,35 @@ class KafkaSource(Source):
 
     `start` applies when there is no checkpoint to restore: from the earliest
     retained record or from the end.
+
+    `timestamps` gives the records event time: ``"kafka"`` (each record's
+    Kafka timestamp), a function of the decoded value returning milliseconds,
+    or None (no event time). Watermarks then trail each partition's largest
+    timestamp by `out_of_orderness_ms`; a partition silent for
+    `idle_timeout_ms` of processing time stops holding them back; a record
+    without a usable timestamp, or more than `max_future_ms` ahead of its
+    partition's watermark, is a record error (`TimestampError`).
     """
 
     topic: str
     value_serde: str | Serde = "str"
     start: StartPosition = "earliest"
+    timestamps: Timestamps = None
+    out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS
+    idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
+    max_future_ms: int = DEFAULT_MAX_FUTURE_MS
+
+    def __post_init__(self) -> None:
+        ts = self.timestamps
+        if ts is not None and ts != "kafka" and not callable(ts):
+            raise ConfigurationError(
+                f"timestamps must be 'kafka', a function of the value or None, "
+                f"got {self.timestamps!r}"
+            )
+        self.watermark_config()  # validates the durations
+
+    def watermark_config(self) -> WatermarkConfig:
+        return WatermarkConfig(self.out_of_orderness_ms, self.idle_timeout_ms, self.max_future_ms)
 
     @property
     def name(self) -> str:

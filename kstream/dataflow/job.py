@@ -41,6 +41,7 @@ from kstream.dataflow.state import KeyedContext, ValueState
 from kstream.dataflow.state_serde import StateSerde
 from kstream.dataflow.state_serde import state_serde as state_serde_named
 from kstream.errors import ConfigurationError
+from kstream.protocol.watermarks import WatermarkConfig
 
 if TYPE_CHECKING:
     # Types only: this layer stays pure (the runtime's modules import confluent_kafka).
@@ -61,6 +62,8 @@ __all__ = [
     "StartPosition",
     "Stream",
     "Tagged",
+    "TimerFn",
+    "Timestamps",
     "ValueState",
     "children",
     "sink_nodes",
@@ -72,8 +75,11 @@ StartPosition = Literal["earliest", "latest"]
 
 
 ProcessFn = Callable[[Any, Any, KeyedContext], Iterable[Any] | None]
-#: ``on_timer(key, timestamp, ctx)``: called when a timer of the key fires; yields outputs.
-TimerFn = Callable[[Any, int, Any], Iterable[Any] | None]
+#: ``on_timer(key, timestamp, ctx)``: what a keyed operator emits when one of its timers fires.
+TimerFn = Callable[[Any, int, KeyedContext], Iterable[Any] | None]
+#: How a source stamps records with event time: the Kafka record's timestamp,
+#: a function of the decoded value returning milliseconds, or None (no event time).
+Timestamps = Literal["kafka"] | Callable[[Any], Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +127,12 @@ class Source(ABC):
     topic: str
     #: Where to start without a checkpoint: the earliest retained record or the end.
     start: StartPosition
+    #: Event time of its records (None: the stream has none; see `watermark_config`).
+    timestamps: Timestamps = None
+
+    def watermark_config(self) -> WatermarkConfig:
+        """How its subtasks make watermarks from the timestamps (read when one opens)."""
+        return WatermarkConfig()
 
     @property
     @abstractmethod
@@ -237,7 +249,7 @@ class Node:
     #: A process or co_process node: its side outputs by tag (``side`` nodes).
     side_outputs: dict[str, Node] = field(default_factory=dict)
     #: A process or co_process node: called as ``on_timer(key, ts, ctx)`` when a timer fires.
-    on_timer: TimerFn | None = None
+    on_timer: Callable[..., Any] | None = None
 
 
 @dataclass(eq=False)
@@ -283,6 +295,14 @@ class Stage:
     def upstream(self) -> Stage | None:
         """The first input's upstream stage (None for a source stage)."""
         return self.inputs[0].upstream if self.inputs else None
+
+    @property
+    def timed(self) -> bool:
+        """Whether its records carry event time: its source has timestamps, or its
+        inputs come from timed stages (`Job.validate` refuses a mix)."""
+        if self.source is not None:
+            return self.source.timestamps is not None
+        return bool(self.inputs) and all(i.upstream.timed for i in self.inputs)
 
 
 def sink_nodes(node: Node) -> list[Node]:
@@ -406,6 +426,31 @@ class Job:
                         f"stage {stage.index} of job {self.name} reads stage "
                         f"{inp.upstream.index}: a cycle (feedback edges are not supported)"
                     )
+            _check_event_time(stage, self.name)
+
+
+def _check_event_time(stage: Stage, job: str) -> None:
+    """Refuse inputs with and without timestamps in one stage, and timers without them."""
+    timed = {i.upstream.timed for i in stage.inputs}
+    if len(timed) > 1:
+        raise ConfigurationError(
+            f"stage {stage.index} of job {job} joins streams with and without timestamps: "
+            "give every source timestamps=, or none"
+        )
+    if stage.timed:
+        return
+
+    def refuse(node: Node) -> None:
+        if node.on_timer is not None:
+            raise ConfigurationError(
+                f"{node.kind} {node.name} in stage {stage.index} of job {job} has on_timer, "
+                "but its stream has no timestamps: give its source timestamps= "
+                "(e.g. KafkaSource(..., timestamps='kafka'))"
+            )
+        for c in children(node):
+            refuse(c)
+
+    refuse(stage.root)
 
 
 class Stream:
@@ -554,8 +599,12 @@ class KeyedStream:
         self, fn: ProcessFn, on_timer: TimerFn | None = None, name: str = "process"
     ) -> Stream:
         """Call `fn(key, value, ctx)` per value; it yields outputs (or returns None) and may
-        change the key's state through `ctx` (a `KeyedContext`); `on_timer(key, ts, ctx)`
-        is called when a timer the key registered fires."""
+        change the key's state through `ctx` (a `KeyedContext`).
+
+        `on_timer(key, ts, ctx)` is called when a timer the function registered
+        (``ctx.timers``) fires, and yields outputs like `fn`; event-time timers
+        need a stream with timestamps.
+        """
         if self._spent:
             self._check_fresh("process")
         if self._node.children:
@@ -656,7 +705,7 @@ class ConnectedStreams:
     ) -> Stream:
         """Call `first(key, value, ctx)` for the first stream's values and `second(...)`
         for the second's; both see the same state of the key (one `KeyedContext`)
-        and yield outputs; `on_timer(key, ts, ctx)` is called when a key's timer fires."""
+        and yield outputs. `on_timer(key, ts, ctx)` serves the timers of both."""
         if self._node.children:
             raise ConfigurationError("connected streams feed exactly one co-process")
         node = Node("co_process", fn=first, fns=(first, second), name=name, on_timer=on_timer)

@@ -1,6 +1,6 @@
 """Event-time joins of two keyed streams: the interval join and the stream-table enrichment.
 
-Both are co-process functions over `TimedContext` (side 0 is the first
+Both are co-process functions over `KeyedContext` (side 0 is the first
 stream, side 1 the second) with one timer callback, as §10 "Joins" decides;
 everything they remember is the key's map state and timers, so snapshots
 hold it and a rollback replays the same output. Neither has allowed
@@ -37,7 +37,8 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from kstream.dataflow.job import Tagged
-from kstream.dataflow.window_operator import LATE, ProcessFn, TimedContext, TimerFn, late_record
+from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.window_operator import LATE, ProcessFn, TimerFn, event_time, late_record
 from kstream.errors import ConfigurationError
 from kstream.protocol.watermarks import Lateness, lateness
 
@@ -66,8 +67,8 @@ def enriched(key: Any, value: Any, table: Any, timestamp: int) -> dict[str, Any]
     return {"key": key, "value": value, "table": table, "timestamp": timestamp}
 
 
-def _too_late(key: Any, value: Any, ctx: TimedContext, side: str) -> Tagged | None:
-    ts, stamp = ctx.timestamp, ctx.partition_watermark
+def _too_late(key: Any, value: Any, ctx: KeyedContext, side: str) -> Tagged | None:
+    ts, stamp = event_time(ctx), ctx.partition_watermark
     if lateness(ts, stamp, 0) is not Lateness.TOO_LATE:
         return None
     record = late_record(
@@ -98,12 +99,12 @@ def interval_join_functions(lower: int, upper: int) -> tuple[ProcessFn, ProcessF
 
     def side(mine: str, other: str, name: str, low: int, high: int, drop_after: int) -> ProcessFn:
         # A record at ts of this side matches the other side's ts - low <= o.ts <= ts + high.
-        def process(key: Any, value: Any, ctx: TimedContext) -> Iterator[Any]:
+        def process(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
             late = _too_late(key, value, ctx, name)
             if late is not None:
                 yield late
                 return
-            ts = ctx.timestamp
+            ts = event_time(ctx)
             for other_ts, values in ctx.map(other).items():
                 if ts - low <= other_ts <= ts + high:
                     stamp = max(ts, other_ts)
@@ -119,7 +120,7 @@ def interval_join_functions(lower: int, upper: int) -> tuple[ProcessFn, ProcessF
     # A right record at r matches the lefts with r - upper <= l.ts <= r + lower.
     right = side(_RIGHT, _LEFT, "right", upper, lower, lower)
 
-    def on_timer(key: Any, timestamp: int, ctx: TimedContext) -> Iterator[Any]:
+    def on_timer(key: Any, timestamp: int, ctx: KeyedContext) -> Iterator[Any]:
         for name, keep_for in ((_LEFT, upper), (_RIGHT, lower)):
             buffer = ctx.map(name)
             for ts in [t for t, _ in buffer.items() if t + keep_for + 1 <= timestamp]:
@@ -132,23 +133,25 @@ def interval_join_functions(lower: int, upper: int) -> tuple[ProcessFn, ProcessF
 def enrichment_functions() -> tuple[ProcessFn, ProcessFn, TimerFn]:
     """``(stream, table, on_timer)`` of the stream-table enrichment (see the module's doc)."""
 
-    def stream(key: Any, value: Any, ctx: TimedContext) -> Iterator[Any]:
+    def stream(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
         late = _too_late(key, value, ctx, "stream")
         if late is not None:
             yield late
             return
-        _append(ctx.map(_PENDING), ctx.timestamp, value)
-        ctx.timers.register(ctx.timestamp + 1)
+        ts = event_time(ctx)
+        _append(ctx.map(_PENDING), ts, value)
+        ctx.timers.register(ts + 1)
 
-    def table(key: Any, value: Any, ctx: TimedContext) -> Iterator[Any]:
+    def table(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
         late = _too_late(key, value, ctx, "table")
         if late is not None:
             yield late
             return
-        ctx.map(_VERSIONS).put(ctx.timestamp, value)
-        ctx.timers.register(ctx.timestamp + 1)
+        ts = event_time(ctx)
+        ctx.map(_VERSIONS).put(ts, value)
+        ctx.timers.register(ts + 1)
 
-    def on_timer(key: Any, timestamp: int, ctx: TimedContext) -> Iterator[Any]:
+    def on_timer(key: Any, timestamp: int, ctx: KeyedContext) -> Iterator[Any]:
         # The watermark is at least `timestamp`: every record below it has been seen.
         versions = sorted(ctx.map(_VERSIONS).items(), key=lambda tv: tv[0])
         pending = ctx.map(_PENDING)

@@ -22,6 +22,12 @@ Contracts every kind shares:
   order), never the order of processing or of flushes, so a replay yields the
   same outputs.
 
+Event time (a stage whose source has timestamps): ``ctx.timestamp`` is the
+current record's timestamp (or the firing timer's), ``ctx.partition_watermark``
+its partition's watermark before it (for `kstream.protocol.watermarks.lateness`),
+``ctx.watermark`` the subtask's input watermark, ``ctx.now()`` processing time,
+and ``ctx.timers`` registers timers of the current key (`Timers`).
+
 The RocksDB-backed implementation is `kstream.runtime.keyed_state`.
 """
 
@@ -36,6 +42,7 @@ __all__ = [
     "ListState",
     "MapState",
     "ReducingState",
+    "Timers",
     "ValueState",
 ]
 
@@ -132,6 +139,32 @@ class AggregatingState(Protocol):
         """Reset the accumulator to ``initial``."""
 
 
+class Timers(Protocol):
+    """The timers of the current key (``ctx.timers``); a timer is (key, timestamp), so
+    registering one twice is registering it once.
+
+    An event-time timer at ``t`` fires once the subtask's watermark reaches
+    ``t``; a processing-time one once the wall clock (``ctx.now()``) does (not
+    reproducible after a rollback). Firing calls the operator's
+    ``on_timer(key, t, ctx)`` with ``ctx.timestamp == t``; its outputs have
+    timestamp and partition stamp ``t``. Timers are kept with the key's state in
+    checkpoints. Registering needs an ``on_timer``, and an event-time timer a
+    stream with timestamps: otherwise `ConfigurationError`.
+    """
+
+    def register(self, timestamp: int) -> None:
+        """An event-time timer of the current key at `timestamp` (ms)."""
+
+    def delete(self, timestamp: int) -> None:
+        """Remove the current key's event-time timer at `timestamp`, if any."""
+
+    def register_processing(self, timestamp: int) -> None:
+        """A processing-time timer of the current key at wall-clock `timestamp` (ms)."""
+
+    def delete_processing(self, timestamp: int) -> None:
+        """Remove the current key's processing-time timer at `timestamp`, if any."""
+
+
 class KeyedContext(ValueState, Protocol):
     """The third argument of a keyed function: its default `ValueState` and named states.
 
@@ -157,3 +190,24 @@ class KeyedContext(ValueState, Protocol):
         self, name: str, add: Callable[[Any, Any], Any], initial: Any
     ) -> AggregatingState:
         """Named aggregating state of the current key."""
+
+    @property
+    def timestamp(self) -> int | None:
+        """Event time (ms) of the record being processed or the timer firing; None
+        on a stream without timestamps."""
+
+    @property
+    def partition_watermark(self) -> int:
+        """The record's partition watermark before it (its stamp): judge lateness
+        with ``lateness(ctx.timestamp, ctx.partition_watermark, allowed)``."""
+
+    @property
+    def watermark(self) -> int:
+        """The subtask's input watermark (`MIN_WATERMARK` until one is known)."""
+
+    @property
+    def timers(self) -> Timers:
+        """The current key's timers."""
+
+    def now(self) -> int:
+        """Processing time: wall-clock milliseconds."""

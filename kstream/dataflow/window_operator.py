@@ -36,7 +36,7 @@ Every result is `window_result`'s dict, which a JSON sink writes as is:
 ``{"key", "start", "end", "value", "update"}``; it is emitted at the
 window's `max_timestamp` by the runtime (timer outputs carry the timer's
 timestamp). The operator holds no I/O and no clock: it reads ``ctx``
-(`TimedContext`) only, so it is unit-tested with an in-memory context.
+(`KeyedContext`: state, times and timers) only, so it is unit-tested with an in-memory context.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from kstream.dataflow.job import KeyedStream, Stream, Tagged
 from kstream.dataflow.state import KeyedContext
@@ -66,11 +66,10 @@ __all__ = [
     "LATE",
     "Aggregation",
     "Apply",
-    "TimedContext",
-    "TimerRegistry",
     "WindowFunction",
     "WindowedStream",
     "counting",
+    "event_time",
     "late_record",
     "window_functions",
     "window_result",
@@ -83,24 +82,15 @@ LATE: Final = "late"
 _WINDOWS: Final = "windows"
 
 
-class TimerRegistry(Protocol):
-    """The current key's event-time timers (``ctx.timers``)."""
-
-    def register(self, timestamp: int) -> None: ...
-
-    def delete(self, timestamp: int) -> None: ...
-
-
-class TimedContext(KeyedContext, Protocol):
-    """What an event-time operator reads besides state: the record's or timer's time."""
-
-    #: The current record's event time, or the firing timer's.
-    timestamp: int
-    #: The watermark of the record's source partition before it (its stamp).
-    partition_watermark: int
-    #: The subtask's input watermark.
-    watermark: int
-    timers: TimerRegistry
+def event_time(ctx: KeyedContext) -> int:
+    """The timestamp of the record being processed; refuses a stream without event time."""
+    ts = ctx.timestamp
+    if ts is None:
+        raise ConfigurationError(
+            "an event-time operator (window, interval join, enrich) needs a stream with "
+            "timestamps: KafkaSource(..., timestamps='kafka' or a function of the value)"
+        )
+    return ts
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,10 +147,8 @@ class Apply:
 
 WindowFunction = Aggregation | Apply
 
-# The context is typed Any here: the job API's process functions take a
-# `KeyedContext`, of which the runtime's context is a `TimedContext`.
-ProcessFn = Callable[[Any, Any, Any], Iterator[Any]]
-TimerFn = Callable[[Any, int, Any], Iterator[Any]]
+ProcessFn = Callable[[Any, Any, KeyedContext], Iterator[Any]]
+TimerFn = Callable[[Any, int, KeyedContext], Iterator[Any]]
 
 
 def window_result(key: Any, window: TimeWindow, value: Any, update: bool) -> dict[str, Any]:
@@ -187,8 +175,8 @@ def window_functions(
             "session windows merge: give the aggregation a merge(acc, other) function"
         )
 
-    def process(key: Any, value: Any, ctx: TimedContext) -> Iterator[Any]:
-        ts = ctx.timestamp
+    def process(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
+        ts = event_time(ctx)
         verdict = lateness(ts, ctx.partition_watermark, allowed_lateness)
         if verdict is Lateness.TOO_LATE:
             yield _late(key, ts, value, ctx.partition_watermark, allowed_lateness)
@@ -216,7 +204,7 @@ def window_functions(
                 windows.put(_entry(window), (contents, True))
                 yield window_result(key, window, function.output(key, window, contents), True)
 
-    def on_timer(key: Any, timestamp: int, ctx: TimedContext) -> Iterator[Any]:
+    def on_timer(key: Any, timestamp: int, ctx: KeyedContext) -> Iterator[Any]:
         windows = ctx.map(_WINDOWS)
         for entry, (contents, emitted) in list(windows.items()):
             window = TimeWindow(*entry)
@@ -233,7 +221,7 @@ def _session_add(
     key: Any,
     value: Any,
     ts: int,
-    ctx: TimedContext,
+    ctx: KeyedContext,
     windows: Any,
     assigner: Assigner,
     allowed_lateness: int,

@@ -23,17 +23,36 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kstream.dataflow.job import Node, Stage, Tagged, children
 from kstream.errors import ConfigurationError, RecordError
+from kstream.protocol.timers import TimerDomain
+from kstream.runtime.event_time import ElementContext, KeyTimers, OperatorTimers
 from kstream.runtime.keyed_state import KeyedStateContext
 from kstream.runtime.state import StateStore, key_bytes
 
-__all__ = ["End", "compile_chain", "has_process", "input_pushes", "keyed_context"]
+__all__ = [
+    "End",
+    "TimerOperator",
+    "compile_chain",
+    "fire_due",
+    "has_process",
+    "input_pushes",
+    "keyed_context",
+]
 
 #: What receives the values reaching a sink or an edge.
 End = Callable[[Any], None]
+
+
+@dataclass(frozen=True, slots=True)
+class TimerOperator:
+    """A keyed operator's timers and how to fire one: ``fire(key_bytes, key, ts)``."""
+
+    timers: OperatorTimers
+    fire: Callable[[bytes, Any, int], None]
 
 
 def compile_chain(
@@ -43,14 +62,20 @@ def compile_chain(
     state: StateStore | None,
     open_sink: Callable[[Node], End],
     open_edge: Callable[[Node], End],
+    element: ElementContext | None = None,
+    timer_operators: list[TimerOperator] | None = None,
 ) -> Callable[..., None]:
     """Compile the chain rooted at `root` (stage `stage_index`) into one push function.
 
     `state` holds the stage's keyed state; it must not be None if the chain
     has a ``process`` node (`has_process`). Each process node keeps its values
     under its own name, ``s<stage_index>.<node name>``, the name snapshots
-    store them under.
+    store them under, and its timers with them; each is appended to
+    `timer_operators` (if given) so the caller can fire them. `element` is the
+    subtask's event-time context (the caller sets it before each push and
+    fire; an untimed one if None).
     """
+    element = element if element is not None else ElementContext(timed=False)
 
     def compile_node(node: Node) -> Callable[..., None]:
         kids = [compile_node(c) for c in node.children]
@@ -94,9 +119,11 @@ def compile_chain(
             assert fn is not None
             assert state is not None, "a chain with a process node needs a state store"
             ctx = keyed_context(state, stage_index, node)
+            _timers(state, stage_index, node, ctx, element, emit, to_side, timer_operators)
 
             def process(key: Any, value: Any) -> None:
                 ctx.key = key_bytes(key)
+                ctx.key_object = key
                 out = fn(key, value, ctx)
                 if out is not None:
                     for x in out:
@@ -110,10 +137,12 @@ def compile_chain(
             assert state is not None, "a chain with a co_process node needs a state store"
             # One state for both sides: what one side's function sets, the other's reads.
             shared = keyed_context(state, stage_index, node)
+            _timers(state, stage_index, node, shared, element, emit, to_side, timer_operators)
             fns = node.fns
 
             def co_process(key: Any, value: Any, side: int) -> None:
                 shared.key = key_bytes(key)
+                shared.key_object = key
                 out = fns[side](key, value, shared)
                 if out is not None:
                     for x in out:
@@ -130,6 +159,64 @@ def compile_chain(
         raise ConfigurationError(f"unknown operator kind {node.kind}")
 
     return compile_node(root)
+
+
+def _timers(
+    state: StateStore,
+    stage_index: int,
+    node: Node,
+    ctx: KeyedStateContext,
+    element: ElementContext,
+    emit: End,
+    to_side: Callable[[Tagged], None],
+    operators: list[TimerOperator] | None,
+) -> None:
+    """Give keyed operator `node` its timers (``ctx.timers``) and register how they fire."""
+    timers = state.timers(f"s{stage_index}.{node.name}")
+    ctx.attach(element, KeyTimers(ctx, timers, element, node.on_timer is not None))
+    on_timer = node.on_timer
+    if on_timer is None or operators is None:
+        return
+
+    def fire(kb: bytes, key: Any, ts: int) -> None:
+        # A timer's outputs are stamped with its own time: never late downstream.
+        element.timestamp = element.stamp = ts
+        ctx.key = kb
+        ctx.key_object = key
+        out = on_timer(key, ts, ctx)
+        if out is not None:
+            for x in out:
+                if type(x) is Tagged:
+                    to_side(x)
+                else:
+                    emit(x)
+
+    operators.append(TimerOperator(timers, fire))
+
+
+def fire_due(
+    operators: list[TimerOperator],
+    domain: TimerDomain,
+    time: int,
+    on_error: Callable[[Exception, Any, int], None],
+) -> int:
+    """Fire every timer of `domain` due at `time` (operator by operator, each in
+    firing order); return how many fired.
+
+    A timer an ``on_timer`` registers that is already due fires in the same
+    call. An exception of ``on_timer`` goes to ``on_error(exc, key, ts)`` and
+    the next timer fires.
+    """
+    fired = 0
+    for op in operators:
+        while (due := op.timers.pop_due(domain, time)) is not None:
+            timer, key = due
+            fired += 1
+            try:
+                op.fire(timer.key, key, timer.timestamp)
+            except Exception as exc:
+                on_error(exc, key, timer.timestamp)
+    return fired
 
 
 def input_pushes(stage: Stage, push: Callable[..., None]) -> list[Callable[..., None]]:

@@ -33,6 +33,7 @@ from rocksdict import Rdict, WriteBatch
 from kstream.dataflow.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from kstream.dataflow.state_serde import StateSerde
 from kstream.errors import ConfigurationError, StateValueError
+from kstream.runtime.event_time import TIMERS_STATE, ElementContext, now_ms
 
 __all__ = ["CACHE_LIMIT", "Flushable", "KeyedStateContext", "KeyedValueState"]
 
@@ -329,10 +330,12 @@ class KeyedStateContext(KeyedValueState):
     """What a keyed function gets as ``ctx``: its default value state and its named states.
 
     The runtime sets `key` (the key's bytes, `kstream.runtime.state.key_bytes`)
-    before each call; every named state reads it from here.
+    and `key_object` (the key itself, for timers) before each call; every named
+    state reads it from here. The event-time members read the subtask's
+    `ElementContext`; `timers` is set by the chain (`kstream.runtime.chain`).
     """
 
-    __slots__ = ("_named", "_op", "_register", "_serde")
+    __slots__ = ("_element", "_named", "_op", "_register", "_serde", "key_object", "timers")
 
     def __init__(
         self,
@@ -346,6 +349,29 @@ class KeyedStateContext(KeyedValueState):
         self._serde = serde
         self._register = register
         self._named: dict[str, tuple[str, Any]] = {}
+        self._element = ElementContext(timed=False)
+        self.key_object: Any = None
+        self.timers: Any = None
+
+    def attach(self, element: ElementContext, timers: Any) -> None:
+        """Read event time from `element`; `timers` is what ``ctx.timers`` gives."""
+        self._element = element
+        self.timers = timers
+
+    @property
+    def timestamp(self) -> int | None:
+        return self._element.timestamp if self._element.timed else None
+
+    @property
+    def partition_watermark(self) -> int:
+        return self._element.stamp
+
+    @property
+    def watermark(self) -> int:
+        return self._element.watermark
+
+    def now(self) -> int:
+        return now_ms()
 
     def _state(self, name: str, kind: str, build: Callable[[bytes], _S]) -> _S:
         found = self._named.get(name)
@@ -358,6 +384,10 @@ class KeyedStateContext(KeyedValueState):
             return made
         if not name or "\x00" in name:
             raise ConfigurationError(f"state name {name!r} must be non-empty, without NUL")
+        if name == TIMERS_STATE:
+            raise ConfigurationError(
+                f"state name {name!r} is reserved for the operator's timers: choose another"
+            )
         state = build(f"{self._op}.{name}".encode() + b"\x00")
         self._named[name] = (kind, state)
         return state

@@ -67,6 +67,10 @@ class SnapshotMeta:
     #: `StateSerde.name` of the state's encoding ("" if taken before serdes were
     #: recorded, when state was pickled; see `check_state_serde`).
     state_serde: str = ""
+    #: Event time: a source subtask's ``{"source": SourceWatermarks.snapshot()}``
+    #: or a channel subtask's ``{"input": InputWatermarks.snapshot()}`` (plain
+    #: ints); empty for a stage without timestamps.
+    watermarks: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

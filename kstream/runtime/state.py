@@ -18,6 +18,7 @@ from typing import Any
 from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
 from kstream.dataflow.state_serde import MSGPACK, StateSerde
+from kstream.runtime.event_time import OperatorTimers
 from kstream.runtime.keyed_state import Flushable, KeyedStateContext
 
 __all__ = ["StateStore", "key_bytes"]
@@ -66,6 +67,12 @@ class StateStore:
             self._contexts[name] = ctx
             self._states.append(ctx)
         return ctx
+
+    def timers(self, name: str) -> OperatorTimers:
+        """The timers of operator `name`, loaded from the database; flushed with the state."""
+        timers = OperatorTimers(self._db, name, self.serde)
+        self._states.append(timers)
+        return timers
 
     def value_state(self, name: str) -> KeyedStateContext:
         """Operator `name`'s default value state: its `context`."""

@@ -17,7 +17,6 @@ finished snapshots to the worker, which sends the acks once they are durable.
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -25,11 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, assert_never
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    TIMESTAMP_NOT_AVAILABLE,
+    Message,
+    TopicPartition,
+)
 
 from kstream.dataflow.job import Node
 from kstream.dataflow.plan import Plan, TaskSpec
-from kstream.errors import CheckpointError, JobFailedError
+from kstream.errors import (
+    CheckpointError,
+    JobFailedError,
+    KStreamError,
+    RecordError,
+    TimestampError,
+)
 from kstream.protocol.barrier import (
     AbandonAlignment,
     Action,
@@ -48,17 +59,28 @@ from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage, Declined
 from kstream.protocol.names import channel_topic
-from kstream.runtime.chain import compile_chain, has_process, input_pushes
+from kstream.protocol.timers import TimerDomain
+from kstream.protocol.watermarks import InputWatermarks, SourceWatermarks, Unusable
+from kstream.runtime.chain import (
+    TimerOperator,
+    compile_chain,
+    fire_due,
+    has_process,
+    input_pushes,
+)
 from kstream.runtime.channel import (
     BARRIER,
-    HEADER_SIZE,
     RECORD,
+    TIMED,
     ChannelWriter,
     barrier_checkpoint,
+    decode_batch,
     decode_header,
+    decode_timed,
 )
 from kstream.runtime.consumers import task_consumer
 from kstream.runtime.dead_letters import RAW, PolicyCounts, RecordErrors
+from kstream.runtime.event_time import ElementContext, now_ms
 from kstream.runtime.kafka import request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta, check_state_serde
@@ -164,12 +186,18 @@ class Subtask:
         self.errors = RecordErrors(
             self.job.on_error, self.job.name, self.id, rt.producer, rt.max_record_bytes, self.stats
         )
+        #: Event time of what is being processed (`kstream.runtime.event_time`).
+        self.element = ElementContext(self.stage.timed)
+        #: Keyed operators with timers to fire, in compile order.
+        self.timer_operators: list[TimerOperator] = []
         self.push: Callable[..., None] = compile_chain(
             self.stage.root,
             stage_index=self.stage.index,
             state=self.state,
             open_sink=self._open_sink,
             open_edge=self._open_edge,
+            element=self.element,
+            timer_operators=self.timer_operators,
         )
         for name, writer in self.sinks.items():
             kept = None
@@ -226,6 +254,7 @@ class Subtask:
             target.inputs[node.edge_input].key_fn,
             max_bytes=self.rt.max_record_bytes,
             on_too_large=self.errors.on_channel_record_too_large,
+            element=self.element if self.element.timed else None,
         )
         self.writers.append(cw)
         return cw.send
@@ -237,6 +266,25 @@ class Subtask:
     def on_record_error(self, exc: BaseException, msg: Message, item: Any = RAW) -> None:
         """Apply the job's error policy (see `RecordErrors.on_record_error`)."""
         self.errors.on_record_error(exc, msg, item)
+
+    def fire_timers(self, domain: TimerDomain, time: int) -> int:
+        """Fire the timers of `domain` due at `time` (`fire_due`); how many fired.
+
+        An exception of ``on_timer`` is the timer's record error: the job's
+        error policy, with the key and time in the dead letter.
+        """
+
+        def failed(exc: Exception, key: Any, ts: int) -> None:
+            if isinstance(exc, KStreamError) and not isinstance(exc, RecordError):
+                raise exc
+            what = f"{domain.name.lower()}-time timer of key {key!r} at {ts}"
+            self.errors.apply(exc, what, None, repr((key, ts)).encode(), [])
+
+        return fire_due(self.timer_operators, domain, time, failed)
+
+    def watermarks(self) -> dict[str, Any]:
+        """What a snapshot keeps of this subtask's watermarks (`SnapshotMeta.watermarks`)."""
+        return {}
 
     # -- checkpoints --------------------------------------------------------
 
@@ -282,6 +330,7 @@ class Subtask:
             sink={name: k.meta for name, k in kept.items()},
             identity=self.rt.identity,
             state_serde=self.job.state_serde.name if staged is not None else "",
+            watermarks=self.watermarks(),
         )
         self.stats.snapshots += 1
         self.stats.last_sync_ms = sync_ms
@@ -383,6 +432,30 @@ class SourceTask(Subtask):
             self.consumer.assign(
                 [TopicPartition(self.topic, p, o) for p, o in self.positions.items()]
             )
+        self.timestamps = source.timestamps
+        #: The source's watermarks (None: no event time, or no partitions to read).
+        self.source_watermarks: SourceWatermarks | None = None
+        if self.element.timed:
+            self._open_watermarks(source.watermark_config())
+
+    def _open_watermarks(self, config: Any) -> None:
+        now = _monotonic_ms()
+        kept = self.restored.watermarks.get("source") if self.restored is not None else None
+        if not self.positions:
+            # Nothing to read: idle for good, so readers leave this subtask out.
+            self.element.idle = True
+        elif kept is not None:
+            self.source_watermarks = SourceWatermarks.restore(config, self.positions, kept, now)
+        else:
+            self.source_watermarks = SourceWatermarks(config, self.positions, now)
+        if self.source_watermarks is not None:
+            self.element.watermark = self.source_watermarks.watermark
+            self.element.idle = self.source_watermarks.idle
+
+    def watermarks(self) -> dict[str, Any]:
+        if self.source_watermarks is None:
+            return {}
+        return {"source": self.source_watermarks.snapshot()}
 
     def trigger(self, checkpoint: int) -> None:
         self._triggered.append(checkpoint)
@@ -405,7 +478,11 @@ class SourceTask(Subtask):
             n = self._triggered.pop(0)
             self.snapshot(n, source_offsets={self.topic: dict(self.positions)})
         if not self.positions:
+            if self.element.timed:
+                self._publish_watermark()
             return 0
+        if self.element.timed:
+            return self._poll_timed(timeout)
         msgs = self.consumer.consume(BATCH, timeout)
         if self._at_most_once and msgs:
             last: dict[int, int] = {}
@@ -429,6 +506,75 @@ class SourceTask(Subtask):
             positions[m.partition() or 0] = (m.offset() or 0) + 1
         self.stats.records += len(msgs)
         return len(msgs)
+
+    def _poll_timed(self, timeout: float) -> int:
+        """`poll` of a source with timestamps: stamp each record, then advance watermarks."""
+        sw = self.source_watermarks
+        assert sw is not None
+        msgs = self.consumer.consume(BATCH, timeout)
+        if self._at_most_once and msgs:
+            self._commit_consumed(msgs)
+        now = _monotonic_ms()
+        push, loads, positions, element = self.push, self.loads, self.positions, self.element
+        from_kafka = self.timestamps == "kafka"
+        fn = self.timestamps
+        for m in msgs:
+            if m.error() is not None:
+                _raise_if_fatal(m)
+                continue
+            self._current = m
+            partition = m.partition() or 0
+            try:
+                value = loads(m.value())
+                if from_kafka:
+                    kind, ts = m.timestamp()
+                    at: object = ts if kind != TIMESTAMP_NOT_AVAILABLE else None
+                else:
+                    assert callable(fn)
+                    at = fn(value)
+                verdict = sw.observe(partition, at, now)
+                if isinstance(verdict, Unusable):
+                    # Neither stalls nor jumps the watermark: a record error.
+                    raise TimestampError(verdict.reason)
+                element.timestamp = verdict.timestamp
+                element.stamp = verdict.partition_watermark
+                push(value)
+            except Exception as exc:
+                self.on_record_error(exc, m)
+            positions[partition] = (m.offset() or 0) + 1
+        self.stats.records += len(msgs)
+        # Every poll, not only empty ones: one partition's silence must be noticed
+        # while the others keep delivering.
+        sw.tick(now)
+        element.watermark, element.idle = sw.watermark, sw.idle
+        if not msgs:
+            self._publish_watermark()
+        return len(msgs)
+
+    def _publish_watermark(self) -> None:
+        """Flush a watermark (or idleness) that changed while nothing was read.
+
+        The worker flushes after batches that read something; a watermark moved
+        by the clock alone is flushed here (a timed writer writes only into
+        channels whose last record carried another watermark).
+        """
+        for cw in self.writers:
+            cw.flush()
+
+    def _commit_consumed(self, msgs: list[Message]) -> None:
+        last: dict[int, int] = {}
+        for m in msgs:
+            last[m.partition() or 0] = (m.offset() or 0) + 1
+        offsets = [TopicPartition(self.topic, p, o) for p, o in last.items()]
+        request(
+            lambda: self.consumer.commit(offsets=offsets, asynchronous=False),
+            f"cannot commit the offsets of {self.topic}",
+        )
+
+
+def _monotonic_ms() -> int:
+    """The clock idleness is measured with (processing time, never set back)."""
+    return time.monotonic_ns() // 1_000_000
 
 
 class ChannelTask(Subtask):
@@ -454,16 +600,33 @@ class ChannelTask(Subtask):
         self._resume: dict[Channel, int] = {}
         self._align_started: float | None = None
         self.consumer.assign(assigned)
+        #: The input watermark over every channel (None: no event time).
+        self.input_watermarks: InputWatermarks | None = None
+        if self.element.timed:
+            kept = self.restored.watermarks.get("input") if self.restored is not None else None
+            order = list(self.channels.values())
+            self.input_watermarks = (
+                InputWatermarks(order) if kept is None else InputWatermarks.restore(order, kept)
+            )
+            self.element.watermark = self.input_watermarks.watermark
+            self.element.idle = self.input_watermarks.idle
+
+    def watermarks(self) -> dict[str, Any]:
+        if self.input_watermarks is None:
+            return {}
+        return {"input": self.input_watermarks.snapshot()}
 
     def on_abort(self, checkpoint: int) -> None:
         self._run(self.aligner.handle(CheckpointAborted(checkpoint)), set())
         super().on_abort(checkpoint)
 
     def poll(self, timeout: float) -> int:
+        # Processing-time timers fire between batches (and count as work done,
+        # so the worker flushes what they emitted).
+        fired = self.fire_timers(TimerDomain.PROCESSING, now_ms()) if self.timer_operators else 0
         msgs = self.consumer.consume(BATCH, timeout)
         aligner = self.aligner
         pushes, channels = self.pushes, self.channels
-        loads = pickle.loads
         keyed = self.stage.keyed
         # Channels re-positioned (seek) during this batch: the rest of their
         # records in it are stale copies that will be fetched again in order.
@@ -486,7 +649,7 @@ class ChannelTask(Subtask):
                     if not isinstance(action, Process):
                         self.stats.dropped += 1
                         continue
-                items = loads(memoryview(value)[HEADER_SIZE:])
+                items = decode_batch(value)
                 push = pushes[topic]
                 if keyed:
                     for key, item in items:
@@ -504,8 +667,40 @@ class ChannelTask(Subtask):
             elif kind == BARRIER:
                 event = BarrierArrived(ch, m.offset() or 0, barrier_checkpoint(value), gen)
                 self._run(aligner.handle(event), reseeked)
+            elif kind == TIMED:
+                # A record for the aligner like any data record (a watermark-only one too).
+                if gen != aligner.open_generation:
+                    action = aligner.handle(RecordArrived(ch, m.offset() or 0, gen))[0]
+                    if not isinstance(action, Process):
+                        self.stats.dropped += 1
+                        continue
+                processed += self._timed(m, ch, value, pushes[topic], keyed)
         self.stats.records += processed
-        return len(msgs)
+        return len(msgs) + fired
+
+    def _timed(self, m: Message, ch: Channel, value: bytes, push: Any, keyed: bool) -> int:
+        """Process a timed channel record: its items, then its watermark, then due timers."""
+        timed = decode_timed(value)
+        element, stamps = self.element, timed.stamps
+        for i, item in enumerate(timed.items):
+            element.timestamp = stamps[2 * i]
+            element.stamp = stamps[2 * i + 1]
+            try:
+                if keyed:
+                    push(*item)
+                else:
+                    push(item)
+            except Exception as exc:
+                self.on_record_error(exc, m, item)
+        iw = self.input_watermarks
+        assert iw is not None
+        iw.observe(ch, timed.watermark, timed.idle)
+        element.watermark, element.idle = iw.watermark, iw.idle
+        if self.timer_operators:
+            # Before the next record: a timer registered at or below the watermark
+            # fires here too, after the record that registered it.
+            self.fire_timers(TimerDomain.EVENT, iw.watermark)
+        return len(timed.items)
 
     def _run(self, actions: list[Action], reseeked: set[Channel]) -> None:
         for action in actions:

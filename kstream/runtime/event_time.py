@@ -1,0 +1,198 @@
+"""Event time inside a subtask: the current record's time, and the timers of keyed operators.
+
+`ElementContext` is one mutable object per subtask that the task sets before
+each push (the current record's timestamp and partition stamp) and after each
+watermark change (the subtask's watermark and idleness). Operators, channel
+writers and sinks read it instead of receiving the time as an argument, so a
+stage without event time pays nothing per record.
+
+`OperatorTimers` keeps the timers of one keyed operator (`TimerService`,
+`kstream.protocol.timers`) in memory and in the subtask's RocksDB, written at
+the same flush as its state, so that a snapshot's RocksDB checkpoint holds
+exactly the timers not fired at that snapshot. The key layout (§10 of
+docs/architecture.md)::
+
+    s<stage>.<operator>.timers\\0<encode_timer_key(domain, timer)>  ->  the key, state serde
+
+The value keeps the key as the function saw it (a timer is ordered by the
+key's bytes, but ``on_timer`` gets the key object back).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rocksdict import Rdict, WriteBatch
+
+from kstream.dataflow.state_serde import StateSerde
+from kstream.errors import ConfigurationError
+from kstream.protocol.timers import (
+    Timer,
+    TimerDomain,
+    TimerService,
+    decode_timer_key,
+    encode_timer_key,
+)
+from kstream.protocol.watermarks import MIN_WATERMARK
+
+if TYPE_CHECKING:
+    from kstream.runtime.keyed_state import KeyedStateContext
+
+__all__ = [
+    "TIMERS_STATE",
+    "ElementContext",
+    "KeyTimers",
+    "OperatorTimers",
+    "now_ms",
+]
+
+#: The state name under which an operator's timers are stored (reserved for them).
+TIMERS_STATE = "timers"
+
+EVENT = TimerDomain.EVENT
+PROCESSING = TimerDomain.PROCESSING
+
+
+def now_ms() -> int:
+    """Processing time: wall-clock milliseconds (what processing-time timers wait for)."""
+    return time.time_ns() // 1_000_000
+
+
+class ElementContext:
+    """What the subtask is processing now, in event time.
+
+    `timestamp` and `stamp` (the record's partition watermark) belong to the
+    record being pushed, or to the timer firing (both its timestamp then);
+    `watermark` and `idle` are the subtask's own, sent downstream with its
+    channel flushes. `timed` says whether the stage has event time at all.
+    """
+
+    __slots__ = ("idle", "stamp", "timed", "timestamp", "watermark")
+
+    def __init__(self, timed: bool) -> None:
+        self.timed = timed
+        self.timestamp: int | None = None
+        self.stamp = MIN_WATERMARK
+        self.watermark = MIN_WATERMARK
+        self.idle = False
+
+
+class OperatorTimers:
+    """The timers of keyed operator `op` (``s<stage>.<operator>``) of one subtask.
+
+    Loaded from `db` at open; changes are buffered and written by `flush_into`
+    (a `Flushable` of the subtask's `StateStore`).
+    """
+
+    def __init__(self, db: Rdict, op: str, serde: StateSerde) -> None:
+        self._prefix = f"{op}.{TIMERS_STATE}".encode() + b"\x00"
+        self._dumps = serde.dumps
+        self.service = TimerService()
+        #: The key object of every pending timer (what ``on_timer`` is called with).
+        self._objects: dict[tuple[TimerDomain, Timer], Any] = {}
+        #: Encoded timer -> the timer to store, or None to delete it, at the next flush.
+        self._dirty: dict[bytes, tuple[TimerDomain, Timer] | None] = {}
+        it = db.iter()
+        it.seek(self._prefix)
+        while it.valid():
+            key = it.key()
+            if not key.startswith(self._prefix):
+                break
+            domain, timer = decode_timer_key(key[len(self._prefix) :])
+            self.service.queue(domain).register(timer)
+            self._objects[domain, timer] = serde.loads(it.value())
+            it.next()
+
+    def __len__(self) -> int:
+        return len(self.service.event) + len(self.service.processing)
+
+    def register(self, domain: TimerDomain, timestamp: int, key: bytes, obj: Any) -> None:
+        timer = Timer(timestamp, key)
+        if self.service.queue(domain).register(timer):
+            self._objects[domain, timer] = obj
+            self._dirty[encode_timer_key(domain, timer)] = (domain, timer)
+
+    def delete(self, domain: TimerDomain, timestamp: int, key: bytes) -> None:
+        timer = Timer(timestamp, key)
+        if self.service.queue(domain).delete(timer):
+            del self._objects[domain, timer]
+            self._dirty[encode_timer_key(domain, timer)] = None
+
+    def pop_due(self, domain: TimerDomain, time: int) -> tuple[Timer, Any] | None:
+        """The next timer of `domain` due at `time` (removed) with its key object, or None."""
+        timer = self.service.queue(domain).pop_due(time)
+        if timer is None:
+            return None
+        self._dirty[encode_timer_key(domain, timer)] = None
+        return timer, self._objects.pop((domain, timer))
+
+    def flush_into(self, batch: WriteBatch) -> int:
+        n = len(self._dirty)
+        prefix, objects, dumps = self._prefix, self._objects, self._dumps
+        for encoded, what in self._dirty.items():
+            if what is None:
+                batch.delete(prefix + encoded)
+            else:
+                batch.put(prefix + encoded, dumps(objects[what]))
+        self._dirty.clear()
+        return n
+
+
+class KeyTimers:
+    """``ctx.timers``: the timers of the current key of one keyed operator.
+
+    Event-time timers need a stage with event time and an ``on_timer``
+    function; either missing is a `ConfigurationError` at the call (the
+    planner refuses ``on_timer`` on a stream without timestamps beforehand).
+    """
+
+    __slots__ = ("_ctx", "_element", "_has_on_timer", "_timers")
+
+    def __init__(
+        self,
+        ctx: KeyedStateContext,
+        timers: OperatorTimers,
+        element: ElementContext,
+        has_on_timer: bool,
+    ) -> None:
+        self._ctx = ctx
+        self._timers = timers
+        self._element = element
+        self._has_on_timer = has_on_timer
+
+    def _check(self, event: bool) -> None:
+        if event and not self._element.timed:
+            raise ConfigurationError(
+                "an event-time timer needs a stream with timestamps: give the source "
+                "timestamps= (e.g. KafkaSource(..., timestamps='kafka'))"
+            )
+        if not self._has_on_timer:
+            raise ConfigurationError(
+                "a timer needs an on_timer function: process(fn, on_timer=...)"
+            )
+
+    def register(self, timestamp: int) -> None:
+        """Call ``on_timer(key, timestamp, ctx)`` once the watermark reaches `timestamp`."""
+        self._check(True)
+        ctx = self._ctx
+        self._timers.register(EVENT, timestamp, ctx.key, ctx.key_object)
+
+    def delete(self, timestamp: int) -> None:
+        """Forget the key's event-time timer at `timestamp` (nothing if there is none)."""
+        self._timers.delete(EVENT, timestamp, self._ctx.key)
+
+    def register_processing(self, timestamp: int) -> None:
+        """Call ``on_timer`` once the wall clock (`now_ms`) reaches `timestamp`."""
+        self._check(False)
+        ctx = self._ctx
+        self._timers.register(PROCESSING, timestamp, ctx.key, ctx.key_object)
+
+    def delete_processing(self, timestamp: int) -> None:
+        """Forget the key's processing-time timer at `timestamp`."""
+        self._timers.delete(PROCESSING, timestamp, self._ctx.key)
+
+
+#: Fires one timer of an operator: ``fire(key, timestamp)`` runs its ``on_timer``.
+Fire = Callable[[bytes, Any, int], None]

@@ -1,0 +1,78 @@
+"""An event-time keyed job with timers, and its pure reference.
+
+Input lines are ``"<key> <timestamp ms> <value>"``; the source stamps each
+record with its timestamp. Per key, the job sums values into buckets
+``[T - BUCKET, T)`` and emits ``(key, {"t": T, "sum": s, "wm": W})`` from
+``on_timer`` once the watermark W reaches T; every record also emits
+``(key, {"seen": ts, "wm": W})`` with the watermark it was processed under, so
+a test can check from the output alone that the watermark never moved back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kstream.connectors.kafka import KafkaSink, KafkaSource
+from kstream.dataflow.job import Job
+from kstream.dataflow.state import KeyedContext
+
+#: Width of a bucket (ms): a sum is emitted per key at every multiple of it.
+BUCKET = 1000
+
+
+def bucket_end(ts: int) -> int:
+    return (ts // BUCKET + 1) * BUCKET
+
+
+def key_of(line: str) -> str:
+    return line.split()[0]
+
+
+def event_time(line: str) -> object:
+    """The line's timestamp; text that is not an integer is returned as is (unusable)."""
+    text = line.split()[1]
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def add(key: str, line: str, ctx: KeyedContext) -> Iterator[tuple[str, dict[str, Any]]]:
+    ts = ctx.timestamp
+    assert ts is not None
+    end = bucket_end(ts)
+    sums = ctx.map("sums")
+    sums.put(end, sums.get(end, 0) + int(line.split()[2]))
+    ctx.timers.register(end)
+    yield (key, {"seen": ts, "wm": ctx.watermark})
+
+
+def emit(key: str, ts: int, ctx: KeyedContext) -> Iterator[tuple[str, dict[str, Any]]]:
+    sums = ctx.map("sums")
+    yield (key, {"t": ts, "sum": sums.get(ts), "wm": ctx.watermark})
+    sums.remove(ts)
+
+
+def job(params: dict[str, str]) -> Job:
+    j = Job(params["name"])
+    source = KafkaSource(
+        params["input"],
+        timestamps=event_time,
+        out_of_orderness_ms=int(params.get("ooo", "3000")),
+        idle_timeout_ms=int(params.get("idle", "1500")),
+    )
+    (
+        j.source(source)
+        .key_by(key_of)
+        .process(add, on_timer=emit, name="buckets")
+        .sink(KafkaSink(params["output"], value_serde="json"))
+    )
+    return j
+
+
+def reference(lines: list[str]) -> dict[tuple[str, int], int]:
+    """The sum of every (key, bucket end) the input has a record for."""
+    sums: dict[tuple[str, int], int] = {}
+    for line in lines:
+        key, ts, value = line.split()
+        at = (key, bucket_end(int(ts)))
+        sums[at] = sums.get(at, 0) + int(value)
+    return sums
