@@ -501,7 +501,7 @@ def test_enrichment_takes_the_latest_version_at_or_before_the_record() -> None:
 
 
 def _keyed(job: Job, topic: str) -> Any:
-    return job.source(KafkaSource(topic)).key_by(lambda v: v)
+    return job.source(KafkaSource(topic, timestamps="kafka")).key_by(lambda v: v)
 
 
 def test_window_builds_a_process_node_with_a_timer_callback() -> None:
