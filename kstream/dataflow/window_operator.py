@@ -22,7 +22,9 @@ cleaned (only after a partition resumed from idleness behind the watermark).
 A record is judged as a whole: it goes into all its windows or into none.
 Otherwise it is added to each of its windows; a window still open waits for
 its result timer; a window that already fired (``end <= W < end +
-allowed_lateness``) emits its new result at once, marked as an update.
+allowed_lateness``) emits its new result at once, marked as an update
+(unless it is the window's first result: the key had nothing in it when it
+fired).
 
 Session windows merge: the record's own window ``[ts, ts + gap)`` absorbs the
 key's sessions it overlaps (`merge_session`); their contents are merged with
@@ -196,13 +198,17 @@ def window_functions(
             stored = windows.get(_entry(window))
             contents = function.start() if stored is None else stored[0]
             contents = function.added(contents, value)
+            # A fired window may have no state for this key yet (its first
+            # record is late but allowed): then this result is its first one.
+            emitted = stored is not None and bool(stored[1])
+            ctx.timers.register(cleanup_time(window, allowed_lateness))
             if phase is WindowPhase.OPEN:
-                windows.put(_entry(window), (contents, False))
+                windows.put(_entry(window), (contents, emitted))
                 ctx.timers.register(window.end)
-                ctx.timers.register(cleanup_time(window, allowed_lateness))
             else:
                 windows.put(_entry(window), (contents, True))
-                yield window_result(key, window, function.output(key, window, contents), True)
+                result = function.output(key, window, contents)
+                yield window_result(key, window, result, emitted)
 
     def on_timer(key: Any, timestamp: int, ctx: KeyedContext) -> Iterator[Any]:
         windows = ctx.map(_WINDOWS)
@@ -256,7 +262,7 @@ def _session_add(
     else:
         windows.put(_entry(merge.window), (contents, True))
         result = function.output(key, merge.window, contents)
-        yield window_result(key, merge.window, result, True)
+        yield window_result(key, merge.window, result, emitted)
 
 
 def _timers(window: TimeWindow, allowed_lateness: int) -> tuple[int, int]:

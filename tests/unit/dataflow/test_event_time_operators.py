@@ -126,6 +126,8 @@ TimerFn = Callable[[Any, int, Any], Iterable[Any] | None]
 class Outputs:
     main: list[Any] = field(default_factory=list)
     late: list[Any] = field(default_factory=list)
+    #: After the flush: the state entries and timers still kept.
+    state_left: int = 0
 
 
 def _collect(out: Outputs, produced: Iterable[Any] | None) -> None:
@@ -208,6 +210,7 @@ def drive(
     advance(input_watermark())
     at_end = Outputs(list(out.main), list(out.late))
     advance(FLUSH)
+    out.state_left = sum(len(m) for m in ctx.maps.values()) + len(ctx.timer_queue)
     return at_end, out
 
 
@@ -239,12 +242,16 @@ ASSIGNERS: list[Tumbling | Sliding] = [Tumbling(2_000), Sliding(3_000, 1_000)]
     rng=st.randoms(use_true_random=False),
     assigner=st.sampled_from(ASSIGNERS),
     allowed=st.sampled_from([0, 1_500]),
+    ooo=st.sampled_from([1_000, 300]),
+    keys=st.sampled_from([5, 60]),
 )
 def test_windowed_counts_match_the_reference(
-    seed: int, rng: random.Random, assigner: Tumbling | Sliding, allowed: int
+    seed: int, rng: random.Random, assigner: Tumbling | Sliding, allowed: int, ooo: int, keys: int
 ) -> None:
-    ooo = 1_000
-    records = inputs.keyed_events(seed, out_of_orderness=ooo, allowed_lateness=allowed)
+    # The input is out of order by up to 1 s; a job bound of 300 ms makes many
+    # records late: within the allowed lateness (updates) or beyond it. With many
+    # keys, a late record is often the first of its key in a window that fired.
+    records = inputs.keyed_events(seed, keys=keys, out_of_orderness=1_000, allowed_lateness=allowed)
     process, on_timer = window_functions(assigner, allowed, counting())
     at_end, flushed = drive([records], [process], on_timer, rng, ooo)
     ref = references.windowed_counts(records, assigner, ooo, allowed)
@@ -254,6 +261,7 @@ def test_windowed_counts_match_the_reference(
     _check_update_flags(flushed.main)
     if allowed == 0:
         assert not any(o["update"] for o in flushed.main)
+    assert flushed.state_left == 0, "a window kept state or timers after its cleanup"
 
 
 def _clicks_result(key: str, window: TimeWindow, values: tuple[Any, ...]) -> Any:
@@ -266,12 +274,14 @@ def _clicks_result(key: str, window: TimeWindow, values: tuple[Any, ...]) -> Any
     rng=st.randoms(use_true_random=False),
     allowed=st.sampled_from([0, 20_000, 70_000]),
     apply=st.booleans(),
+    ooo=st.sampled_from([5_000, 1_000]),
 )
 def test_sessions_match_the_reference(
-    seed: int, rng: random.Random, allowed: int, apply: bool
+    seed: int, rng: random.Random, allowed: int, apply: bool, ooo: int
 ) -> None:
-    ooo, gap = 5_000, 30_000
-    records = inputs.clicks(seed, out_of_orderness=ooo, allowed_lateness=allowed)
+    gap = 30_000
+    # Out of order by up to 5 s; a job bound of 1 s makes some clicks late.
+    records = inputs.clicks(seed, out_of_orderness=5_000, allowed_lateness=allowed)
     function: Apply | Aggregation = (
         Apply(_clicks_result)
         if apply
@@ -296,6 +306,7 @@ def test_sessions_match_the_reference(
         ref.certainly_fired()
     )
     assert _late_set(flushed.late) == _ref_late(ref.late)
+    assert flushed.state_left == 0, "a session kept state or timers after its cleanup"
 
 
 # -- joins against the references ------------------------------------------------
@@ -415,6 +426,20 @@ def test_a_window_fires_at_its_end_updates_while_allowed_and_is_cleaned_after() 
         LATE, {"key": "a", "timestamp": 6, "value": "v", "reason": late.value["reason"]}
     )
     assert "too late" in late.value["reason"]
+
+
+def test_an_allowed_record_first_in_a_fired_window_emits_it_and_has_it_cleaned() -> None:
+    process, on_timer = window_functions(Tumbling(10), 5, counting())
+    ctx = MemoryContext()
+    _feed(ctx, process, "a", 3, 0)
+    assert len(_fire(ctx, on_timer, 10)) == 1
+    # Key b had nothing in [0, 10), which fired: its first result is not an update.
+    assert _feed(ctx, process, "b", 8, 12) == [
+        {"key": "b", "start": 0, "end": 10, "value": 1, "update": False}
+    ]
+    assert _fire(ctx, on_timer, 15) == []
+    assert not any(ctx.maps.values())
+    assert len(ctx.timer_queue) == 0
 
 
 def test_a_record_for_a_cleaned_window_goes_to_late_output_whole() -> None:
