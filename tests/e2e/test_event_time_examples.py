@@ -46,6 +46,8 @@ PAD = "~pad"
 #: How far past the input's last timestamp the pad records are: more than any
 #: window, gap, join bound or out-of-orderness of the examples.
 PAD_AHEAD_MS = 600_000
+#: The windows' jobs' out-of-orderness bound, tighter than their inputs' disorder.
+JOB_OOO_MS = 300
 
 
 def padded(records: list[Record], last: int) -> list[Record]:
@@ -144,6 +146,9 @@ def test_windowed_counts_are_the_reference_across_worker_kills(
         "name": f"c-{run}",
         "window": window,
         "lateness": str(lateness),
+        # Tighter than the input's disorder (1 s): many records are late, within
+        # the allowed lateness (updates) or beyond it.
+        "ooo": str(JOB_OOO_MS),
     }
     job = windowed_counts.job(params)
     run_job(
@@ -151,9 +156,7 @@ def test_windowed_counts_are_the_reference_across_worker_kills(
     )
 
     assigner: Tumbling | Sliding = windowed_counts.assigner(params)
-    ref = references.windowed_counts(
-        records, assigner, windowed_counts.OUT_OF_ORDERNESS_MS, lateness
-    )
+    ref = references.windowed_counts(records, assigner, JOB_OOO_MS, lateness)
     got = real(outputs(bootstrap, dst))
     assert references.final_results(got) == ref.results
     firsts = Counter((o["key"], o["start"], o["end"]) for o in got if not o["update"])
@@ -208,11 +211,12 @@ def test_user_sessions_are_the_reference_across_worker_kills(
         "late": late,
         "name": f"s-{run}",
         "lateness": str(lateness),
+        "ooo": str(JOB_OOO_MS),  # the clicks are out of order by up to 5 s
     }
     job = user_sessions.job(params)
     run_job(bootstrap, tmp_path, job, "kstream.examples.user_sessions:job", params, {src: ends}, 4)
 
-    ref = references.sessions(records, 30_000, user_sessions.OUT_OF_ORDERNESS_MS, lateness)
+    ref = references.sessions(records, 30_000, JOB_OOO_MS, lateness)
     got = real(outputs(bootstrap, dst))
     final = references.final_results(got, merging=True)
     assert {kw: (n, tuple(pages)) for kw, (n, pages) in final.items()} == ref.results

@@ -307,6 +307,14 @@ def test_sessions_match_the_reference(
     )
     assert _late_set(flushed.late) == _ref_late(ref.late)
     assert flushed.state_left == 0, "a session kept state or timers after its cleanup"
+    # A session's result is an update iff an earlier result of the key overlapped it
+    # (the same session, or one it absorbed).
+    emitted: list[tuple[str, TimeWindow]] = []
+    for o in flushed.main:
+        window = TimeWindow(o["start"], o["end"])
+        earlier = any(k == o["key"] and w.overlaps(window) for k, w in emitted)
+        assert o["update"] is earlier, o
+        emitted.append((o["key"], window))
 
 
 # -- joins against the references ------------------------------------------------
