@@ -16,6 +16,7 @@ import functools
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,8 +184,17 @@ class KafkaSink(Sink):
 
 #: Kafka record headers, as confluent-kafka takes them.
 Headers = list[tuple[str, str | bytes | None]]
-#: One serialized output: key, value, headers (None without lineage).
-Row = tuple[bytes | None, bytes | None, Headers | None]
+#: One serialized output: key, value, headers (None without lineage) and its
+#: Kafka timestamp (the result's event time on a stage with event time, else 0:
+#: the producer's clock).
+Row = tuple[bytes | None, bytes | None, Headers | None, int]
+
+
+def _produce_row(producer: Producer, topic: str, row: Sequence[Any]) -> None:
+    """Produce `row` (a `Row`, or a 3-tuple kept by a snapshot taken before timestamps)."""
+    produce(
+        producer, topic, row[1], row[0], headers=row[2], timestamp=row[3] if len(row) > 3 else 0
+    )
 
 
 class _Encoder:
@@ -201,10 +211,12 @@ class _Encoder:
         self._value = serde(sink.value_serde).dumps
         self._position = ctx.source_position if sink.lineage else None
         self._max_bytes = max_bytes
+        self._event_time = ctx.event_time
 
     def row(self, value: Any) -> Row:
-        row = self._encode(value)
-        kdata, data, headers = row
+        kdata, data, headers = self._encode(value)
+        event_time = self._event_time
+        row = (kdata, data, headers, 0 if event_time is None else event_time() or 0)
         # len() of both is cheap; only a row near the limit is sized exactly (the
         # only headers, lineage, are a few hundred bytes at most).
         if len(data or b"") + len(kdata or b"") + 1024 > self._max_bytes:
@@ -218,7 +230,7 @@ class _Encoder:
                 )
         return row
 
-    def _encode(self, value: Any) -> Row:
+    def _encode(self, value: Any) -> tuple[bytes | None, bytes | None, Headers | None]:
         if isinstance(value, tuple) and len(value) == 2:
             key, val = value
             kdata = None if key is None else self._key(key)
@@ -253,8 +265,7 @@ class _PlainWriter(SinkWriter):
         self._raise_if_undelivered = ctx.raise_if_undelivered
 
     def write(self, value: Any) -> None:
-        kdata, data, headers = self._row(value)
-        produce(self._producer, self._topic, data, kdata, headers=headers)
+        _produce_row(self._producer, self._topic, self._row(value))
 
     def pre_commit(self, epoch: int) -> SinkSnapshot:
         if self._flush:
@@ -365,7 +376,7 @@ class TransactionalWriter(SinkWriter):
         producer = self._open or self._begin()
         self._rows.append(row)
         if self._previous is None:
-            produce(producer, self._topic, row[1], row[0], headers=row[2])
+            _produce_row(producer, self._topic, row)
         elif not len(self._rows) % HELD_CHECK_EVERY and self._delivered(self._previous):
             self._release(producer)
         # Otherwise the row is held in `_rows` (the write-ahead copy holds it anyway).
@@ -378,8 +389,8 @@ class TransactionalWriter(SinkWriter):
     def _release(self, producer: Producer) -> None:
         """Produce the rows held back while the previous epoch was in flight."""
         self._previous = None
-        for kdata, data, headers in self._rows:
-            produce(producer, self._topic, data, kdata, headers=headers)
+        for row in self._rows:
+            _produce_row(producer, self._topic, row)
 
     def _begin(self) -> Producer:
         action = self._ledger.write()
@@ -465,8 +476,8 @@ class TransactionalWriter(SinkWriter):
             rows = epochs[action.epoch]
             producer = self._producers[0]
             producer.begin_transaction()
-            for kdata, data, headers in rows:
-                produce(producer, self._topic, data, kdata, headers=headers)
+            for row in rows:
+                _produce_row(producer, self._topic, row)
             self._marker(producer, action.epoch)
             transact(producer.commit_transaction, "commit")
             log.info(

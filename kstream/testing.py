@@ -60,6 +60,8 @@ class ReadRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...] = ()
+    #: The record's Kafka timestamp (ms).
+    timestamp: int = 0
 
 
 def _headers(raw: object) -> tuple[tuple[str, bytes], ...]:
@@ -222,6 +224,7 @@ def read_all(
                         msg.key(),
                         msg.value(),
                         _headers(msg.headers()),
+                        msg.timestamp()[1],
                     )
                 )
             # Position, not last offset: transaction markers and aborted records

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kstream.dataflow.job import Input, Node
+from kstream.dataflow.job import Input, Node, Source
 from kstream.dataflow.plan import Plan
 from kstream.protocol.names import channel_topic
 
@@ -29,15 +29,29 @@ def describe(p: Plan) -> list[str]:
         f"on {p.workers} worker{'s' if p.workers != 1 else ''}"
     ]
     for stage in job.stages:
-        lines.append(f"stage {stage.index} (parallelism {p.parallelism[stage.index]})")
+        timed = ", event time" if stage.timed else ""
+        lines.append(f"stage {stage.index} (parallelism {p.parallelism[stage.index]}{timed})")
         if stage.source is not None:
             src = stage.source
-            lines.append(f"{_INDENT}source {src.name}: topic {src.topic}, start {src.start}")
+            stamps = "" if src.timestamps is None else f", timestamps {_timestamps(src)}"
+            lines.append(
+                f"{_INDENT}source {src.name}: topic {src.topic}, start {src.start}{stamps}"
+            )
         connected = any(c.kind == "co_process" for c in stage.root.children)
         for inp in stage.inputs:
             lines.append(_INDENT + _input(p, inp, stage.index, connected))
         lines += _tree(stage.root, 1)
     return lines
+
+
+def _timestamps(src: Source) -> str:
+    """Where a source's timestamps come from, and its watermark settings."""
+    origin = "kafka" if src.timestamps == "kafka" else _name(src.timestamps)
+    c = src.watermark_config()
+    return (
+        f"{origin} (out of order {c.out_of_orderness} ms, idle after {c.idle_timeout} ms, "
+        f"future {c.max_future} ms)"
+    )
 
 
 def _input(p: Plan, inp: Input, stage: int, connected: bool) -> str:
@@ -71,12 +85,14 @@ def _operator(node: Node) -> str:
             target = node.edge_to.index if node.edge_to is not None else "?"
             return f"-> stage {target} input {node.edge_input}"
         case "co_process":
-            return f"co_process {node.name} ({', '.join(_name(f) for f in node.fns)})"
+            timers = f", on_timer {_name(node.on_timer)}" if node.on_timer is not None else ""
+            return f"co_process {node.name} ({', '.join(_name(f) for f in node.fns)}{timers})"
         case _:
             label = node.kind if node.name in ("", node.kind) else f"{node.kind} {node.name}"
-            if node.fn is None or _name(node.fn) == node.name:
-                return label
-            return f"{label} ({_name(node.fn)})"
+            parts = [] if node.fn is None or _name(node.fn) == node.name else [_name(node.fn)]
+            if node.on_timer is not None:
+                parts.append(f"on_timer {_name(node.on_timer)}")
+            return f"{label} ({', '.join(parts)})" if parts else label
 
 
 def _name(fn: Callable[..., Any] | None) -> str:

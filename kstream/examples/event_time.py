@@ -7,6 +7,12 @@ jobs read it with the JSON serde, take event time from ``"ts"`` and key by
 ``"key"``. Outputs are JSON; too-late records go to a second topic (``-p
 late=TOPIC``, default ``<output>-late``) with the reason.
 
+Results carry event time as their Kafka timestamp, so results of the
+generators' inputs (event time from November 2023) are older than a topic's
+default retention: shift the input's timestamps to recent ones (the e2e tests
+move them by whole days, which keeps windows aligned) or give the output
+topics ``retention.ms=-1``.
+
 Every example's job takes ``-p ooo=MS`` (out-of-orderness, default the
 input generator's) and ``-p idle=MS`` (idle timeout, default 10 s).
 """

@@ -21,13 +21,12 @@ key's bytes, but ``on_timer`` gets the key object back).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rocksdict import Rdict, WriteBatch
 
 from kstream.dataflow.state_serde import StateSerde
-from kstream.errors import ConfigurationError
+from kstream.errors import ConfigurationError, StateValueError
 from kstream.protocol.timers import (
     Timer,
     TimerDomain,
@@ -135,7 +134,15 @@ class OperatorTimers:
             if what is None:
                 batch.delete(prefix + encoded)
             else:
-                batch.put(prefix + encoded, dumps(objects[what]))
+                key = objects[what]
+                try:
+                    batch.put(prefix + encoded, dumps(key))
+                except Exception as exc:
+                    raise StateValueError(
+                        f"the key {key!r} of a timer of {self._prefix[:-1].decode()} cannot be "
+                        f"stored by the job's state serde ({type(exc).__name__}: {exc}): "
+                        "key by values it can encode"
+                    ) from exc
         self._dirty.clear()
         return n
 
@@ -192,7 +199,3 @@ class KeyTimers:
     def delete_processing(self, timestamp: int) -> None:
         """Forget the key's processing-time timer at `timestamp`."""
         self._timers.delete(PROCESSING, timestamp, self._ctx.key)
-
-
-#: Fires one timer of an operator: ``fire(key, timestamp)`` runs its ``on_timer``.
-Fire = Callable[[bytes, Any, int], None]

@@ -125,6 +125,7 @@ def produce(
     headers: Sequence[tuple[str, str | bytes | None]] | None = None,
     *,
     kind: str = "topic",
+    timestamp: int = 0,
 ) -> None:
     """Hand one record to `producer`, waiting while its local queue is full.
 
@@ -134,11 +135,18 @@ def produce(
     beforehand, so a refusal is kstream's own I/O failing, never a record's
     fault: it stops the worker rather than feeding the job's error policy.
     Delivery failures arrive later, through the producer's callback.
+    A positive `timestamp` (ms) is the record's Kafka timestamp; otherwise the
+    producer stamps it.
     """
     while True:
         try:
             # `headers=None` costs librdkafka's binding more than the produce itself.
-            if headers is None:
+            if timestamp > 0:
+                # Kafka timestamps are positive ms; 0 means "when produced".
+                producer.produce(
+                    topic, value, key, partition, headers=cast(Any, headers), timestamp=timestamp
+                )
+            elif headers is None:
                 producer.produce(topic, value, key, partition)
             else:
                 # The binding reads any sequence; its stubs say list.

@@ -114,6 +114,9 @@ class SinkContext:
     #: (topic, partition, offset) of the source record being processed, for
     #: lineage headers; None when the sink is not in a source's stage.
     source_position: Callable[[], tuple[str, int, int] | None] | None = None
+    #: The event time (ms) of the result being written, on a stage with event
+    #: time (None otherwise): a sink may use it as the output's timestamp.
+    event_time: Callable[[], int | None] | None = None
     #: ``message.max.bytes`` of the shared `producer`: a larger output record
     #: written through it is a `RecordTooLargeError` (see `kstream.protocol.limits`).
     max_record_bytes: int = DEFAULT_PRODUCER_BYTES

@@ -93,6 +93,9 @@ log = logging.getLogger("kstream.task")
 
 #: Records fetched per `consume` call: large batches amortise the Python call overhead.
 BATCH = 1000
+#: A gap between two polls of a source counts at most this much towards idleness
+#: (ms): more than a poll's wait, far less than any sensible idle timeout.
+MAX_POLL_GAP_MS = 100
 
 
 @dataclass
@@ -230,6 +233,7 @@ class Subtask:
                 raise_if_undelivered=self.rt.raise_if_undelivered,
                 source_position=self._source_position(),
                 max_record_bytes=self.rt.max_record_bytes,
+                event_time=self._event_time() if self.element.timed else None,
             )
         )
         self.sinks[f"{node.sink.name}#{ordinal}"] = writer
@@ -258,6 +262,14 @@ class Subtask:
         )
         self.writers.append(cw)
         return cw.send
+
+    def _event_time(self) -> Callable[[], int | None]:
+        element = self.element
+
+        def event_time() -> int | None:
+            return element.timestamp
+
+        return event_time
 
     def _source_position(self) -> Callable[[], tuple[str, int, int] | None] | None:
         """How sinks of this stage learn the source record behind a result (sources only)."""
@@ -439,7 +451,10 @@ class SourceTask(Subtask):
             self._open_watermarks(source.watermark_config())
 
     def _open_watermarks(self, config: Any) -> None:
-        now = _monotonic_ms()
+        #: Processing time as idleness sees it (`_idle_clock`), and when it was last read.
+        self._polled_ms = 0
+        self._last_poll: int | None = None
+        now = self._polled_ms
         kept = self.restored.watermarks.get("source") if self.restored is not None else None
         if not self.positions:
             # Nothing to read: idle for good, so readers leave this subtask out.
@@ -514,7 +529,7 @@ class SourceTask(Subtask):
         msgs = self.consumer.consume(BATCH, timeout)
         if self._at_most_once and msgs:
             self._commit_consumed(msgs)
-        now = _monotonic_ms()
+        now = self._idle_clock()
         push, loads, positions, element = self.push, self.loads, self.positions, self.element
         from_kafka = self.timestamps == "kafka"
         fn = self.timestamps
@@ -550,6 +565,21 @@ class SourceTask(Subtask):
         if not msgs:
             self._publish_watermark()
         return len(msgs)
+
+    def _idle_clock(self) -> int:
+        """Processing time for idleness: the time spent polling, not all time.
+
+        A gap between two polls counts for at most `MAX_POLL_GAP_MS`: a subtask
+        that did not ask for records (opening, restoring, waiting in a sink,
+        its worker busy with other subtasks) has no evidence that a partition
+        is silent, and marking it idle then would let the watermark pass
+        records it has not read yet.
+        """
+        now = _monotonic_ms()
+        if self._last_poll is not None:
+            self._polled_ms += min(now - self._last_poll, MAX_POLL_GAP_MS)
+        self._last_poll = now
+        return self._polled_ms
 
     def _publish_watermark(self) -> None:
         """Flush a watermark (or idleness) that changed while nothing was read.

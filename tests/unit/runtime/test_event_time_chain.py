@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kstream import ConfigurationError, Job, KafkaSink, KafkaSource
 from kstream.dataflow.job import Node
 from kstream.dataflow.state import KeyedContext
-from kstream.errors import TimestampError
+from kstream.errors import StateValueError, TimestampError
 from kstream.protocol.timers import TimerDomain
 from kstream.protocol.watermarks import MIN_WATERMARK
 from kstream.runtime.chain import TimerOperator, compile_chain, fire_due
@@ -311,3 +311,111 @@ def test_each_bucket_is_emitted_once_with_its_sum_whatever_the_watermark_steps(
         assert all(wm >= t for (_, t, _, wm), _, _ in h.out.got)
     finally:
         store.close()
+
+
+def test_plan_shows_which_stages_have_event_time_and_where_timestamps_come_from() -> None:
+    from kstream.dataflow.describe import describe
+    from kstream.dataflow.plan import plan
+
+    text = describe(plan(timed_job(), 1))
+    assert text[1] == "stage 0 (parallelism 1, event time)"
+    assert text[2].endswith(
+        "timestamps timed_job.<locals>.<lambda> (out of order 5000 ms, idle after 10000 ms, "
+        "future 86400000 ms)"
+    )
+    assert "  process sum (add, on_timer emit)" in text
+
+
+def test_processing_time_timers_fire_by_the_clock_even_on_a_stream_without_timestamps(
+    store: StateStore,
+) -> None:
+    def later(key: str, value: Any, ctx: KeyedContext) -> None:
+        assert ctx.timestamp is None
+        ctx.timers.register_processing(1_000 + len(key))
+        if key == "gone":
+            ctx.timers.delete_processing(1_000 + len(key))
+
+    j = Job("pt")
+    j.source(KafkaSource("in")).key_by(key_of).process(
+        later, on_timer=lambda k, ts, ctx: [(k, ts)], name="p"
+    ).sink(KafkaSink("out"))
+    element = ElementContext(timed=False)
+    out, ops = Outputs(element), []
+    push = compile_chain(
+        j.stages[1].root,
+        stage_index=1,
+        state=store,
+        open_sink=out.open,
+        open_edge=out.open,
+        element=element,
+        timer_operators=ops,
+    )
+    for key in ("bb", "a", "gone"):
+        push(key, (key, 0, 0))
+    assert fire_due(ops, TimerDomain.EVENT, 10**9, _raise) == 0  # another domain
+    assert fire_due(ops, TimerDomain.PROCESSING, 1_001, _raise) == 1
+    assert fire_due(ops, TimerDomain.PROCESSING, 1_010, _raise) == 1
+    assert [v for v, _, _ in out.got] == [("a", 1_001), ("bb", 1_002)]
+
+
+def _raise(exc: Exception, key: Any, ts: int) -> None:
+    raise exc
+
+
+class Opaque:
+    """A key pickle can route but msgpack cannot store."""
+
+    def __repr__(self) -> str:
+        return "Opaque()"
+
+
+def test_a_timer_key_the_state_serde_cannot_store_fails_the_flush_naming_it(
+    store: StateStore,
+) -> None:
+    j = Job("et")
+    j.source(KafkaSource("in", timestamps="kafka")).key_by(key_of).process(
+        lambda k, v, ctx: ctx.timers.register(5), on_timer=emit, name="sum"
+    ).sink(KafkaSink("out"))
+    h = Harness(store, j)
+    h.element.timestamp = 1
+    h.push(Opaque(), ("x", 1, 1))
+    with pytest.raises(StateValueError, match=r"the key Opaque\(\) of a timer of s1.sum"):
+        store.flush()
+
+
+def test_a_co_process_on_timer_serves_the_timers_of_both_sides(store: StateStore) -> None:
+    from kstream.runtime.chain import input_pushes
+
+    def side(name: str) -> Any:
+        def fn(key: str, value: Any, ctx: KeyedContext) -> None:
+            ctx.map("seen").put(name, ctx.timestamp)
+            ctx.timers.register(50)
+
+        return fn
+
+    def both(key: str, ts: int, ctx: KeyedContext) -> Iterator[tuple[str, list[Any]]]:
+        yield key, sorted(ctx.map("seen").items())
+
+    j = Job("co")
+    a = j.source(KafkaSource("a", timestamps="kafka")).key_by(key_of)
+    b = j.source(KafkaSource("b", timestamps="kafka")).key_by(key_of)
+    a.connect(b).process(side("a"), side("b"), on_timer=both, name="co").sink(KafkaSink("o"))
+    j.validate()
+    element = ElementContext(timed=True)
+    out, ops = Outputs(element), []
+    push = compile_chain(
+        j.stages[2].root,
+        stage_index=2,
+        state=store,
+        open_sink=out.open,
+        open_edge=out.open,
+        element=element,
+        timer_operators=ops,
+    )
+    on_a, on_b = input_pushes(j.stages[2], push)
+    element.timestamp = 3
+    on_a("k", ("k", 3, 0))
+    element.timestamp = 4
+    on_b("k", ("k", 4, 0))
+    assert fire_due(ops, TimerDomain.EVENT, 50, _raise) == 1  # one timer: (k, 50)
+    assert [v for v, _, _ in out.got] == [("k", [("a", 3), ("b", 4)])]
