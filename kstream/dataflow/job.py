@@ -45,6 +45,8 @@ from kstream.protocol.watermarks import WatermarkConfig
 
 if TYPE_CHECKING:
     # Types only: this layer stays pure (the runtime's modules import confluent_kafka).
+    from kstream.dataflow.window_operator import WindowedStream
+    from kstream.dataflow.windows import Assigner
     from kstream.runtime.sink import SinkContext, SinkWriter
 
 __all__ = [
@@ -341,6 +343,9 @@ class Job:
         #: or a `StateSerde`; snapshots record its name and refuse another.
         self.state_serde: StateSerde = state_serde_named(state_serde)
         self.stages: list[Stage] = []
+        #: Topics read as tables (`KeyedStream.enrich`) → whether they must be compacted;
+        #: `kstream run` refuses a table topic that must be and is not.
+        self.tables: dict[str, bool] = {}
 
     def rename(self, name: str) -> None:
         """Give the job another name (e.g. from `--job-name`); before it runs."""
@@ -644,6 +649,43 @@ class KeyedStream:
     def count(self, name: str = "count") -> Stream:
         """Per value, emit ``(key, n)``: the number of values of the key so far."""
         return self.process(_count, name=name)
+
+    def window(self, assigner: Assigner, *, allowed_lateness: int = 0) -> WindowedStream:
+        """Event-time windows of each key: `tumbling`, `sliding` or `session`; finish with
+        ``.aggregate(...)``, ``.apply(fn)`` or ``.count()`` (`WindowedStream`)."""
+        # Imported here: the window operator's module imports this one (for `Tagged`).
+        from kstream.dataflow.window_operator import WindowedStream
+
+        return WindowedStream(self, assigner, allowed_lateness)
+
+    def interval_join(
+        self, other: KeyedStream, lower: int, upper: int, name: str = "interval_join"
+    ) -> Stream:
+        """Pairs of this stream's records l and `other`'s r of one key with
+        ``l.ts - lower <= r.ts <= l.ts + upper``, as ``{"key", "left", "right",
+        "timestamp"}``; too-late records go to ``side_output("late")``."""
+        from kstream.dataflow.joins import interval_join_functions
+
+        left, right, on_timer = interval_join_functions(lower, upper)
+        return self.connect(other).process(left, right, on_timer=on_timer, name=name)
+
+    def enrich(self, table: KeyedStream, *, compacted: bool = True, name: str = "enrich") -> Stream:
+        """Each record with `table`'s value of its key as of the record's event time, as
+        ``{"key", "value", "table", "timestamp"}``. `table` reads a table topic (latest
+        value per key, None a tombstone), which must be compacted unless `compacted` is
+        False; too-late records go to ``side_output("late")``."""
+        from kstream.dataflow.joins import enrichment_functions
+
+        for inp in table._stage.inputs:
+            source = inp.upstream.source
+            if source is None:
+                raise ConfigurationError(
+                    "enrich reads its table straight from a source: "
+                    "job.source(KafkaSource(topic)).key_by(...)"
+                )
+            self._job.tables[source.topic] = compacted
+        stream, table_fn, on_timer = enrichment_functions()
+        return self.connect(table).process(stream, table_fn, on_timer=on_timer, name=name)
 
 
 class ConnectedStreams:

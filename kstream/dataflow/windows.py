@@ -42,6 +42,9 @@ __all__ = [
     "WindowPhase",
     "cleanup_time",
     "merge_session",
+    "session",
+    "sliding",
+    "tumbling",
     "window_phase",
 ]
 
@@ -192,3 +195,18 @@ def window_phase(window: TimeWindow, watermark: int, allowed_lateness: int) -> W
     if watermark >= window.end:
         return WindowPhase.FIRED
     return WindowPhase.OPEN
+
+
+def tumbling(size: int, offset: int = 0) -> Tumbling:
+    """Tumbling windows of `size` ms (the job API's spelling of `Tumbling`)."""
+    return Tumbling(size, offset)
+
+
+def sliding(size: int, slide: int, offset: int = 0) -> Sliding:
+    """Windows of `size` ms every `slide` ms (the job API's spelling of `Sliding`)."""
+    return Sliding(size, slide, offset)
+
+
+def session(gap: int) -> Session:
+    """Sessions closed by `gap` ms without a record (the job API's spelling of `Session`)."""
+    return Session(gap)

@@ -33,6 +33,7 @@ __all__ = [
     "Record",
     "Windowed",
     "enrichment",
+    "final_results",
     "interval_join",
     "sessions",
     "split_late",
@@ -204,3 +205,27 @@ def enrichment(
         rows.add((key, value, max(valid)[1] if valid else None, ts))
     late_t = [r for r, late in zip(table, verdicts, strict=True) if late]
     return Enriched(frozenset(rows), late_s, late_t)
+
+
+def final_results(
+    emissions: Iterable[dict[str, object]], merging: bool = False
+) -> dict[tuple[object, TimeWindow], object]:
+    """A window operator's output reduced to what `Windowed.results` compares with.
+
+    `emissions` are the operator's result dicts (``key``, ``start``, ``end``,
+    ``value``, ``update``) in their output order: the last one per (key,
+    window) is its final result. With `merging` (session windows), a session
+    emitted and later merged into a wider one is superseded by it: an emission
+    drops the key's earlier windows it overlaps.
+    """
+    final: dict[tuple[object, TimeWindow], object] = {}
+    for out in emissions:
+        key, start, end = out["key"], out["start"], out["end"]
+        assert isinstance(start, int), out
+        assert isinstance(end, int), out
+        window = TimeWindow(start, end)
+        if merging:
+            for k, w in [kw for kw in final if kw[0] == key and kw[1].overlaps(window)]:
+                del final[k, w]
+        final[key, window] = out["value"]
+    return final

@@ -9,7 +9,7 @@ topics an earlier run of the job created.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kstream.dataflow.job import Job, sink_nodes
 from kstream.dataflow.plan import Plan, started_with
@@ -19,10 +19,18 @@ from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
 from kstream.runtime.sink import Guarantee
 
-__all__ = ["BROKER_MAX_TXN", "check_cluster", "missing_topics", "transaction_timeout"]
+__all__ = [
+    "BROKER_MAX_TXN",
+    "check_cluster",
+    "missing_topics",
+    "transaction_timeout",
+    "uncompacted_table",
+]
 
 #: The broker setting that caps every transaction's timeout.
 BROKER_MAX_TXN = "transaction.max.timeout.ms"
+#: A topic's retention rule: a table topic must keep every key's latest value.
+CLEANUP_POLICY = "cleanup.policy"
 
 
 def check_cluster(
@@ -51,6 +59,9 @@ def check_cluster(
     for stage in job.stages:
         if stage.source is not None:
             inputs[stage.source.topic] = stage.source.partitions(bootstrap)  # raises if missing
+    problem = uncompacted_table(job, admin.topic_config(job.tables, CLEANUP_POLICY))
+    if problem is not None:
+        raise ConfigurationError(problem)
     if create_topics:
         _create_outputs(admin, job, inputs, say)
     for stage in job.stages:
@@ -111,6 +122,24 @@ def missing_topics(plan: Plan, admin: Admin, timeout: float) -> list[str] | None
             f"{kind} topic {topic} no longer exists (deleted while the job ran?): {advice}"
         )
     return lines
+
+
+def uncompacted_table(job: Job, policies: Mapping[str, str]) -> str | None:
+    """Why a table topic of `job` cannot be read as a table (None: every one can).
+
+    `policies` is each existing table topic's ``cleanup.policy``. A table topic
+    that only deletes old records loses keys' values that are still current, so
+    it is refused unless the job said ``compacted=False`` for it.
+    """
+    for topic, compacted in sorted(job.tables.items()):
+        policy = policies.get(topic)
+        if compacted and policy is not None and "compact" not in policy.split(","):
+            return (
+                f"table topic {topic!r} has cleanup.policy={policy}, not compact: old values "
+                "of keys still current would be deleted; make it compacted, or say "
+                "enrich(..., compacted=False)"
+            )
+    return None
 
 
 def _create_outputs(

@@ -1,0 +1,345 @@
+"""The window operator: a keyed process function and its timer callback (§10 "Windows").
+
+`window_functions` turns an assigner (`Tumbling`, `Sliding`, `Session`), an
+allowed lateness and a window function (`Aggregation` or `Apply`) into the
+pair ``(process, on_timer)`` a keyed stage runs. They keep everything in the
+key's named state and timers, so a snapshot holds the windows and a rollback
+restores them:
+
+* map state ``windows``: ``(start, end)`` → ``(contents, emitted)`` where
+  `contents` is the aggregation's accumulator (or the tuple of values for
+  `Apply`) and `emitted` says a result of the window (or of a session merged
+  into it) was already emitted;
+* an event-time timer at ``end`` (the result) and at ``end +
+  allowed_lateness`` (the cleanup) of every window; a timer is a set member,
+  so windows sharing a timestamp share its timer, and `on_timer` scans the
+  key's windows for what is due at that timestamp.
+
+What a record does, in this order: a record too late at its partition
+(`kstream.protocol.watermarks.lateness`) goes to the ``late`` side output
+(`late_record`) and into no window; so does one with a window already
+cleaned (only after a partition resumed from idleness behind the watermark).
+A record is judged as a whole: it goes into all its windows or into none.
+Otherwise it is added to each of its windows; a window still open waits for
+its result timer; a window that already fired (``end <= W < end +
+allowed_lateness``) emits its new result at once, marked as an update
+(unless it is the window's first result: the key had nothing in it when it
+fired).
+
+Session windows merge: the record's own window ``[ts, ts + gap)`` absorbs the
+key's sessions it overlaps (`merge_session`); their contents are merged with
+`Aggregation.merge` (values concatenated for `Apply`) in window order, their
+timers are deleted unless another window still needs them, and the result
+counts as emitted if any of them had been. A session that fired and then
+absorbed an allowed-late record therefore emits again as a wider session,
+marked as an update.
+
+Every result is `window_result`'s dict, which a JSON sink writes as is:
+``{"key", "start", "end", "value", "update"}``; it is emitted at the
+window's `max_timestamp` by the runtime (timer outputs carry the timer's
+timestamp). The operator holds no I/O and no clock: it reads ``ctx``
+(`KeyedContext`: state, times and timers) only, so it is unit-tested with an in-memory context.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kstream.dataflow.job import KeyedStream, Stream, Tagged
+from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.windows import (
+    Assigner,
+    Session,
+    Sliding,
+    TimeWindow,
+    Tumbling,
+    WindowPhase,
+    cleanup_time,
+    merge_session,
+    window_phase,
+)
+from kstream.errors import ConfigurationError
+from kstream.protocol.watermarks import Lateness, lateness
+
+__all__ = [
+    "LATE",
+    "Aggregation",
+    "Apply",
+    "WindowFunction",
+    "WindowedStream",
+    "counting",
+    "event_time",
+    "late_record",
+    "window_functions",
+    "window_result",
+]
+
+#: The side output too-late records go to (`Stream.side_output(LATE)`); a job
+#: that does not consume it has them dead-lettered, as any unconsumed tag.
+LATE: Final = "late"
+#: The map state holding a key's windows.
+_WINDOWS: Final = "windows"
+
+
+def event_time(ctx: KeyedContext) -> int:
+    """The timestamp of the record being processed; refuses a stream without event time."""
+    ts = ctx.timestamp
+    if ts is None:
+        raise ConfigurationError(
+            "an event-time operator (window, interval join, enrich) needs a stream with "
+            "timestamps: KafkaSource(..., timestamps='kafka' or a function of the value)"
+        )
+    return ts
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregation:
+    """Incremental contents: ``add(acc, value)`` from `initial`; `result(acc)` is emitted.
+
+    `add` and `merge` get copies, so they may mutate and return them. `merge`
+    (``merge(acc, other) -> acc``) is needed for session windows only.
+    """
+
+    initial: Any
+    add: Callable[[Any, Any], Any]
+    result: Callable[[Any], Any] | None = None
+    merge: Callable[[Any, Any], Any] | None = None
+
+    def start(self) -> Any:
+        return copy.deepcopy(self.initial)
+
+    def added(self, contents: Any, value: Any) -> Any:
+        return self.add(copy.deepcopy(contents), value)
+
+    def merged(self, contents: Any, other: Any) -> Any:
+        assert self.merge is not None, "checked by window_functions"
+        return self.merge(copy.deepcopy(contents), other)
+
+    def output(self, key: Any, window: TimeWindow, contents: Any) -> Any:
+        return contents if self.result is None else self.result(contents)
+
+
+@dataclass(frozen=True, slots=True)
+class Apply:
+    """Full-window contents: every value is kept; ``fn(key, window, values)`` is emitted.
+
+    `values` is a tuple in arrival order, which is not the same on every run
+    when the key's records come from several partitions: `fn` should not
+    depend on it (sort, or aggregate order-free) for results a rollback
+    reproduces.
+    """
+
+    fn: Callable[[Any, TimeWindow, tuple[Any, ...]], Any]
+
+    def start(self) -> Any:
+        return ()
+
+    def added(self, contents: Any, value: Any) -> Any:
+        return (*contents, value)
+
+    def merged(self, contents: Any, other: Any) -> Any:
+        return (*contents, *other)
+
+    def output(self, key: Any, window: TimeWindow, contents: Any) -> Any:
+        return self.fn(key, window, tuple(contents))
+
+
+WindowFunction = Aggregation | Apply
+
+ProcessFn = Callable[[Any, Any, KeyedContext], Iterator[Any]]
+TimerFn = Callable[[Any, int, KeyedContext], Iterator[Any]]
+
+
+def window_result(key: Any, window: TimeWindow, value: Any, update: bool) -> dict[str, Any]:
+    """One emitted result of `window` (`update`: an earlier result of it was emitted)."""
+    return {"key": key, "start": window.start, "end": window.end, "value": value, "update": update}
+
+
+def late_record(key: Any, timestamp: int, value: Any, reason: str) -> dict[str, Any]:
+    """A too-late record as the ``late`` side output carries it (with why)."""
+    return {"key": key, "timestamp": timestamp, "value": value, "reason": reason}
+
+
+def window_functions(
+    assigner: Assigner, allowed_lateness: int, function: WindowFunction
+) -> tuple[ProcessFn, TimerFn]:
+    """The keyed ``(process, on_timer)`` pair of a window operator (see the module's doc)."""
+    if isinstance(allowed_lateness, bool) or not isinstance(allowed_lateness, int):
+        raise ConfigurationError(f"allowed_lateness must be whole ms, got {allowed_lateness!r}")
+    if allowed_lateness < 0:
+        raise ConfigurationError(f"allowed_lateness must be >= 0 ms, got {allowed_lateness}")
+    merging = isinstance(assigner, Session)
+    if merging and isinstance(function, Aggregation) and function.merge is None:
+        raise ConfigurationError(
+            "session windows merge: give the aggregation a merge(acc, other) function"
+        )
+
+    def process(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
+        ts = event_time(ctx)
+        verdict = lateness(ts, ctx.partition_watermark, allowed_lateness)
+        if verdict is Lateness.TOO_LATE:
+            yield _late(key, ts, value, ctx.partition_watermark, allowed_lateness)
+            return
+        windows = ctx.map(_WINDOWS)
+        if merging:
+            yield from _session_add(
+                key, value, ts, ctx, windows, assigner, allowed_lateness, function
+            )
+            return
+        targets = assigner.assign(ts)
+        phases = [window_phase(w, ctx.watermark, allowed_lateness) for w in targets]
+        if WindowPhase.CLEANED in phases:
+            yield _cleaned(key, ts, value, ctx.watermark)
+            return
+        for window, phase in zip(targets, phases, strict=True):
+            stored = windows.get(_entry(window))
+            contents = function.start() if stored is None else stored[0]
+            contents = function.added(contents, value)
+            # A fired window may have no state for this key yet (its first
+            # record is late but allowed): then this result is its first one.
+            emitted = stored is not None and bool(stored[1])
+            ctx.timers.register(cleanup_time(window, allowed_lateness))
+            if phase is WindowPhase.OPEN:
+                windows.put(_entry(window), (contents, emitted))
+                ctx.timers.register(window.end)
+            else:
+                windows.put(_entry(window), (contents, True))
+                result = function.output(key, window, contents)
+                yield window_result(key, window, result, emitted)
+
+    def on_timer(key: Any, timestamp: int, ctx: KeyedContext) -> Iterator[Any]:
+        windows = ctx.map(_WINDOWS)
+        for entry, (contents, emitted) in list(windows.items()):
+            window = TimeWindow(*entry)
+            if window.end == timestamp:
+                yield window_result(key, window, function.output(key, window, contents), emitted)
+                windows.put(_entry(window), (contents, True))
+            if cleanup_time(window, allowed_lateness) <= timestamp:
+                windows.remove(_entry(window))
+
+    return process, on_timer
+
+
+def _session_add(
+    key: Any,
+    value: Any,
+    ts: int,
+    ctx: KeyedContext,
+    windows: Any,
+    assigner: Assigner,
+    allowed_lateness: int,
+    function: WindowFunction,
+) -> Iterator[Any]:
+    """Add a record to the key's sessions, merging the ones its own window overlaps."""
+    (own,) = assigner.assign(ts)
+    stored = {TimeWindow(*e): tuple(v) for e, v in windows.items()}
+    merge = merge_session(stored, own)
+    # Cannot happen for a record not too late at its partition (§10: touching
+    # sessions stay apart); reachable only after an idle partition resumed.
+    if window_phase(merge.window, ctx.watermark, allowed_lateness) is WindowPhase.CLEANED:
+        yield _cleaned(key, ts, value, ctx.watermark)
+        return
+    contents, emitted = function.start(), False
+    for window in sorted(merge.merged):
+        old_contents, old_emitted = stored[window]
+        contents = function.merged(contents, old_contents)
+        emitted = emitted or bool(old_emitted)
+        windows.remove(_entry(window))
+    contents = function.added(contents, value)
+    phase = window_phase(merge.window, ctx.watermark, allowed_lateness)
+    needed = {t for w in merge.sessions for t in _timers(w, allowed_lateness)}
+    for window in merge.merged:
+        for t in _timers(window, allowed_lateness):
+            if t not in needed:
+                ctx.timers.delete(t)
+    ctx.timers.register(cleanup_time(merge.window, allowed_lateness))
+    if phase is WindowPhase.OPEN:
+        ctx.timers.register(merge.window.end)
+        windows.put(_entry(merge.window), (contents, emitted))
+    else:
+        windows.put(_entry(merge.window), (contents, True))
+        result = function.output(key, merge.window, contents)
+        yield window_result(key, merge.window, result, emitted)
+
+
+def _timers(window: TimeWindow, allowed_lateness: int) -> tuple[int, int]:
+    return window.end, cleanup_time(window, allowed_lateness)
+
+
+def _entry(window: TimeWindow) -> tuple[int, int]:
+    # A tuple, not the dataclass: state serdes encode plain values only.
+    return (window.start, window.end)
+
+
+def _late(key: Any, ts: int, value: Any, stamp: int, allowed_lateness: int) -> Any:
+    reason = (
+        f"too late: timestamp {ts} is behind its partition's watermark {stamp} "
+        f"by more than the allowed lateness {allowed_lateness} ms"
+    )
+    return Tagged(LATE, late_record(key, ts, value, reason))
+
+
+def _cleaned(key: Any, ts: int, value: Any, watermark: int) -> Any:
+    reason = f"too late: a window of timestamp {ts} was already cleaned at watermark {watermark}"
+    return Tagged(LATE, late_record(key, ts, value, reason))
+
+
+def counting() -> Aggregation:
+    """`Aggregation` counting values (mergeable, so it serves sessions too)."""
+    return Aggregation(0, _plus_one, merge=_plus)
+
+
+def _plus_one(acc: int, _: Any) -> int:
+    return acc + 1
+
+
+def _plus(a: int, b: int) -> int:
+    return a + b
+
+
+class WindowedStream:
+    """A keyed stream cut into event-time windows: finish it with a window function.
+
+    ``keyed.window(tumbling(60_000), allowed_lateness=5_000).count()`` emits
+    `window_result` dicts; too-late records go to ``.side_output("late")`` of
+    the stream returned.
+    """
+
+    def __init__(self, keyed: KeyedStream, assigner: Assigner, allowed_lateness: int) -> None:
+        if not isinstance(assigner, Tumbling | Sliding | Session):
+            raise ConfigurationError(
+                f"window takes tumbling(size), sliding(size, slide) or session(gap), "
+                f"got {assigner!r}"
+            )
+        self._keyed = keyed
+        self._assigner = assigner
+        self._allowed_lateness = allowed_lateness
+
+    def _run(self, function: WindowFunction, name: str) -> Stream:
+        process, on_timer = window_functions(self._assigner, self._allowed_lateness, function)
+        return self._keyed.process(process, on_timer=on_timer, name=name)
+
+    def aggregate(
+        self,
+        initial: Any,
+        add: Callable[[Any, Any], Any],
+        result: Callable[[Any], Any] | None = None,
+        merge: Callable[[Any, Any], Any] | None = None,
+        name: str = "window",
+    ) -> Stream:
+        """Per window, ``result(acc)`` (or ``acc``) with ``acc = add(acc, value)`` from
+        `initial`; session windows need ``merge(acc, other)``."""
+        return self._run(Aggregation(initial, add, result, merge), name)
+
+    def apply(
+        self, fn: Callable[[Any, TimeWindow, tuple[Any, ...]], Any], name: str = "window"
+    ) -> Stream:
+        """Per window, ``fn(key, window, values)`` over all its values (kept in state)."""
+        return self._run(Apply(fn), name)
+
+    def count(self, name: str = "window") -> Stream:
+        """Per window, the number of its values."""
+        return self._run(counting(), name)
