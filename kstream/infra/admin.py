@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from kstream.errors import ConfigurationError, KafkaUnavailableError
+from kstream.infra.client_settings import client_config
 
 __all__ = [
     "Admin",
@@ -59,7 +60,7 @@ class Admin:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
-        self._client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        self._client = AdminClient(client_config(bootstrap))
 
     def _metadata(self, topic: str | None = None, timeout: float = ADMIN_TIMEOUT_S) -> Any:
         """The cluster's metadata (of `topic` only, if given); `KafkaUnavailableError` if none."""
@@ -273,9 +274,7 @@ class Admin:
         n = self.partitions(topic)
         if n is None:
             raise ConfigurationError(f"topic {topic} does not exist on {self.bootstrap}")
-        consumer = Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": "kstream-admin", "log_level": 0}
-        )
+        consumer = Consumer(client_config(self.bootstrap, {"group.id": "kstream-admin"}))
         try:
             return {
                 p: retrying(

@@ -1,7 +1,8 @@
 """The Kafka client mechanics of kstream, in one place.
 
 * **Presets**: the configuration layers the runtime's clients share
-  (`client_config` merges them), so a setting and its reason are written once.
+  (`client_config`, from `kstream.infra.client_settings`, merges them with the
+  cluster's security settings), so a setting and its reason are written once.
 * **Produce with backpressure**: `produce` hands one record to a producer and,
   while the producer's local queue is full, serves delivery reports until there
   is room, instead of failing with `BufferError`.
@@ -33,6 +34,7 @@ from kstream.errors import (
     RecordLostError,
 )
 from kstream.infra.admin import retrying
+from kstream.infra.client_settings import client_config
 
 __all__ = [
     "BATCHING",
@@ -88,18 +90,6 @@ BACKPRESSURE_POLL_S = 0.05
 FENCED_CODES = frozenset(
     {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 )
-
-
-def client_config(bootstrap: str, *layers: Mapping[str, Any]) -> Config:
-    """A client configuration for `bootstrap`: quiet, then `layers` in order (later wins).
-
-    librdkafka's own log lines are off: kstream reports what goes wrong itself,
-    through the errors its helpers raise.
-    """
-    config: Config = {"bootstrap.servers": bootstrap, "log_level": 0}
-    for layer in layers:
-        config.update(layer)
-    return config
 
 
 def kafka_error(error: KafkaException | KafkaError, what: str) -> KStreamError:

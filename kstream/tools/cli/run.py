@@ -27,6 +27,7 @@ from kstream.tools.cli.options import (
     BootstrapOption,
     GuaranteeOption,
     JobNameOption,
+    KafkaConfigOption,
     ParamsOption,
     SpecArgument,
     StateDirOption,
@@ -43,6 +44,7 @@ def run_command(
     spec: SpecArgument,
     param: ParamsOption = None,
     bootstrap_servers: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     workers: Annotated[
         int, typer.Option("--workers", help="Worker processes.", callback=AT_LEAST_ONE)
     ] = 2,
@@ -179,6 +181,7 @@ def worker_command(
     ],
     param: ParamsOption = None,
     bootstrap_servers: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     guarantee: GuaranteeOption = "exactly-once",
