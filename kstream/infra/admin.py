@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from kstream.errors import ConfigurationError, KafkaUnavailableError
+from kstream.errors import AuthenticationError, ConfigurationError, KafkaUnavailableError
 from kstream.infra.client_settings import client_config
 
 __all__ = [
@@ -28,6 +28,9 @@ T = TypeVar("T")
 #: Metadata round trips on a healthy cluster take milliseconds; this only bounds a dead one.
 ADMIN_TIMEOUT_S = 30.0
 
+
+#: Errors saying the cluster refused this client: wrong credentials or a failed TLS handshake.
+_REFUSED = {KafkaError._AUTHENTICATION, KafkaError._SSL}
 
 #: Errors a freshly created topic gives until its leader is known everywhere.
 _TRANSIENT = {
@@ -60,13 +63,32 @@ class Admin:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
-        self._client = AdminClient(client_config(bootstrap))
+        #: The last refusal (authentication, TLS) the client reported, if any.
+        self._refusal: KafkaError | None = None
+        self._client = AdminClient(client_config(bootstrap, {"error_cb": self._on_error}))
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() in _REFUSED:
+            self._refusal = error
+
+    def _refused(self) -> AuthenticationError | None:
+        """The error for a refusal the client met, if it met one (it reports them on poll)."""
+        self._client.poll(0)
+        if self._refusal is None:
+            return None
+        what = "the TLS handshake" if self._refusal.code() == KafkaError._SSL else "authentication"
+        return AuthenticationError(
+            f"Kafka at {self.bootstrap} refused {what}: {self._refusal.str()} "
+            "(check the settings of --kafka-config / KSTREAM_KAFKA_CONFIG)"
+        )
 
     def _metadata(self, topic: str | None = None, timeout: float = ADMIN_TIMEOUT_S) -> Any:
         """The cluster's metadata (of `topic` only, if given); `KafkaUnavailableError` if none."""
         try:
             return self._client.list_topics(topic=topic, timeout=timeout)
         except KafkaException as exc:
+            if (rejection := self._refused()) is not None:
+                raise rejection from None
             raise KafkaUnavailableError(
                 f"Kafka at {self.bootstrap} gave no metadata within {timeout:.0f}s ({exc.args[0]})"
             ) from None
@@ -83,6 +105,8 @@ class Admin:
         try:
             md = self._client.list_topics(timeout=timeout)
         except KafkaException as exc:
+            if (rejection := self._refused()) is not None:
+                raise rejection from None
             raise KafkaUnavailableError(
                 f"Kafka at {self.bootstrap} did not answer within {timeout:.0f}s ({exc.args[0]})"
             ) from None

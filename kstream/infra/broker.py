@@ -325,6 +325,7 @@ class LocalBroker:
 
     def _format_storage(self, java: str, classpath: str, log: Log) -> None:
         log("formatting KRaft storage (first start)")
+        mode = self.security
         base = [java, "-cp", classpath]
         tool = "org.apache.kafka.tools.StorageTool"
         quiet = f"-Dlog4j2.configurationFile={deploy_dir() / 'kafka' / 'log4j2.properties'}"
@@ -351,7 +352,7 @@ class LocalBroker:
                 match.group(1),
                 "-c",
                 str(self._config_file),
-                *(self.tls.scram_arguments() if self.security == "sasl-ssl" else []),
+                *(self.tls.scram_arguments() if mode == "sasl-ssl" else []),
             ],
             capture_output=True,
             text=True,
@@ -359,7 +360,7 @@ class LocalBroker:
         )
         if fmt.returncode != 0:
             raise BrokerError(f"formatting Kafka storage failed: {_last_line(fmt.stderr)}")
-        self._mode_file.write_text(f"{self.security}\n")
+        self._mode_file.write_text(f"{mode}\n")
 
     def _await_ready(self, pid: int, log: Log, proc: subprocess.Popen[bytes] | None = None) -> None:
         """Wait until the broker answers a metadata request, or fail with its log."""

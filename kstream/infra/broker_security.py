@@ -167,6 +167,9 @@ class BrokerSecurity:
             f"ssl.keystore.location={self.keystore}\n"
             f"ssl.keystore.password={values['keystore.password']}\n"
             f"ssl.key.password={values['keystore.password']}\n"
+            # The broker checks at start that a client trusting this store can reach it.
+            "ssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={self.ca_pem}\n"
             "ssl.client.auth=none\n"
         )
 
