@@ -9,6 +9,7 @@ Organised by what the caller can do about an error::
     │   ├── TimeoutConfigError        transaction/checkpoint timeouts do not fit together
     │   ├── IdentityMismatchError     the checkpoint to resume was taken by a different job
     │   ├── AuthenticationError       the cluster refused the client's credentials or TLS
+    │   ├── AuthorizationError        the cluster's ACLs do not allow an operation kstream needs
     │   └── StateValueError           keyed state holds a value the job's state serde cannot store
     ├── EnvironmentSetupError         the machine lacks something: install it, free it
     │   ├── ToolMissingError          java or mvn is not on PATH
@@ -44,6 +45,7 @@ from __future__ import annotations
 __all__ = [
     "AlreadyRunningError",
     "AuthenticationError",
+    "AuthorizationError",
     "BrokerError",
     "CheckpointDamagedError",
     "CheckpointError",
@@ -111,6 +113,10 @@ class AuthenticationError(ConfigurationError):
 
     Retrying cannot help: the settings of ``--kafka-config`` must change.
     """
+
+
+class AuthorizationError(ConfigurationError):
+    """The cluster's ACLs do not allow the principal an operation the job needs (named)."""
 
 
 class EnvironmentSetupError(KStreamError):

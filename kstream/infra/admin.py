@@ -15,7 +15,12 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from kstream.errors import AuthenticationError, ConfigurationError, KafkaUnavailableError
+from kstream.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    ConfigurationError,
+    KafkaUnavailableError,
+)
 from kstream.infra.client_settings import client_config
 
 __all__ = [
@@ -164,9 +169,21 @@ class Admin:
         return out
 
     def partitions(self, topic: str) -> int | None:
-        """Number of partitions of `topic`, or None if it does not exist."""
+        """Number of partitions of `topic`, or None if it does not exist.
+
+        Raises `AuthorizationError` if the ACLs hide the topic from this principal.
+        """
         md = self._metadata(topic)
         meta = md.topics.get(topic)
+        if (
+            meta is not None
+            and meta.error is not None
+            and meta.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        ):
+            raise AuthorizationError(
+                f"not authorized to describe topic {topic} on {self.bootstrap}: "
+                "the principal needs an ACL on it (READ for an input, WRITE for an output)"
+            )
         if meta is None or meta.error is not None:
             return None
         return len(meta.partitions)

@@ -59,9 +59,11 @@ KAFKA_VERSION = "4.1.1"
 READY_TIMEOUT_S = 90.0
 #: Time a broker gets to shut down cleanly on SIGTERM before it is killed.
 STOP_TIMEOUT_S = 30.0
-#: How clients reach the broker: no security, or SCRAM users over TLS
-#: (`kstream.infra.broker_security`). A broker keeps the mode its storage was formatted with.
-SECURITY_MODES = ("plaintext", "sasl-ssl")
+#: How clients reach the broker: no security, SCRAM users over TLS
+#: (`kstream.infra.broker_security`), or that and ACLs (KRaft's StandardAuthorizer;
+#: nothing is allowed but what is granted). A broker keeps the mode its storage was
+#: formatted with.
+SECURITY_MODES = ("plaintext", "sasl-ssl", "sasl-ssl-acls")
 
 Log = Callable[[str], None]
 
@@ -175,11 +177,11 @@ class LocalBroker:
     @property
     def client_properties(self) -> Path | None:
         """The ``--kafka-config`` file of this broker's client user (None without security)."""
-        return self.tls.client_properties if self.security == "sasl-ssl" else None
+        return self.tls.client_properties if self.security.startswith("sasl-ssl") else None
 
     def admin_settings(self) -> dict[str, str]:
         """librdkafka security settings of this broker's own user (none for plaintext)."""
-        return self.tls.admin_settings() if self.security == "sasl-ssl" else {}
+        return self.tls.admin_settings() if self.security.startswith("sasl-ssl") else {}
 
     # -- inspection ---------------------------------------------------------
 
@@ -234,7 +236,7 @@ class LocalBroker:
                 f"the broker on port {self.port} was created with --security {mode}; "
                 f"start it so, or stop it and delete {self.directory} to change"
             )
-        if mode == "sasl-ssl":
+        if mode.startswith("sasl-ssl"):
             self.tls.ensure()
         libs = resolve_jars(self.version, log)
         self._write_config()
@@ -309,7 +311,7 @@ class LocalBroker:
     def _write_config(self) -> None:
         template = Template((deploy_dir() / "kafka" / "server.properties").read_text())
         self.directory.mkdir(parents=True, exist_ok=True)
-        secured = self.security == "sasl-ssl"
+        secured = self.security.startswith("sasl-ssl")
         text = template.substitute(
             port=self.port,
             controller_port=self.controller_port,
@@ -317,7 +319,7 @@ class LocalBroker:
             listener="SASL_SSL" if secured else "PLAINTEXT",
         )
         if secured:
-            text += self.tls.server_properties()
+            text += self.tls.server_properties(acls=self.security == "sasl-ssl-acls")
         # It holds the admin user's password when secured: owner-readable only.
         self._config_file.touch(mode=0o600)
         self._config_file.chmod(0o600)
@@ -352,7 +354,7 @@ class LocalBroker:
                 match.group(1),
                 "-c",
                 str(self._config_file),
-                *(self.tls.scram_arguments() if mode == "sasl-ssl" else []),
+                *(self.tls.scram_arguments() if mode.startswith("sasl-ssl") else []),
             ],
             capture_output=True,
             text=True,

@@ -151,8 +151,15 @@ class BrokerSecurity:
             )
         ]
 
-    def server_properties(self) -> str:
-        """The broker settings of the SASL_SSL listener (appended to server.properties)."""
+    def server_properties(self, *, acls: bool = False) -> str:
+        """The broker settings of the SASL_SSL listener (appended to server.properties).
+
+        With `acls`, KRaft's StandardAuthorizer denies what no ACL allows. Its
+        super users are `ADMIN_USER` and ``ANONYMOUS``: the latter is the
+        principal of the controller listener (PLAINTEXT on 127.0.0.1), which the
+        broker's own requests to its controller arrive on; no client of the
+        SASL_SSL listener is ever anonymous.
+        """
         values = self._values()
         jaas = (
             "org.apache.kafka.common.security.scram.ScramLoginModule required "
@@ -171,6 +178,11 @@ class BrokerSecurity:
             "ssl.truststore.type=PEM\n"
             f"ssl.truststore.location={self.ca_pem}\n"
             "ssl.client.auth=none\n"
+        ) + (
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+            f"super.users=User:{ADMIN_USER};User:ANONYMOUS\n"
+            if acls
+            else ""
         )
 
     def _make_certificates(self, password: str) -> None:

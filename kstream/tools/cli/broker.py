@@ -22,9 +22,9 @@ def broker_start(
         str | None,
         typer.Option(
             "--security",
-            help="plaintext or sasl-ssl (SCRAM-SHA-512 users over TLS, a CA made at first "
-            "start; the client settings file is printed). Default: the broker's existing "
-            "mode, plaintext for a new one.",
+            help="plaintext, sasl-ssl (SCRAM-SHA-512 users over TLS, a CA made at first "
+            "start; the client settings file is printed) or sasl-ssl-acls (and ACLs "
+            "enforced). Default: the broker's existing mode, plaintext for a new one.",
         ),
     ] = None,
 ) -> None:
