@@ -24,6 +24,8 @@ from kstream.errors import (
 from kstream.infra.client_settings import client_config
 
 __all__ = [
+    "ACL_HINT",
+    "AUTHORIZATION_CODES",
     "Admin",
     "retrying",
 ]
@@ -32,6 +34,26 @@ T = TypeVar("T")
 
 #: Metadata round trips on a healthy cluster take milliseconds; this only bounds a dead one.
 ADMIN_TIMEOUT_S = 30.0
+
+
+#: Codes saying the cluster's ACLs deny this principal the request: retrying cannot help.
+AUTHORIZATION_CODES = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
+#: What an authorization error adds: where the needed ACLs are listed.
+ACL_HINT = "the principal lacks an ACL the job needs; the README lists them under Secured Kafka"
+
+
+def _denied(error: object, what: str) -> AuthorizationError | None:
+    """`AuthorizationError` for doing `what` if `error` is an ACL denial, else None."""
+    if isinstance(error, KafkaError) and error.code() in AUTHORIZATION_CODES:
+        return AuthorizationError(f"{what}: {error.str()} ({ACL_HINT})")
+    return None
 
 
 #: Errors saying the cluster refused this client: wrong credentials or a failed TLS handshake.
@@ -134,9 +156,10 @@ class Admin:
             try:
                 entries = fut.result(timeout=ADMIN_TIMEOUT_S)
             except KafkaException as exc:
-                raise KafkaUnavailableError(
-                    f"cannot read broker setting {name}: {exc.args[0]}"
-                ) from None
+                what = f"cannot read broker setting {name}"
+                if (denied := _denied(exc.args[0], what)) is not None:
+                    raise denied from None
+                raise KafkaUnavailableError(f"{what}: {exc.args[0]}") from None
             entry = entries.get(name)
             if entry is not None and entry.value is not None:
                 return str(entry.value)
@@ -160,6 +183,9 @@ class Admin:
                 err = exc.args[0]
                 if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue
+                what = f"cannot read the configuration of topic {resource.name}"
+                if (denied := _denied(err, what)) is not None:
+                    raise denied from None
                 raise KafkaUnavailableError(
                     f"cannot read the configuration of topic {resource.name}: {err}"
                 ) from None

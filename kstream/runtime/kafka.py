@@ -10,7 +10,8 @@
 * **Requests**: `request` (offsets, metadata) and `transact` (transactional
   calls) retry what librdkafka marks retriable, until a deadline.
 * **Errors**: `kafka_error` turns a Kafka error into kstream's tree
-  (`kstream.errors`): fenced -> `ProducerFencedError`; a transaction that must
+  (`kstream.errors`): denied by ACLs -> `AuthorizationError`; fenced ->
+  `ProducerFencedError`; a transaction that must
   abort because a record of it failed -> `RecordLostError`; anything else ->
   `KafkaUnavailableError`. No `KafkaException` leaves these helpers.
 
@@ -28,12 +29,13 @@ from typing import Any, TypeVar, cast
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kstream.errors import (
+    AuthorizationError,
     KafkaUnavailableError,
     KStreamError,
     ProducerFencedError,
     RecordLostError,
 )
-from kstream.infra.admin import retrying
+from kstream.infra.admin import ACL_HINT, AUTHORIZATION_CODES, retrying
 from kstream.infra.client_settings import client_config
 
 __all__ = [
@@ -97,6 +99,8 @@ def kafka_error(error: KafkaException | KafkaError, what: str) -> KStreamError:
     err = error.args[0] if isinstance(error, KafkaException) else error
     if not isinstance(err, KafkaError):
         return KafkaUnavailableError(f"{what}: {err}")
+    if err.code() in AUTHORIZATION_CODES:
+        return AuthorizationError(f"{what}: {err.str()} ({ACL_HINT})")
     if err.code() in FENCED_CODES:
         return ProducerFencedError(
             f"{what}: {err.str()} (another process took over this producer's transactional id)"

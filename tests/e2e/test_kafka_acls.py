@@ -80,6 +80,16 @@ def run_wordcount(
     )  # fmt: skip
 
 
+def finish(proc: subprocess.Popen[str], timeout: float) -> str:
+    """Its stderr once `proc` exits by itself; fails (stopping it) if it runs past `timeout`."""
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        stderr = proc.communicate(timeout=120)[1]
+        pytest.fail(f"the job did not stop by itself within {timeout:.0f}s: {stderr[-2000:]}")
+
+
 @pytest.fixture
 def topics(broker: LocalBroker) -> tuple[str, str]:
     src, dst = unique_name("acl-in"), unique_name("acl-out")
@@ -119,9 +129,30 @@ def test_a_missing_acl_stops_the_job_with_one_line_naming_it(
     assert len(acls) == len(job_acls(job, [src], [dst])) - 1
     settings = principal(broker, tmp_path, acls)
     proc = run_wordcount(broker, settings, job, src, dst, tmp_path / "state")
-    _, stderr = proc.communicate(timeout=CATCH_UP_S)
+    stderr = finish(proc, CATCH_UP_S)
     assert proc.returncode == 2, stderr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
     assert f"not authorized to describe topic {src}" in lines[0]
     assert "READ for an input" in lines[0]
+
+
+def test_a_missing_transactional_id_acl_stops_the_job_naming_it(
+    broker: LocalBroker, topics: tuple[str, str], tmp_path: Path
+) -> None:
+    # Denied in a worker, not at start: restarting the worker cannot grant it, so the
+    # job stops (rather than restarting workers until its budget runs out).
+    src, dst = topics
+    job = unique_name("acl-job")
+    missing = Acl("transactional-id", f"kstream.{job}.", "write", prefixed=True)
+    acls = [acl for acl in job_acls(job, [src], [dst]) if acl != missing]
+    assert len(acls) == len(job_acls(job, [src], [dst])) - 1
+    settings = principal(broker, tmp_path, acls)
+    proc = run_wordcount(broker, settings, job, src, dst, tmp_path / "state")
+    stderr = finish(proc, CATCH_UP_S)
+    assert proc.returncode == 1, stderr
+    failed = [line for line in stderr.splitlines() if line.startswith("kstream: failed:")]
+    assert len(failed) == 1, stderr
+    assert "Transactional Id authorization failed" in failed[0]
+    assert "lacks an ACL" in failed[0]
+    assert "recoveries: 0" in stderr
