@@ -96,8 +96,13 @@ def counted(secured: LocalBroker, tmp_path_factory: pytest.TempPathFactory) -> t
         for word in line.split():
             truth[word] += 1
     try:
+
+        def caught_up() -> bool:
+            assert proc.poll() is None, "kstream run exited before the job caught up"
+            return {w: max(v) for w, v in _outputs(bootstrap, dst).items()} == dict(truth)
+
         wait_for(
-            lambda: {w: max(v) for w, v in _outputs(bootstrap, dst).items()} == dict(truth),
+            caught_up,
             CATCH_UP_S,
             "every word's count to reach its number of occurrences",
         )
