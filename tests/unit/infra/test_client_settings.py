@@ -261,3 +261,35 @@ def test_spark_options_refuse_what_java_cannot_take() -> None:
 
 def test_no_settings_map_to_no_options() -> None:
     assert spark_options({}) == {}
+
+
+@pytest.mark.parametrize("command", ["run", "worker", "checkpoints", "audit", "demo wordcount"])
+def test_every_command_refuses_a_bad_settings_file_in_one_line(
+    tmp_path: Path, command: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = _write(tmp_path, f"sasl.password={SECRET}\nbootstrap.servers=elsewhere:9092\n")
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    args = {
+        "run": ["kstream.examples.wordcount:job"],
+        "worker": ["kstream.examples.wordcount:job", "--worker", "0", "--workers", "1"],
+        "checkpoints": ["--job-name", "j"],
+        "audit": ["--input", "i", "--output", "o"],
+        "demo wordcount": [],
+    }[command]
+    done = subprocess.run(
+        [sys.executable, "-m", "kstream", *command.split(), *args, "--kafka-config", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "bootstrap.servers is set by kstream" in lines[0]
+    assert SECRET not in done.stderr + done.stdout
