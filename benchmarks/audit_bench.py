@@ -24,6 +24,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from kstream.infra.admin import Admin
+from kstream.infra.client_settings import client_config
 from kstream.audit import run_audit
 from kstream.infra.cluster import bootstrap_servers
 from kstream.testing import unique_name
@@ -39,15 +40,16 @@ def vocabulary(size: int) -> list[str]:
 
 def producer(bootstrap: str) -> Producer:
     return Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": unique_name("bench"),
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "compression.type": "lz4",
-            "queue.buffering.max.messages": 1_000_000,
-            "log_level": 0,
-        }
+        client_config(
+            bootstrap,
+            {
+                "transactional.id": unique_name("bench"),
+                "linger.ms": 50,
+                "batch.size": 1_000_000,
+                "compression.type": "lz4",
+                "queue.buffering.max.messages": 1_000_000,
+            },
+        )
     )
 
 

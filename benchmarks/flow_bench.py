@@ -28,6 +28,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from kstream.infra.admin import Admin
+from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
@@ -125,13 +126,14 @@ def backlog_run(
             channels.update(written_channels(runner.plan, t))
         probe = ChannelProbe(bootstrap, channels)
         reader = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": unique_name("first-output"),
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "log_level": 0,
-            }
+            client_config(
+                bootstrap,
+                {
+                    "group.id": unique_name("first-output"),
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                },
+            )
         )
         reader.assign([TopicPartition(dst, p, 0) for p in range(PARTITIONS)])
         result = BacklogRun(max_channel_lag, words, 0.0, None)

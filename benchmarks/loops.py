@@ -25,6 +25,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.workloads import keep
+from kstream.infra.client_settings import client_config
 
 #: Records per consume call: large batches amortise the Python call overhead.
 BATCH = 10_000
@@ -34,19 +35,15 @@ PRODUCER: dict[str, Any] = {
     "batch.size": 1_000_000,
     "compression.type": "lz4",
     "queue.buffering.max.messages": 1_000_000,
-    "log_level": 0,
 }
 
 
 def _consumer(bootstrap: str, topic: str, group: str) -> Consumer:
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "log_level": 0,
-        }
+        client_config(
+            bootstrap,
+            {"group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed"},
+        )
     )
     partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
     # assign, not subscribe: one process owns every partition, no group rebalance to wait for.
@@ -77,7 +74,7 @@ def plain(bootstrap: str, src: str, dst: str, workload: str) -> None:
     """Consume-split-produce with no state and no guarantees."""
     stopped = _stop_on_term()
     consumer = _consumer(bootstrap, src, f"bench-plain-{uuid.uuid4().hex[:8]}")
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER})
+    producer = Producer(client_config(bootstrap, PRODUCER))
     counting = workload == "wordcount"
     while not stopped():
         for m in consumer.consume(BATCH, 0.1):
@@ -98,8 +95,7 @@ def eos(bootstrap: str, src: str, dst: str, workload: str) -> None:
     stopped = _stop_on_term()
     consumer = _consumer(bootstrap, src, f"bench-eos-{uuid.uuid4().hex[:8]}")
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"bench-eos-{uuid.uuid4().hex}"}
-        | PRODUCER
+        client_config(bootstrap, {"transactional.id": f"bench-eos-{uuid.uuid4().hex}"}, PRODUCER)
     )
     producer.init_transactions(30)
     counts: dict[str, int] = {}

@@ -36,6 +36,7 @@ from rich.progress import Progress
 from benchmarks.contenders import Contender, ContenderUnavailableError, Context
 from benchmarks.workloads import Expected, Tally, Workload
 from kstream.infra.admin import Admin
+from kstream.infra.client_settings import client_config
 from kstream.testing import unique_name
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,14 +102,15 @@ def write_input(
 ) -> None:
     """Append `lines` to `topic` (keyless, so spread over its partitions) and wait for acks."""
     producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "compression.type": "lz4",
-            "queue.buffering.max.messages": 1_000_000,
-            "log_level": 0,
-        }
+        client_config(
+            bootstrap,
+            {
+                "linger.ms": 20,
+                "batch.size": 1_000_000,
+                "compression.type": "lz4",
+                "queue.buffering.max.messages": 1_000_000,
+            },
+        )
     )
     for i, line in enumerate(lines):
         while True:
@@ -128,15 +130,16 @@ def write_input(
 
 def _reader(bootstrap: str, topic: str, partitions: int) -> Consumer:
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique_name("bench-reader"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 50,
-            "log_level": 0,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": unique_name("bench-reader"),
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 50,
+            },
+        )
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     return consumer

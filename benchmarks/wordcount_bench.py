@@ -24,6 +24,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kstream.infra.admin import Admin
+from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.tools.demo import _generate
@@ -40,22 +41,18 @@ GUARANTEES_RUN: tuple[Guarantee, ...] = ("exactly-once", "at-least-once")
 def plain_loop(bootstrap: str, src: str, dst: str, ends: dict[int, int]) -> float:
     """Seconds for a bare consume-split-produce loop over the whole input."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique_name("plain"),
-            "enable.auto.commit": False,
-            "log_level": 0,
-        }
+        client_config(bootstrap, {"group.id": unique_name("plain"), "enable.auto.commit": False})
     )
     producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "compression.type": "lz4",
-            "queue.buffering.max.messages": 1_000_000,
-            "log_level": 0,
-        }
+        client_config(
+            bootstrap,
+            {
+                "linger.ms": 5,
+                "batch.size": 1_000_000,
+                "compression.type": "lz4",
+                "queue.buffering.max.messages": 1_000_000,
+            },
+        )
     )
     consumer.assign([TopicPartition(src, p, 0) for p in ends])
     remaining = {p for p, e in ends.items() if e > 0}
@@ -133,15 +130,16 @@ def kstream_run(
 def _probe(runner: Runner, bootstrap: str, src: str, dst: str, probes: int) -> list[float]:
     """Latency until a new input line's output is visible to a read_committed reader."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique_name("probe"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "log_level": 0,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": unique_name("probe"),
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            },
+        )
     )
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 0})
+    producer = Producer(client_config(bootstrap, {"linger.ms": 0}))
     md = consumer.list_topics(dst, timeout=30)
     # Start at the high watermark, not OFFSET_END: for a read_committed consumer
     # that is the last stable offset, which the backlog's last open transaction
@@ -184,15 +182,16 @@ def output_figures(bootstrap: str, topic: str, skip_last: int = 0) -> tuple[int,
     wait_settled(bootstrap, topic)
     committed = len(read_all(bootstrap, topic))
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique_name("span"),
-            "isolation.level": "read_uncommitted",
-            "enable.auto.commit": False,
-            # The last offset may be a transaction marker, never delivered: EOF tells the end.
-            "enable.partition.eof": True,
-            "log_level": 0,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": unique_name("span"),
+                "isolation.level": "read_uncommitted",
+                "enable.auto.commit": False,
+                # The last offset may be a transaction marker, never delivered: EOF tells the end.
+                "enable.partition.eof": True,
+            },
+        )
     )
     md = consumer.list_topics(topic, timeout=30)
     partitions = set(md.topics[topic].partitions)

@@ -8,6 +8,8 @@ Organised by what the caller can do about an error::
     │   │   └── MissingParameterError the job function needs a `-p KEY=VALUE` it did not get
     │   ├── TimeoutConfigError        transaction/checkpoint timeouts do not fit together
     │   ├── IdentityMismatchError     the checkpoint to resume was taken by a different job
+    │   ├── AuthenticationError       the cluster refused the client's credentials or TLS
+    │   ├── AuthorizationError        the cluster's ACLs do not allow an operation kstream needs
     │   └── StateValueError           keyed state holds a value the job's state serde cannot store
     ├── EnvironmentSetupError         the machine lacks something: install it, free it
     │   ├── ToolMissingError          java or mvn is not on PATH
@@ -42,6 +44,8 @@ from __future__ import annotations
 
 __all__ = [
     "AlreadyRunningError",
+    "AuthenticationError",
+    "AuthorizationError",
     "BrokerError",
     "CheckpointDamagedError",
     "CheckpointError",
@@ -102,6 +106,17 @@ class TimeoutConfigError(ConfigurationError):
 
 class IdentityMismatchError(ConfigurationError):
     """The job being started is not the job whose checkpoint it would resume."""
+
+
+class AuthenticationError(ConfigurationError):
+    """The cluster refused the client's credentials, or the TLS handshake failed.
+
+    Retrying cannot help: the settings of ``--kafka-config`` must change.
+    """
+
+
+class AuthorizationError(ConfigurationError):
+    """The cluster's ACLs do not allow the principal an operation the job needs (named)."""
 
 
 class EnvironmentSetupError(KStreamError):

@@ -95,10 +95,10 @@ def produce(
         if err is not None:
             failures.append(str(err))
 
-    conf = client_config(bootstrap, IDEMPOTENT, {"linger.ms": 5, "on_delivery": on_delivery})
-    if transactional_id is not None:
-        conf["transactional.id"] = transactional_id
-    producer = Producer(conf)
+    txn = {} if transactional_id is None else {"transactional.id": transactional_id}
+    producer = Producer(
+        client_config(bootstrap, IDEMPOTENT, {"linger.ms": 5, "on_delivery": on_delivery}, txn)
+    )
     if transactional_id is not None:
         transact(producer.init_transactions, "init_transactions", READ_TIMEOUT_S)
         producer.begin_transaction()

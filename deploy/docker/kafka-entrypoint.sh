@@ -10,6 +10,7 @@ config=/var/lib/kafka/server.properties
 sed -e "s|\${port}|$port|g" \
     -e "s|\${controller_port}|$controller_port|g" \
     -e "s|\${log_dirs}|$data|g" \
+    -e "s|\${listener}|PLAINTEXT|g" \
     /opt/kafka/config/server.properties >"$config"
 cp="/opt/kafka/libs/*"
 logging=-Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from kstream.audit.checks import Check
+from kstream.tools.cli.options import KafkaConfigOption
 
 __all__ = ["audit_command"]
 
@@ -51,6 +52,7 @@ def audit_command(
         str | None,
         typer.Option(help="Kafka to audit instead of KSTREAM_BOOTSTRAP or the local broker."),
     ] = None,
+    kafka_config: KafkaConfigOption = None,
     master: Annotated[
         str, typer.Option("--master", help="Spark master URL, e.g. local[2] or spark://host:7077.")
     ] = "local[*]",

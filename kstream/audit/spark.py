@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kstream.errors import ConfigurationError, EnvironmentSetupError, KafkaUnavailableError
 from kstream.infra.admin import Admin
+from kstream.infra.client_settings import client_config, security_settings, spark_options
 from kstream.infra.paths import deploy_dir
 
 if TYPE_CHECKING:
@@ -69,14 +70,15 @@ def snapshot(bootstrap: str, topic: str) -> TopicSnapshot:
     if partitions is None:
         raise ConfigurationError(f"topic {topic} does not exist on {bootstrap}")
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "kstream-audit-offsets",
-            "enable.auto.commit": False,
-            # The high watermark a read_committed consumer sees is the LSO.
-            "isolation.level": "read_committed",
-            "log_level": 0,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": "kstream-audit-offsets",
+                "enable.auto.commit": False,
+                # The high watermark a read_committed consumer sees is the LSO.
+                "isolation.level": "read_committed",
+            },
+        )
     )
     try:
         ranges = {}
@@ -105,6 +107,8 @@ def read_topic(
     reader = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
+        # The same security settings as every other client, in the Java client's names.
+        .options(**spark_options(security_settings()))
         .option("assign", json.dumps({snap.topic: sorted(snap.ranges)}))
         .option("startingOffsets", json.dumps({snap.topic: offsets}))
         .option("endingOffsets", json.dumps({snap.topic: ends}))

@@ -15,9 +15,17 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from kstream.errors import ConfigurationError, KafkaUnavailableError
+from kstream.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    ConfigurationError,
+    KafkaUnavailableError,
+)
+from kstream.infra.client_settings import client_config
 
 __all__ = [
+    "ACL_HINT",
+    "AUTHORIZATION_CODES",
     "Admin",
     "retrying",
 ]
@@ -27,6 +35,29 @@ T = TypeVar("T")
 #: Metadata round trips on a healthy cluster take milliseconds; this only bounds a dead one.
 ADMIN_TIMEOUT_S = 30.0
 
+
+#: Codes saying the cluster's ACLs deny this principal the request: retrying cannot help.
+AUTHORIZATION_CODES = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
+#: What an authorization error adds: where the needed ACLs are listed.
+ACL_HINT = "the principal lacks an ACL the job needs; the README lists them under Secured Kafka"
+
+
+def _denied(error: object, what: str) -> AuthorizationError | None:
+    """`AuthorizationError` for doing `what` if `error` is an ACL denial, else None."""
+    if isinstance(error, KafkaError) and error.code() in AUTHORIZATION_CODES:
+        return AuthorizationError(f"{what}: {error.str()} ({ACL_HINT})")
+    return None
+
+
+#: Errors saying the cluster refused this client: wrong credentials or a failed TLS handshake.
+_REFUSED = {KafkaError._AUTHENTICATION, KafkaError._SSL}
 
 #: Errors a freshly created topic gives until its leader is known everywhere.
 _TRANSIENT = {
@@ -59,13 +90,32 @@ class Admin:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
-        self._client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        #: The last refusal (authentication, TLS) the client reported, if any.
+        self._refusal: KafkaError | None = None
+        self._client = AdminClient(client_config(bootstrap, {"error_cb": self._on_error}))
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() in _REFUSED:
+            self._refusal = error
+
+    def _refused(self) -> AuthenticationError | None:
+        """The error for a refusal the client met, if it met one (it reports them on poll)."""
+        self._client.poll(0)
+        if self._refusal is None:
+            return None
+        what = "the TLS handshake" if self._refusal.code() == KafkaError._SSL else "authentication"
+        return AuthenticationError(
+            f"Kafka at {self.bootstrap} refused {what}: {self._refusal.str()} "
+            "(check the settings of --kafka-config / KSTREAM_KAFKA_CONFIG)"
+        )
 
     def _metadata(self, topic: str | None = None, timeout: float = ADMIN_TIMEOUT_S) -> Any:
         """The cluster's metadata (of `topic` only, if given); `KafkaUnavailableError` if none."""
         try:
             return self._client.list_topics(topic=topic, timeout=timeout)
         except KafkaException as exc:
+            if (rejection := self._refused()) is not None:
+                raise rejection from None
             raise KafkaUnavailableError(
                 f"Kafka at {self.bootstrap} gave no metadata within {timeout:.0f}s ({exc.args[0]})"
             ) from None
@@ -82,6 +132,8 @@ class Admin:
         try:
             md = self._client.list_topics(timeout=timeout)
         except KafkaException as exc:
+            if (rejection := self._refused()) is not None:
+                raise rejection from None
             raise KafkaUnavailableError(
                 f"Kafka at {self.bootstrap} did not answer within {timeout:.0f}s ({exc.args[0]})"
             ) from None
@@ -104,9 +156,10 @@ class Admin:
             try:
                 entries = fut.result(timeout=ADMIN_TIMEOUT_S)
             except KafkaException as exc:
-                raise KafkaUnavailableError(
-                    f"cannot read broker setting {name}: {exc.args[0]}"
-                ) from None
+                what = f"cannot read broker setting {name}"
+                if (denied := _denied(exc.args[0], what)) is not None:
+                    raise denied from None
+                raise KafkaUnavailableError(f"{what}: {exc.args[0]}") from None
             entry = entries.get(name)
             if entry is not None and entry.value is not None:
                 return str(entry.value)
@@ -130,6 +183,9 @@ class Admin:
                 err = exc.args[0]
                 if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue
+                what = f"cannot read the configuration of topic {resource.name}"
+                if (denied := _denied(err, what)) is not None:
+                    raise denied from None
                 raise KafkaUnavailableError(
                     f"cannot read the configuration of topic {resource.name}: {err}"
                 ) from None
@@ -139,9 +195,21 @@ class Admin:
         return out
 
     def partitions(self, topic: str) -> int | None:
-        """Number of partitions of `topic`, or None if it does not exist."""
+        """Number of partitions of `topic`, or None if it does not exist.
+
+        Raises `AuthorizationError` if the ACLs hide the topic from this principal.
+        """
         md = self._metadata(topic)
         meta = md.topics.get(topic)
+        if (
+            meta is not None
+            and meta.error is not None
+            and meta.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        ):
+            raise AuthorizationError(
+                f"not authorized to describe topic {topic} on {self.bootstrap}: "
+                "the principal needs an ACL on it (READ for an input, WRITE for an output)"
+            )
         if meta is None or meta.error is not None:
             return None
         return len(meta.partitions)
@@ -273,9 +341,7 @@ class Admin:
         n = self.partitions(topic)
         if n is None:
             raise ConfigurationError(f"topic {topic} does not exist on {self.bootstrap}")
-        consumer = Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": "kstream-admin", "log_level": 0}
-        )
+        consumer = Consumer(client_config(self.bootstrap, {"group.id": "kstream-admin"}))
         try:
             return {
                 p: retrying(

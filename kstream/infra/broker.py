@@ -11,6 +11,9 @@ Layout (in `kstream.infra.paths.cache_dir`)::
     <cache>/broker-<port>/data/               KRaft metadata and topic logs
     <cache>/broker-<port>/logs/server.log     everything the JVM prints
     <cache>/broker-<port>/broker.pid          pid of the running JVM
+    <cache>/broker-<port>/security-mode       plaintext or sasl-ssl, fixed at format time
+    <cache>/broker-<port>/client.properties   with sasl-ssl: the ``--kafka-config`` file of
+                                              a client user (`kstream.infra.broker_security`)
 
 Contract: `start` is idempotent (a running broker is left alone), `stop` leaves no
 java process behind, and a pid file whose process is gone or is not this broker
@@ -39,10 +42,12 @@ from kstream.errors import (
     DependencyResolutionError,
     PortInUseError,
 )
+from kstream.infra.broker_security import BrokerSecurity
+from kstream.infra.client_settings import client_config
 from kstream.infra.maven import resolve_maven_classpath
 from kstream.infra.paths import cache_dir, deploy_dir, require_tool
 
-__all__ = ["DEFAULT_PORT", "BrokerInfo", "LocalBroker"]
+__all__ = ["DEFAULT_PORT", "SECURITY_MODES", "BrokerInfo", "LocalBroker"]
 
 #: Default listener port: far from Kafka's 9092 so a user's own Kafka never collides,
 #: and below Linux's ephemeral range (32768-60999), where an outgoing connection of any
@@ -54,6 +59,11 @@ KAFKA_VERSION = "4.1.1"
 READY_TIMEOUT_S = 90.0
 #: Time a broker gets to shut down cleanly on SIGTERM before it is killed.
 STOP_TIMEOUT_S = 30.0
+#: How clients reach the broker: no security, SCRAM users over TLS
+#: (`kstream.infra.broker_security`), or that and ACLs (KRaft's StandardAuthorizer;
+#: nothing is allowed but what is granted). A broker keeps the mode its storage was
+#: formatted with.
+SECURITY_MODES = ("plaintext", "sasl-ssl", "sasl-ssl-acls")
 
 Log = Callable[[str], None]
 
@@ -107,13 +117,22 @@ class LocalBroker:
     several processes in turn; they are not meant to run concurrently.
     """
 
-    def __init__(self, port: int = DEFAULT_PORT, version: str = KAFKA_VERSION) -> None:
+    def __init__(
+        self, port: int = DEFAULT_PORT, version: str = KAFKA_VERSION, security: str | None = None
+    ) -> None:
         if not 1024 <= port <= 65534:
             raise ConfigurationError(f"broker port must be in 1024..65534, got {port}")
+        if security is not None and security not in SECURITY_MODES:
+            raise ConfigurationError(
+                f"--security must be one of {', '.join(SECURITY_MODES)}, got {security!r}"
+            )
         self.port = port
         self.controller_port = port + 1
         self.version = version
         self.directory = cache_dir() / f"broker-{port}"
+        #: The mode asked for; None: the mode the storage has, or plaintext for new storage.
+        self.requested_security = security
+        self.tls = BrokerSecurity(self.directory)
 
     @classmethod
     def from_env(cls) -> LocalBroker:
@@ -140,6 +159,29 @@ class LocalBroker:
     @property
     def _config_file(self) -> Path:
         return self.directory / "server.properties"
+
+    @property
+    def _mode_file(self) -> Path:
+        return self.directory / "security-mode"
+
+    @property
+    def security(self) -> str:
+        """The mode of this broker's storage if formatted, else the requested one (or plaintext)."""
+        try:
+            return self._mode_file.read_text().strip()
+        except FileNotFoundError:
+            formatted = (self.directory / "data" / "meta.properties").is_file()
+            # Storage formatted before modes existed is plaintext.
+            return "plaintext" if formatted else (self.requested_security or "plaintext")
+
+    @property
+    def client_properties(self) -> Path | None:
+        """The ``--kafka-config`` file of this broker's client user (None without security)."""
+        return self.tls.client_properties if self.security.startswith("sasl-ssl") else None
+
+    def admin_settings(self) -> dict[str, str]:
+        """librdkafka security settings of this broker's own user (none for plaintext)."""
+        return self.tls.admin_settings() if self.security.startswith("sasl-ssl") else {}
 
     # -- inspection ---------------------------------------------------------
 
@@ -188,6 +230,14 @@ class LocalBroker:
                     f"port {p} on 127.0.0.1 is in use by another process; "
                     "choose another with --port or KSTREAM_BROKER_PORT"
                 )
+        mode = self.security
+        if self.requested_security not in (None, mode):
+            raise ConfigurationError(
+                f"the broker on port {self.port} was created with --security {mode}; "
+                f"start it so, or stop it and delete {self.directory} to change"
+            )
+        if mode.startswith("sasl-ssl"):
+            self.tls.ensure()
         libs = resolve_jars(self.version, log)
         self._write_config()
         classpath = f"{libs}/*"
@@ -219,6 +269,8 @@ class LocalBroker:
             )
         self._pid_file.write_text(f"{proc.pid}\n")
         self._await_ready(proc.pid, log, proc)
+        if self.client_properties is not None:
+            log(f"SASL_SSL listener; client settings: --kafka-config {self.client_properties}")
         return self.status()
 
     def stop(self, log: Log = _quiet) -> bool:
@@ -259,16 +311,23 @@ class LocalBroker:
     def _write_config(self) -> None:
         template = Template((deploy_dir() / "kafka" / "server.properties").read_text())
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._config_file.write_text(
-            template.substitute(
-                port=self.port,
-                controller_port=self.controller_port,
-                log_dirs=self.directory / "data",
-            )
+        secured = self.security.startswith("sasl-ssl")
+        text = template.substitute(
+            port=self.port,
+            controller_port=self.controller_port,
+            log_dirs=self.directory / "data",
+            listener="SASL_SSL" if secured else "PLAINTEXT",
         )
+        if secured:
+            text += self.tls.server_properties(acls=self.security == "sasl-ssl-acls")
+        # It holds the admin user's password when secured: owner-readable only.
+        self._config_file.touch(mode=0o600)
+        self._config_file.chmod(0o600)
+        self._config_file.write_text(text)
 
     def _format_storage(self, java: str, classpath: str, log: Log) -> None:
         log("formatting KRaft storage (first start)")
+        mode = self.security
         base = [java, "-cp", classpath]
         tool = "org.apache.kafka.tools.StorageTool"
         quiet = f"-Dlog4j2.configurationFile={deploy_dir() / 'kafka' / 'log4j2.properties'}"
@@ -295,6 +354,7 @@ class LocalBroker:
                 match.group(1),
                 "-c",
                 str(self._config_file),
+                *(self.tls.scram_arguments() if mode.startswith("sasl-ssl") else []),
             ],
             capture_output=True,
             text=True,
@@ -302,13 +362,14 @@ class LocalBroker:
         )
         if fmt.returncode != 0:
             raise BrokerError(f"formatting Kafka storage failed: {_last_line(fmt.stderr)}")
+        self._mode_file.write_text(f"{mode}\n")
 
     def _await_ready(self, pid: int, log: Log, proc: subprocess.Popen[bytes] | None = None) -> None:
         """Wait until the broker answers a metadata request, or fail with its log."""
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + READY_TIMEOUT_S
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        admin = AdminClient(client_config(self.bootstrap, security=self.admin_settings()))
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 self._pid_file.unlink(missing_ok=True)

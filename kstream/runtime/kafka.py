@@ -1,7 +1,8 @@
 """The Kafka client mechanics of kstream, in one place.
 
 * **Presets**: the configuration layers the runtime's clients share
-  (`client_config` merges them), so a setting and its reason are written once.
+  (`client_config`, from `kstream.infra.client_settings`, merges them with the
+  cluster's security settings), so a setting and its reason are written once.
 * **Produce with backpressure**: `produce` hands one record to a producer and,
   while the producer's local queue is full, serves delivery reports until there
   is room, instead of failing with `BufferError`.
@@ -9,7 +10,8 @@
 * **Requests**: `request` (offsets, metadata) and `transact` (transactional
   calls) retry what librdkafka marks retriable, until a deadline.
 * **Errors**: `kafka_error` turns a Kafka error into kstream's tree
-  (`kstream.errors`): fenced -> `ProducerFencedError`; a transaction that must
+  (`kstream.errors`): denied by ACLs -> `AuthorizationError`; fenced ->
+  `ProducerFencedError`; a transaction that must
   abort because a record of it failed -> `RecordLostError`; anything else ->
   `KafkaUnavailableError`. No `KafkaException` leaves these helpers.
 
@@ -27,12 +29,14 @@ from typing import Any, TypeVar, cast
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kstream.errors import (
+    AuthorizationError,
     KafkaUnavailableError,
     KStreamError,
     ProducerFencedError,
     RecordLostError,
 )
-from kstream.infra.admin import retrying
+from kstream.infra.admin import ACL_HINT, AUTHORIZATION_CODES, retrying
+from kstream.infra.client_settings import client_config
 
 __all__ = [
     "BATCHING",
@@ -90,23 +94,13 @@ FENCED_CODES = frozenset(
 )
 
 
-def client_config(bootstrap: str, *layers: Mapping[str, Any]) -> Config:
-    """A client configuration for `bootstrap`: quiet, then `layers` in order (later wins).
-
-    librdkafka's own log lines are off: kstream reports what goes wrong itself,
-    through the errors its helpers raise.
-    """
-    config: Config = {"bootstrap.servers": bootstrap, "log_level": 0}
-    for layer in layers:
-        config.update(layer)
-    return config
-
-
 def kafka_error(error: KafkaException | KafkaError, what: str) -> KStreamError:
     """kstream's error for a Kafka error met while doing `what` (a short phrase)."""
     err = error.args[0] if isinstance(error, KafkaException) else error
     if not isinstance(err, KafkaError):
         return KafkaUnavailableError(f"{what}: {err}")
+    if err.code() in AUTHORIZATION_CODES:
+        return AuthorizationError(f"{what}: {err.str()} ({ACL_HINT})")
     if err.code() in FENCED_CODES:
         return ProducerFencedError(
             f"{what}: {err.str()} (another process took over this producer's transactional id)"

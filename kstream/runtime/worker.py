@@ -30,7 +30,13 @@ from confluent_kafka import Message as KafkaMessage
 from kstream.dataflow.identity import JobIdentity
 from kstream.dataflow.job import Job, sink_nodes
 from kstream.dataflow.plan import Plan, plan
-from kstream.errors import CheckpointError, JobFailedError, KafkaUnavailableError, RecordLostError
+from kstream.errors import (
+    AuthorizationError,
+    CheckpointError,
+    JobFailedError,
+    KafkaUnavailableError,
+    RecordLostError,
+)
 from kstream.infra.admin import Admin
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.flow import FlowConfig
@@ -366,7 +372,8 @@ class Worker:
                 self._carry_out(self.recovery.read(msg, Where.STOPPING))
             # The final counts, for the runner's summary.
             self._heartbeat(force=True, flush=True)
-        except JobFailedError as exc:
+        except (JobFailedError, AuthorizationError) as exc:
+            # Restarting cannot grant an ACL: the job stops, naming what is denied.
             self.control.send(WorkerFailed(self.name, str(exc)))
             raise
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from kstream.infra.broker import DEFAULT_PORT, LocalBroker
@@ -14,9 +16,20 @@ broker_app = typer.Typer(help="Run a local single-node Kafka broker (KRaft) from
 
 
 @broker_app.command("start")
-def broker_start(port: PortOption = DEFAULT_PORT) -> None:
+def broker_start(
+    port: PortOption = DEFAULT_PORT,
+    security: Annotated[
+        str | None,
+        typer.Option(
+            "--security",
+            help="plaintext, sasl-ssl (SCRAM-SHA-512 users over TLS, a CA made at first "
+            "start; the client settings file is printed) or sasl-ssl-acls (and ACLs "
+            "enforced). Default: the broker's existing mode, plaintext for a new one.",
+        ),
+    ] = None,
+) -> None:
     """Start the broker unless it runs; the last line printed is its bootstrap address."""
-    info = LocalBroker(port).start(say)
+    info = LocalBroker(port, security=security).start(say)
     print(info.bootstrap)
 
 

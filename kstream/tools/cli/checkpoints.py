@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from kstream.errors import ConfigurationError
 from kstream.tools.cli.console import out, say
-from kstream.tools.cli.options import BootstrapOption
+from kstream.tools.cli.options import BootstrapOption, KafkaConfigOption
 
 __all__ = ["checkpoints_command"]
 
@@ -22,6 +22,7 @@ __all__ = ["checkpoints_command"]
 def checkpoints_command(
     job_name: Annotated[str, typer.Option("--job-name", help="The job to list.")],
     bootstrap_servers: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """List a job's checkpoints: id, status, trigger time, duration, alignment, size."""
     from rich.table import Table

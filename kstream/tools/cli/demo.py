@@ -16,6 +16,7 @@ from kstream.tools.cli.options import (
     POSITIVE,
     BootstrapOption,
     GuaranteeOption,
+    KafkaConfigOption,
     parse_guarantee,
 )
 
@@ -32,6 +33,7 @@ def demo_smoke(
     bootstrap_servers: Annotated[
         str | None, typer.Option(help="Kafka to use instead of the local broker.")
     ] = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Round-trip records through Kafka transactions: one committed, one aborted."""
     from kstream.tools.demo import smoke
@@ -63,6 +65,7 @@ def demo_wordcount(
         ),
     ] = True,
     bootstrap_servers: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Run the word count on the local broker while killing workers; verify the counts."""
     from kstream.tools.demo import wordcount_demo

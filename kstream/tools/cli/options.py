@@ -1,7 +1,7 @@
 """What the options of the command line accept, decided in one place.
 
 The option types several commands share (``--port``, ``--bootstrap-servers``,
-``--param``, ``--state-dir``, ``--job-name``, ``--guarantee``) are declared
+``--kafka-config``, ``--param``, ``--state-dir``, ``--job-name``, ``--guarantee``) are declared
 here once, so every command spells, documents and checks them alike.
 
 Typer parses ``nan``, ``inf`` and ``-1`` as valid floats, and a job started
@@ -35,6 +35,7 @@ __all__ = [
     "BootstrapOption",
     "GuaranteeOption",
     "JobNameOption",
+    "KafkaConfigOption",
     "ParamsOption",
     "PortOption",
     "SpecArgument",
@@ -102,6 +103,28 @@ StateDirOption = Annotated[
 ]
 JobNameOption = Annotated[
     str | None, typer.Option("--job-name", help="Name of the job (scopes topics and state).")
+]
+
+
+def _use_kafka_config(value: Path | None) -> Path | None:
+    """Check the settings file and make it every client's (workers inherit it)."""
+    if value is not None:
+        # Imported here: `--help` needs nothing of it.
+        from kstream.infra.client_settings import use_settings
+
+        use_settings(value)
+    return value
+
+
+KafkaConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kafka-config",
+        envvar="KSTREAM_KAFKA_CONFIG",
+        help="File of librdkafka key=value security settings (security.protocol, sasl.*, "
+        "ssl.*) for every Kafka client of the job, its workers and the audit.",
+        callback=_use_kafka_config,
+    ),
 ]
 GuaranteeOption = Annotated[
     str,

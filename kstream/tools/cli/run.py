@@ -28,6 +28,7 @@ from kstream.tools.cli.options import (
     BootstrapOption,
     GuaranteeOption,
     JobNameOption,
+    KafkaConfigOption,
     ParamsOption,
     SpecArgument,
     StateDirOption,
@@ -55,6 +56,7 @@ def run_command(
     spec: SpecArgument,
     param: ParamsOption = None,
     bootstrap_servers: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     workers: Annotated[
         int, typer.Option("--workers", help="Worker processes.", callback=AT_LEAST_ONE)
     ] = 2,
@@ -193,6 +195,7 @@ def worker_command(
     ],
     param: ParamsOption = None,
     bootstrap_servers: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     guarantee: GuaranteeOption = "exactly-once",
