@@ -9,8 +9,20 @@ Wire format of a channel record's value (the key is unused)::
 
     byte 0      kind: 0 = data, 1 = barrier
     bytes 1-4   generation of the writer (big-endian u32)
-    rest        data: pickle of a list of (key, value) pairs (hash edges) or of
-                values (rebalance edges); barrier: checkpoint id (u64)
+    barrier:    bytes 5-12: checkpoint id (u64)
+    data:       byte 5: format of the batch, then the batch:
+                1 = items: `kstream.protocol.codec` of the list of stream records
+                2 = pairs: the codec's flat list k0, v0, k1, v1, ... of a list of
+                    2-tuples (a hash edge's (key, value) items, or values that
+                    are all pairs)
+                3 = trusted pickle of the list of stream records
+
+The format byte lets a reader refuse a batch in an encoding its job does not
+trust (`kstream.dataflow.channel_serde`) without reading it: a job on the
+safe default never unpickles what an internal topic holds. A stream record
+the encoding cannot carry (e.g. an instance of a class the job did not
+declare) is not written: it goes to `on_unencodable` (the job's error policy)
+with an `UnsupportedTypeError` that names its type and the two ways out.
 
 One Kafka record carries a small batch of stream records: a produce call, a
 broker write and a fetch per stream record would cost more than the work
@@ -19,7 +31,7 @@ order and the before/after split of each checkpoint hold per stream record.
 
 A batch is bounded by count (`MAX_BATCH`) and by size: its encoded record must
 fit `max_bytes` (see `kstream.protocol.limits`). Sizing each stream record would cost
-more than pickling it, so the writer sizes only what it encodes anyway: the
+more than encoding it, so the writer sizes only what it encodes anyway: the
 count bound adapts to the bytes per stream record of the last batch written
 (aiming at half the limit), and a batch whose encoding is still too large is
 split, in order, into parts that fit. A single stream record that cannot fit
@@ -39,7 +51,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from kstream.errors import ProtocolError, RecordTooLargeError
+from kstream.dataflow.channel_serde import MSGPACK, ChannelSerde
+from kstream.errors import DecodeError, ProtocolError, RecordTooLargeError, UnsupportedTypeError
+from kstream.protocol.codec import Codec
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, RECORD_OVERHEAD
 from kstream.runtime.kafka import produce
 from kstream.runtime.state import key_bytes
@@ -47,6 +61,7 @@ from kstream.runtime.state import key_bytes
 __all__ = [
     "BARRIER",
     "RECORD",
+    "BatchFormat",
     "ChannelWriter",
     "decode_header",
     "encode_barrier",
@@ -58,8 +73,14 @@ BARRIER = 1
 #: Records of some kilobytes lower the bound (see the module docstring).
 MAX_BATCH = 500
 _HEADER = struct.Struct(">BI")
+#: A data record's header: kind, generation and the format of its batch.
+_DATA = struct.Struct(">BIB")
 _CHECKPOINT = struct.Struct(">Q")
 HEADER_SIZE = _HEADER.size
+DATA_HEADER_SIZE = _DATA.size
+#: Formats of a data record's batch (byte 5); on the wire, so never renumbered.
+ITEMS, PAIRS, PICKLE = 1, 2, 3
+_FORMAT_NAMES = {ITEMS: "msgpack", PAIRS: "msgpack", PICKLE: "trusted-pickle"}
 
 
 def decode_header(value: bytes) -> tuple[int, int]:
@@ -79,10 +100,77 @@ def barrier_checkpoint(value: bytes) -> int:
     return int(n)
 
 
-def decode_batch(value: bytes) -> list[Any]:
-    """The stream records of a data channel record."""
-    items: list[Any] = pickle.loads(memoryview(value)[HEADER_SIZE:])
-    return items
+class BatchFormat:
+    """Encodes and decodes the batches of one job's channels, by its `ChannelSerde`.
+
+    Built once per subtask (it holds the job's codec). Writing uses the job's
+    encoding; reading accepts the codec's formats, and pickle only when the
+    job chose ``trusted-pickle``.
+    """
+
+    def __init__(self, serde: ChannelSerde = MSGPACK) -> None:
+        self.serde = serde
+        self._codec = Codec(serde.types)
+        self._pickle = serde.trusted_pickle
+
+    def encode(self, items: list[Any], pairs: bool) -> tuple[int, bytes]:
+        """(format, payload) of a batch; `pairs`: its items are (key, value) tuples.
+
+        `UnsupportedTypeError` if an item has a type the encoding cannot carry.
+        """
+        if self._pickle:
+            return PICKLE, pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+        as_pairs, payload = self._codec.dumps_batch(items, pairs)
+        return (PAIRS if as_pairs else ITEMS), payload
+
+    def decode(self, value: bytes, keyed: bool) -> list[Any]:
+        """The stream records of data channel record `value` ((key, value) pairs if `keyed`).
+
+        `DecodeError` (one line, naming the format) if the batch is malformed or
+        in a format this job does not trust; nothing of it is then unpickled.
+        """
+        if len(value) < DATA_HEADER_SIZE:
+            raise DecodeError(f"channel record of {len(value)} bytes has no batch format")
+        fmt = value[HEADER_SIZE]
+        body = memoryview(value)[DATA_HEADER_SIZE:]
+        if fmt == PAIRS:
+            return self._codec.loads_batch(body, True)
+        if fmt == ITEMS and not keyed:
+            return self._codec.loads_batch(body, False)
+        if fmt == PICKLE:
+            if not self._pickle:
+                raise DecodeError(
+                    "channel batch in format trusted-pickle refused unread: this job's channel"
+                    f" serde is {self.serde.name}, and loading pickle runs code (choose"
+                    " Job(..., channel_serde='trusted-pickle') only if only the job can write"
+                    " its internal topics)"
+                )
+            items: list[Any] = pickle.loads(body)
+            return items
+        raise DecodeError(
+            f"channel batch in unknown format {fmt}"
+            + (" for a keyed channel" if fmt == ITEMS else "")
+            + f" refused unread (this kstream writes {', '.join(map(str, _FORMAT_NAMES))})"
+        )
+
+
+def decode_batch(value: bytes, fmt: BatchFormat | None = None, keyed: bool = False) -> list[Any]:
+    """The stream records of a data channel record, read as `fmt` (default: the safe codec)."""
+    return (fmt or _SAFE).decode(value, keyed)
+
+
+_SAFE = BatchFormat()
+
+
+def unencodable(item: Any, exc: UnsupportedTypeError) -> UnsupportedTypeError:
+    """The record error for a stream record `exc` says the channel encoding cannot carry."""
+    return UnsupportedTypeError(
+        type(item),
+        f"a stream record of type {type(item).__qualname__} holds a {exc.type_name}, which"
+        " channels do not carry safely: declare how it travels with Job(...,"
+        " channel_serde=[kstream.RecordType(<type>, encode, decode)]), or opt in to pickle with"
+        " Job(..., channel_serde='trusted-pickle') (unsafe: loading pickle runs code)",
+    )
 
 
 class ChannelWriter:
@@ -113,12 +201,18 @@ class ChannelWriter:
         *,
         max_bytes: int = DEFAULT_PRODUCER_BYTES,
         on_too_large: Callable[[Any, RecordTooLargeError], None] | None = None,
+        batch_format: BatchFormat = _SAFE,
+        on_unencodable: Callable[[Any, UnsupportedTypeError], None] | None = None,
+        key_bytes: Callable[[Any], bytes] = key_bytes,
     ) -> None:
         self._producer = producer
         self._topic = topic
         self._base = upstream * downstream_count
         self._d = downstream_count
-        self._prefix = _HEADER.pack(RECORD, generation)
+        self._prefixes = {f: _DATA.pack(RECORD, generation, f) for f in _FORMAT_NAMES}
+        self._format = batch_format
+        self._on_unencodable = on_unencodable
+        self._key_bytes = key_bytes
         self._generation = generation
         self._key_fn = key_fn
         self._next = upstream % downstream_count
@@ -135,7 +229,7 @@ class ChannelWriter:
         """Route one value to its channel's batch."""
         if self._key_fn is not None:
             key = self._key_fn(value)
-            j = zlib.crc32(key_bytes(key)) % self._d
+            j = zlib.crc32(self._key_bytes(key)) % self._d
             batch = self._batches[j]
             batch.append((key, value))
         else:
@@ -158,7 +252,15 @@ class ChannelWriter:
 
     def _write_batch(self, batch: list[Any], partition: int) -> None:
         """Produce `batch` as one channel record, or in order as several that fit."""
-        data = self._prefix + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+        keyed = self._key_fn is not None
+        try:
+            fmt, payload = self._format.encode(batch, keyed)
+        except UnsupportedTypeError:
+            batch = self._encodable(batch)
+            if not batch:
+                return
+            fmt, payload = self._format.encode(batch, keyed)
+        data = self._prefixes[fmt] + payload
         size, n = len(data), len(batch)
         if size <= self._room:
             self._fitted(size, n)
@@ -172,6 +274,22 @@ class ChannelWriter:
             for i in range(0, n, step):
                 self._write_batch(batch[i : i + step], partition)
 
+    def _encodable(self, batch: list[Any]) -> list[Any]:
+        """The items of `batch` the encoding carries; the others go to `on_unencodable`."""
+        keyed = self._key_fn is not None
+        kept = []
+        for item in batch:
+            try:
+                self._format.encode([item], keyed)
+            except UnsupportedTypeError as exc:
+                error = unencodable(item, exc)
+                if self._on_unencodable is None:
+                    raise error from None
+                self._on_unencodable(item, error)
+            else:
+                kept.append(item)
+        return kept
+
     def _fitted(self, size: int, n: int) -> None:
         """Adapt the count bound to the bytes per stream record of a batch that fitted."""
         self._cap = max(1, min(MAX_BATCH, self._room * n // (2 * size)))
@@ -179,7 +297,8 @@ class ChannelWriter:
     def _reject(self, item: Any, size: int, partition: int) -> None:
         self.too_large += 1
         error = RecordTooLargeError(
-            f"stream record of {size - HEADER_SIZE} bytes (pickled) cannot be written to channel "
+            f"stream record of {size - DATA_HEADER_SIZE} bytes (encoded) cannot be written to "
+            f"channel "
             f"{self._topic}[{partition}]: its records hold at most {self._room} bytes",
             value=repr(item).encode(),
         )

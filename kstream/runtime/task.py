@@ -17,7 +17,6 @@ finished snapshots to the worker, which sends the acks once they are durable.
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -29,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Message, TopicPartitio
 
 from kstream.dataflow.job import Node
 from kstream.dataflow.plan import Plan, TaskSpec
-from kstream.errors import CheckpointError, JobFailedError
+from kstream.errors import CheckpointError, DecodeError, JobFailedError
 from kstream.protocol.barrier import (
     AbandonAlignment,
     Action,
@@ -51,8 +50,8 @@ from kstream.protocol.names import channel_topic
 from kstream.runtime.chain import compile_chain, has_process, input_pushes
 from kstream.runtime.channel import (
     BARRIER,
-    HEADER_SIZE,
     RECORD,
+    BatchFormat,
     ChannelWriter,
     barrier_checkpoint,
     decode_header,
@@ -62,7 +61,7 @@ from kstream.runtime.dead_letters import RAW, PolicyCounts, RecordErrors
 from kstream.runtime.kafka import request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta, check_state_serde
-from kstream.runtime.state import StateStore
+from kstream.runtime.state import KEY_FORMAT, StateStore, key_encoder
 from kstream.tools.fault import Faults
 
 __all__ = ["ChannelTask", "PendingAck", "SourceTask", "Subtask", "TaskRuntime", "open_task"]
@@ -164,12 +163,18 @@ class Subtask:
         self.errors = RecordErrors(
             self.job.on_error, self.job.name, self.id, rt.producer, rt.max_record_bytes, self.stats
         )
+        # A resumed job keeps the key format of its checkpoint: its state and
+        # its routing were written with it (`kstream.runtime.state`).
+        self.key_format = KEY_FORMAT if self.restored is None else self.restored.key_format
+        self.key_bytes = key_encoder(self.key_format)
+        self.batch_format = BatchFormat(self.job.channel_serde)
         self.push: Callable[..., None] = compile_chain(
             self.stage.root,
             stage_index=self.stage.index,
             state=self.state,
             open_sink=self._open_sink,
             open_edge=self._open_edge,
+            key_bytes=self.key_bytes,
         )
         for name, writer in self.sinks.items():
             kept = None
@@ -226,6 +231,9 @@ class Subtask:
             target.inputs[node.edge_input].key_fn,
             max_bytes=self.rt.max_record_bytes,
             on_too_large=self.errors.on_channel_record_too_large,
+            batch_format=self.batch_format,
+            on_unencodable=self.errors.on_channel_record_unencodable,
+            key_bytes=self.key_bytes,
         )
         self.writers.append(cw)
         return cw.send
@@ -282,6 +290,7 @@ class Subtask:
             sink={name: k.meta for name, k in kept.items()},
             identity=self.rt.identity,
             state_serde=self.job.state_serde.name if staged is not None else "",
+            key_format=self.key_format,
         )
         self.stats.snapshots += 1
         self.stats.last_sync_ms = sync_ms
@@ -463,7 +472,7 @@ class ChannelTask(Subtask):
         msgs = self.consumer.consume(BATCH, timeout)
         aligner = self.aligner
         pushes, channels = self.pushes, self.channels
-        loads = pickle.loads
+        decode = self.batch_format.decode
         keyed = self.stage.keyed
         # Channels re-positioned (seek) during this batch: the rest of their
         # records in it are stale copies that will be fetched again in order.
@@ -486,7 +495,12 @@ class ChannelTask(Subtask):
                     if not isinstance(action, Process):
                         self.stats.dropped += 1
                         continue
-                items = loads(memoryview(value)[HEADER_SIZE:])
+                try:
+                    items = decode(value, keyed)
+                except DecodeError as exc:
+                    # Malformed or untrusted: the policy keeps the whole record.
+                    self.on_record_error(exc, m)
+                    continue
                 push = pushes[topic]
                 if keyed:
                     for key, item in items:
