@@ -23,8 +23,11 @@ Batches of stream records have their own fast paths (`Codec.dumps_batch`):
 a batch of pairs — every hash edge's ``(key, value)`` items, and any batch
 whose items are all 2-tuples — is packed as one flat list ``[k0, v0, k1, v1,
 ...]``, so pairs of str or int cost no extension type at all, and is rebuilt
-with `zip`. These make the codec faster than pickle on the word count's
-batches (`benchmarks/codec_bench.py`).
+with `zip`; pairs whose value is their key (``key_by(lambda w: w)``, the
+word count) send the key once, as pickle's memo would. These make the codec
+faster than pickle on the word count's batches (`benchmarks/codec_bench.py`).
+Nested tuples and sets cost a Python call each (the extension hook): a batch
+of them encodes several times slower than pickle.
 """
 
 from __future__ import annotations
@@ -44,13 +47,19 @@ __all__ = [
     "EXT_RECORD",
     "EXT_SET",
     "EXT_TUPLE",
+    "ITEMS",
     "MAX_DEPTH",
+    "PAIRS",
+    "SAME_PAIRS",
     "Codec",
     "RecordType",
 ]
 
 #: msgpack extension type codes; stored in snapshots and channels, so never renumbered.
 EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_BIGINT, EXT_RECORD = 1, 2, 3, 4, 5
+#: Shapes of a batch (`Codec.dumps_batch`): the list of items; the flat list
+#: k0, v0, k1, v1, ... of (key, value) pairs; the keys of pairs (k, k).
+ITEMS, PAIRS, SAME_PAIRS = 1, 2, 4
 #: Extension types nested deeper than this are refused: each level is a nested
 #: msgpack call with a large C stack frame (about 200 levels overflow 8 MiB).
 MAX_DEPTH = 32
@@ -155,17 +164,21 @@ class Codec:
         """The encoding of `value`; `UnsupportedTypeError` naming a type it cannot carry."""
         return self._pack(value, 0)
 
-    def dumps_batch(self, items: list[Any], pairs: bool) -> tuple[bool, bytes]:
-        """(as pairs?, encoding) of a batch; `pairs`: every item is a 2-tuple (not checked).
+    def dumps_batch(self, items: list[Any], pairs: bool) -> tuple[int, bytes]:
+        """(shape, encoding) of a batch; `pairs`: every item is a 2-tuple (not checked).
 
-        A batch not declared as pairs is still sent as pairs when all its items
-        are 2-tuples (the check costs little next to what it saves).
+        The shape (`ITEMS`, `PAIRS` or `SAME_PAIRS`) is what `loads_batch` needs
+        back. A batch not declared as pairs is still sent as pairs when all its
+        items are 2-tuples (the check costs little next to what it saves).
         """
         if not pairs and items and type(items[0]) is tuple:
             pairs = all(type(x) is tuple and len(x) == 2 for x in items)
-        if pairs:
-            return True, self._pack(list(chain.from_iterable(items)), 0)
-        return False, self._pack(items, 0)
+        if not pairs:
+            return ITEMS, self._pack(items, 0)
+        if all(k is v for k, v in items):
+            # Each record its own key (``key_by(lambda w: w)``): send it once.
+            return SAME_PAIRS, self._pack([k for k, _ in items], 0)
+        return PAIRS, self._pack(list(chain.from_iterable(items)), 0)
 
     # -- decoding -------------------------------------------------------------
 
@@ -208,19 +221,22 @@ class Codec:
         except Exception as exc:
             raise DecodeError(f"not a kstream-encoded value: {_why(exc)}") from None
 
-    def loads_batch(self, data: bytes | memoryview, pairs: bool) -> list[Any]:
-        """The items of a batch `dumps_batch` encoded (with its `pairs` answer)."""
+    def loads_batch(self, data: bytes | memoryview, shape: int) -> list[Any]:
+        """The items of a batch `dumps_batch` encoded as `shape`."""
         try:
             flat = self._unpack(data, 0)
         except Exception as exc:
             raise DecodeError(f"not a kstream-encoded batch: {_why(exc)}") from None
         if type(flat) is not list:
             raise DecodeError(f"not a kstream-encoded batch: a {type(flat).__name__}, not a list")
-        if not pairs:
+        if shape == ITEMS:
             return flat
+        if shape == SAME_PAIRS:
+            return list(zip(flat, flat, strict=True))
         if len(flat) % 2:
             raise DecodeError("not a kstream-encoded batch: pairs of an odd number of values")
-        return list(zip(flat[0::2], flat[1::2], strict=True))
+        it = iter(flat)
+        return list(zip(it, it, strict=True))
 
 
 def _a_list(value: Any) -> list[Any]:

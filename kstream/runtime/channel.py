@@ -16,6 +16,7 @@ Wire format of a channel record's value (the key is unused)::
                     2-tuples (a hash edge's (key, value) items, or values that
                     are all pairs)
                 3 = trusted pickle of the list of stream records
+                4 = same pairs: the codec's list of k0, k1, ... of pairs (k, k)
 
 The format byte lets a reader refuse a batch in an encoding its job does not
 trust (`kstream.dataflow.channel_serde`) without reading it: a job on the
@@ -53,7 +54,7 @@ from confluent_kafka import Producer
 
 from kstream.dataflow.channel_serde import MSGPACK, ChannelSerde
 from kstream.errors import DecodeError, ProtocolError, RecordTooLargeError, UnsupportedTypeError
-from kstream.protocol.codec import Codec
+from kstream.protocol.codec import ITEMS, PAIRS, SAME_PAIRS, Codec
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, RECORD_OVERHEAD
 from kstream.runtime.kafka import produce
 from kstream.runtime.state import key_bytes
@@ -79,8 +80,14 @@ _CHECKPOINT = struct.Struct(">Q")
 HEADER_SIZE = _HEADER.size
 DATA_HEADER_SIZE = _DATA.size
 #: Formats of a data record's batch (byte 5); on the wire, so never renumbered.
-ITEMS, PAIRS, PICKLE = 1, 2, 3
-_FORMAT_NAMES = {ITEMS: "msgpack", PAIRS: "msgpack", PICKLE: "trusted-pickle"}
+#: The codec's shapes are formats as they are; pickle is 3.
+PICKLE = 3
+_FORMAT_NAMES = {
+    ITEMS: "msgpack items",
+    PAIRS: "msgpack pairs",
+    PICKLE: "trusted-pickle",
+    SAME_PAIRS: "msgpack same pairs",
+}
 
 
 def decode_header(value: bytes) -> tuple[int, int]:
@@ -120,8 +127,7 @@ class BatchFormat:
         """
         if self._pickle:
             return PICKLE, pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
-        as_pairs, payload = self._codec.dumps_batch(items, pairs)
-        return (PAIRS if as_pairs else ITEMS), payload
+        return self._codec.dumps_batch(items, pairs)
 
     def decode(self, value: bytes, keyed: bool) -> list[Any]:
         """The stream records of data channel record `value` ((key, value) pairs if `keyed`).
@@ -133,10 +139,8 @@ class BatchFormat:
             raise DecodeError(f"channel record of {len(value)} bytes has no batch format")
         fmt = value[HEADER_SIZE]
         body = memoryview(value)[DATA_HEADER_SIZE:]
-        if fmt == PAIRS:
-            return self._codec.loads_batch(body, True)
-        if fmt == ITEMS and not keyed:
-            return self._codec.loads_batch(body, False)
+        if fmt in (SAME_PAIRS, PAIRS) or (fmt == ITEMS and not keyed):
+            return self._codec.loads_batch(body, fmt)
         if fmt == PICKLE:
             if not self._pickle:
                 raise DecodeError(
@@ -150,7 +154,7 @@ class BatchFormat:
         raise DecodeError(
             f"channel batch in unknown format {fmt}"
             + (" for a keyed channel" if fmt == ITEMS else "")
-            + f" refused unread (this kstream writes {', '.join(map(str, _FORMAT_NAMES))})"
+            + f" refused unread (this kstream reads {', '.join(map(str, sorted(_FORMAT_NAMES)))})"
         )
 
 
