@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from kstream.dataflow.job import Sink, Source, StartPosition
 from kstream.dataflow.serde import Serde, serde
@@ -499,7 +499,7 @@ class TransactionalWriter(SinkWriter):
                 if (m.offset() or 0) >= end:
                     return last
                 if m.key() == key:
-                    last = max(last, int(json.loads(m.value() or b"{}").get("epoch", 0)))
+                    last = max(last, _marker_epoch(m))
         raise KafkaUnavailableError(
             f"cannot read {tp.topic}[{tp.partition}] within {TXN_TIMEOUT_S:.0f}s"
         )
@@ -533,3 +533,18 @@ class TransactionalWriter(SinkWriter):
             except KafkaException as exc:
                 log.info("%s: abort on close failed (a successor fences it): %s", self._tid, exc)
         self._producers.clear()
+
+
+def _marker_epoch(m: Message) -> int:
+    """The epoch a commit marker names; `ProtocolError` (one line) if it is not a marker."""
+    try:
+        body = json.loads(m.value() or b"{}")
+        epoch = body.get("epoch", 0) if isinstance(body, dict) else None
+    except (ValueError, RecursionError):
+        epoch = None
+    if type(epoch) is not int or epoch < 0:
+        raise ProtocolError(
+            f"commit marker {m.topic()}[{m.partition()}]@{m.offset()} is malformed"
+            f" ({(m.value() or b'')[:100]!r}): the marker topic is written only by kstream"
+        )
+    return epoch

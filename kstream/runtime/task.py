@@ -28,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Message, TopicPartitio
 
 from kstream.dataflow.job import Node
 from kstream.dataflow.plan import Plan, TaskSpec
-from kstream.errors import CheckpointError, DecodeError, JobFailedError
+from kstream.errors import CheckpointError, DecodeError, JobFailedError, ProtocolError
 from kstream.protocol.barrier import (
     AbandonAlignment,
     Action,
@@ -487,7 +487,12 @@ class ChannelTask(Subtask):
             if ch in reseeked:
                 continue
             value = m.value() or b""
-            kind, gen = decode_header(value)
+            try:
+                kind, gen = decode_header(value)
+            except ProtocolError as exc:
+                # Not a channel record (nothing of kstream writes one this short).
+                self.on_record_error(DecodeError(str(exc)), m)
+                continue
             if kind == RECORD:
                 # The aligner's fast path (`Aligner.open_generation`): no event per record.
                 if gen != aligner.open_generation:
