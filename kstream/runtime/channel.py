@@ -166,11 +166,16 @@ def decode_batch(value: bytes, fmt: BatchFormat | None = None, keyed: bool = Fal
 _SAFE = BatchFormat()
 
 
-def unencodable(item: Any, exc: UnsupportedTypeError) -> UnsupportedTypeError:
+def unencodable(value: Any, exc: UnsupportedTypeError) -> UnsupportedTypeError:
     """The record error for a stream record `exc` says the channel encoding cannot carry."""
+    holds = (
+        "is"
+        if f"{type(value).__module__}.{type(value).__qualname__}" == exc.type_name
+        else (f"of type {type(value).__qualname__} holds")
+    )
     return UnsupportedTypeError(
-        type(item),
-        f"a stream record of type {type(item).__qualname__} holds a {exc.type_name}, which"
+        type(value),
+        f"a stream record {holds} a {exc.type_name}, which"
         " channels do not carry safely: declare how it travels with Job(...,"
         " channel_serde=[kstream.RecordType(<type>, encode, decode)]), or opt in to pickle with"
         " Job(..., channel_serde='trusted-pickle') (unsafe: loading pickle runs code)",
@@ -286,7 +291,8 @@ class ChannelWriter:
             try:
                 self._format.encode([item], keyed)
             except UnsupportedTypeError as exc:
-                error = unencodable(item, exc)
+                # A hash edge's item is (key, value); the key was encoded already.
+                error = unencodable(item[1] if keyed else item, exc)
                 if self._on_unencodable is None:
                     raise error from None
                 self._on_unencodable(item, error)

@@ -398,7 +398,7 @@ def test_an_unencodable_record_goes_to_the_handler_naming_its_type_and_the_ways_
 def test_without_a_handler_an_unencodable_record_is_raised() -> None:
     w = writer(KeepingProducer(), keyed=False)
     w.send(Opaque())
-    with pytest.raises(UnsupportedTypeError, match=r"holds a test_channel_format\.Opaque"):
+    with pytest.raises(UnsupportedTypeError, match=r"record is a test_channel_format\.Opaque"):
         w.flush()
 
 
