@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kstream.dataflow.job import Sink, Source, StartPosition
 from kstream.dataflow.serde import Serde, serde
@@ -499,7 +499,8 @@ class TransactionalWriter(SinkWriter):
                 if (m.offset() or 0) >= end:
                     return last
                 if m.key() == key:
-                    last = max(last, _marker_epoch(m))
+                    where = f"{m.topic()}[{m.partition()}]@{m.offset()}"
+                    last = max(last, marker_epoch(m.value(), where))
         raise KafkaUnavailableError(
             f"cannot read {tp.topic}[{tp.partition}] within {TXN_TIMEOUT_S:.0f}s"
         )
@@ -535,16 +536,16 @@ class TransactionalWriter(SinkWriter):
         self._producers.clear()
 
 
-def _marker_epoch(m: Message) -> int:
-    """The epoch a commit marker names; `ProtocolError` (one line) if it is not a marker."""
+def marker_epoch(value: bytes | None, where: str) -> int:
+    """The epoch commit marker `value` (at `where`) names; `ProtocolError` if it is not one."""
     try:
-        body = json.loads(m.value() or b"{}")
+        body = json.loads(value or b"{}")
         epoch = body.get("epoch", 0) if isinstance(body, dict) else None
     except (ValueError, RecursionError):
         epoch = None
     if type(epoch) is not int or epoch < 0:
         raise ProtocolError(
-            f"commit marker {m.topic()}[{m.partition()}]@{m.offset()} is malformed"
-            f" ({(m.value() or b'')[:100]!r}): the marker topic is written only by kstream"
+            f"commit marker {where} is malformed ({(value or b'')[:100]!r}):"
+            " the marker topic is written only by kstream"
         )
     return epoch
