@@ -103,6 +103,9 @@ def encode_barrier(checkpoint: int, generation: int) -> bytes:
 
 
 def barrier_checkpoint(value: bytes) -> int:
+    """The checkpoint id of a barrier record; `ProtocolError` if it is too short to hold one."""
+    if len(value) < HEADER_SIZE + _CHECKPOINT.size:
+        raise ProtocolError(f"barrier record of {len(value)} bytes has no checkpoint id")
     (n,) = _CHECKPOINT.unpack_from(value, HEADER_SIZE)
     return int(n)
 
@@ -308,8 +311,7 @@ class ChannelWriter:
         self.too_large += 1
         error = RecordTooLargeError(
             f"stream record of {size - DATA_HEADER_SIZE} bytes (encoded) cannot be written to "
-            f"channel "
-            f"{self._topic}[{partition}]: its records hold at most {self._room} bytes",
+            f"channel {self._topic}[{partition}]: its records hold at most {self._room} bytes",
             value=repr(item).encode(),
         )
         if self._on_too_large is None:

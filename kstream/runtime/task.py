@@ -489,6 +489,7 @@ class ChannelTask(Subtask):
             value = m.value() or b""
             try:
                 kind, gen = decode_header(value)
+                checkpoint = barrier_checkpoint(value) if kind == BARRIER else 0
             except ProtocolError as exc:
                 # Not a channel record (nothing of kstream writes one this short).
                 self.on_record_error(DecodeError(str(exc)), m)
@@ -521,7 +522,7 @@ class ChannelTask(Subtask):
                             self.on_record_error(exc, m, item)
                 processed += len(items)
             elif kind == BARRIER:
-                event = BarrierArrived(ch, m.offset() or 0, barrier_checkpoint(value), gen)
+                event = BarrierArrived(ch, m.offset() or 0, checkpoint, gen)
                 self._run(aligner.handle(event), reseeked)
         self.stats.records += processed
         return len(msgs)

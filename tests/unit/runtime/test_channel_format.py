@@ -316,6 +316,11 @@ class Opaque:
         return 0
 
 
+def test_a_barrier_too_short_for_its_checkpoint_id_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="barrier record of 9 bytes has no checkpoint id"):
+        barrier_checkpoint(encode_barrier(7, 1)[:9])
+
+
 def test_a_data_record_names_its_batch_format_after_the_header() -> None:
     producer = KeepingProducer()
     w = writer(producer, generation=3, keyed=True)
