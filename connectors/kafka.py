@@ -540,7 +540,8 @@ class TransactionalWriter(SinkWriter):
                 if (m.offset() or 0) >= end:
                     return last
                 if m.key() == key:
-                    last = max(last, int(json.loads(m.value() or b"{}").get("epoch", 0)))
+                    where = f"{m.topic()}[{m.partition()}]@{m.offset()}"
+                    last = max(last, marker_epoch(m.value(), where))
         raise KafkaUnavailableError(
             f"cannot read {tp.topic}[{tp.partition}] within {TXN_TIMEOUT_S:.0f}s"
         )
@@ -574,3 +575,18 @@ class TransactionalWriter(SinkWriter):
             except KafkaException as exc:
                 log.info("%s: abort on close failed (a successor fences it): %s", self._tid, exc)
         self._producers.clear()
+
+
+def marker_epoch(value: bytes | None, where: str) -> int:
+    """The epoch commit marker `value` (at `where`) names; `ProtocolError` if it is not one."""
+    try:
+        body = json.loads(value or b"{}")
+        epoch = body.get("epoch", 0) if isinstance(body, dict) else None
+    except (ValueError, RecursionError):
+        epoch = None
+    if type(epoch) is not int or epoch < 0:
+        raise ProtocolError(
+            f"commit marker {where} is malformed ({(value or b'')[:100]!r}):"
+            " the marker topic is written only by kstream"
+        )
+    return epoch

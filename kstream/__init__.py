@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from kstream.dataflow.channel_serde import ChannelSerde, RecordType
 from kstream.dataflow.job import (
     ConnectedStreams,
     Job,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GUARANTEES",
     "AggregatingState",
+    "ChannelSerde",
     "ConfigurationError",
     "ConnectedStreams",
     "DecodeError",
@@ -64,6 +66,7 @@ __all__ = [
     "MapState",
     "RecordError",
     "RecordTooLargeError",
+    "RecordType",
     "ReducingState",
     "Serde",
     "Sink",

@@ -27,6 +27,7 @@ Organised by what the caller can do about an error::
     ├── RecordError                   one record could not be decoded or processed
     │   ├── DecodeError               its bytes are not valid for the serde that reads them
     │   ├── TimestampError            a timestamp is not a 64-bit integer of milliseconds
+    │   ├── UnsupportedTypeError      a value's type has no safe encoding (also a TypeError)
     │   └── RecordTooLargeError       a record exceeds what Kafka accepts on its topic
     ├── CheckpointError               a checkpoint could not be taken or restored
     │   └── CheckpointDamagedError    no retained checkpoint is intact: nothing safe to resume
@@ -70,6 +71,7 @@ __all__ = [
     "TimestampError",
     "ToolMissingError",
     "TransactionExpiredError",
+    "UnsupportedTypeError",
 ]
 
 
@@ -185,6 +187,18 @@ class DecodeError(RecordError):
 
 class TimestampError(RecordError):
     """A timestamp (of a record or a timer) is not an integer of ms within 64 signed bits."""
+
+
+class UnsupportedTypeError(RecordError, TypeError):
+    """A value has a type kstream's safe encoding (`kstream.protocol.codec`) does not carry.
+
+    `type_name` is the offending type's module and qualified name. Also a
+    `TypeError`, which is what a state serde's ``dumps`` raises for such values.
+    """
+
+    def __init__(self, type_: type, message: str = "") -> None:
+        self.type_name = f"{type_.__module__}.{type_.__qualname__}"
+        super().__init__(message or f"cannot store {type_.__qualname__} values ({self.type_name})")
 
 
 class RecordTooLargeError(RecordError):

@@ -116,3 +116,17 @@ def admin(bootstrap: str) -> Admin:
 def topic(request: pytest.FixtureRequest) -> str:
     """A topic name unique to this test (not created)."""
     return unique_name(f"t-{request.node.name[:40]}".replace("[", "-").replace("]", ""))
+
+
+@pytest.fixture(autouse=True)
+def _client_settings_stay_in_their_test() -> Iterator[None]:
+    """`use_settings` (and so `--kafka-config` run in-process) sets an environment
+    variable every later client would read: restore it after each test."""
+    from kstream.infra.client_settings import ENV_VAR
+
+    before = os.environ.get(ENV_VAR)
+    yield
+    if before is None:
+        os.environ.pop(ENV_VAR, None)
+    else:
+        os.environ[ENV_VAR] = before

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from kstream.dataflow.channel_serde import ChannelSerde, RecordType
+from kstream.dataflow.channel_serde import channel_serde as channel_serde_named
 from kstream.dataflow.serde import Serde
 from kstream.dataflow.state import KeyedContext, ValueState
 from kstream.dataflow.state_serde import StateSerde
@@ -329,6 +331,7 @@ class Job:
         parallelism: int | None = None,
         on_error: ErrorPolicy = "dead-letter",
         state_serde: str | StateSerde = "msgpack",
+        channel_serde: str | ChannelSerde | Iterable[RecordType] = "msgpack",
     ) -> None:
         if not name or any(c in name for c in " /\\:"):
             raise ConfigurationError(
@@ -342,6 +345,10 @@ class Job:
         #: How keyed state is encoded: "msgpack" (default), "json", "trusted-pickle"
         #: or a `StateSerde`; snapshots record its name and refuse another.
         self.state_serde: StateSerde = state_serde_named(state_serde)
+        #: How stream records cross channels: "msgpack" (default, built-in types),
+        #: a `ChannelSerde` or `RecordType`s declaring the job's own record types,
+        #: or "trusted-pickle" (loading runs code; see `kstream.dataflow.channel_serde`).
+        self.channel_serde: ChannelSerde = channel_serde_named(channel_serde)
         self.stages: list[Stage] = []
         #: Topics read as tables (`KeyedStream.enrich`) → whether they must be compacted;
         #: `kstream run` refuses a table topic that must be and is not.

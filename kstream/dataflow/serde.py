@@ -89,7 +89,11 @@ class JsonSerde:
 
 
 class PickleSerde:
-    """Python pickles: internal channels and state only, never for data from outside."""
+    """Python pickles: loading one runs code it names, so only for topics nobody else writes.
+
+    kstream itself no longer uses it (channels and state have safe encodings,
+    `kstream.protocol.codec`); it stays for jobs that choose it knowingly.
+    """
 
     name = "pickle"
 

@@ -10,7 +10,8 @@ name             what it stores
 ================ ==============================================================
 ``msgpack``      the default: None, bool, int (any size), float, str, bytes,
                  lists, dicts, and tuples, sets and frozensets kept as such
-                 (msgpack extension types); loading runs no code
+                 (`kstream.protocol.codec`, shared with channels); loading
+                 runs no code
 ``json``         JSON values only (tuples come back as lists, dict keys must be
                  str); loading runs no code; readable by other tools
 ``trusted-pickle`` any picklable value; loading runs code named by the stored
@@ -29,14 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
-
 from kstream.errors import ConfigurationError
+from kstream.protocol.codec import Codec
 
 __all__ = ["JSON", "MSGPACK", "STATE_SERDES", "TRUSTED_PICKLE", "StateSerde", "state_serde"]
-
-#: msgpack extension type codes; stored in snapshots, so never renumbered.
-_EXT_TUPLE, _EXT_SET, _EXT_FROZENSET, _EXT_BIGINT = 1, 2, 3, 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,69 +52,11 @@ class StateSerde:
     loads: Callable[[bytes], Any]
 
 
-def _ext_default(obj: Any) -> msgpack.ExtType:
-    if isinstance(obj, tuple):
-        return msgpack.ExtType(_EXT_TUPLE, _mp_dumps(list(obj)))
-    if isinstance(obj, (set, frozenset)):
-        code = _EXT_SET if isinstance(obj, set) else _EXT_FROZENSET
-        items = list(obj)
-        try:
-            # Sets iterate in hash order, salted per process for str: sort so
-            # that equal sets encode equally (map entry keys depend on it).
-            items.sort()
-        except TypeError:
-            items.sort(key=_mp_dumps)
-        return msgpack.ExtType(code, _mp_dumps(items))
-    if type(obj) is int:
-        # Beyond 64 bits msgpack has no integer type.
-        return msgpack.ExtType(_EXT_BIGINT, str(obj).encode())
-    raise TypeError(f"msgpack state serde cannot store {type(obj).__name__} values")
-
-
-def _ext_hook(code: int, data: bytes) -> Any:
-    if code == _EXT_TUPLE:
-        return tuple(_mp_loads(data))
-    if code == _EXT_SET:
-        return set(_mp_loads(data))
-    if code == _EXT_FROZENSET:
-        return frozenset(_mp_loads(data))
-    if code == _EXT_BIGINT:
-        return int(data)
-    raise ValueError(f"unknown msgpack extension type {code} in state")
-
-
-class _MsgpackEncoder:
-    """`msgpack.packb` without building a `Packer` per call (that is most of its cost).
-
-    A packer is not reentrant (`_ext_default` encodes a tuple's items while the
-    outer value is being packed) nor thread-safe, so each call takes one from a
-    pool (list pop and append are atomic) and makes one if the pool is empty.
-    """
-
-    def __init__(self) -> None:
-        self._free: list[msgpack.Packer] = []
-
-    def __call__(self, value: Any) -> bytes:
-        free = self._free
-        # strict_types: tuples and int/str subclasses go through `_ext_default`
-        # instead of silently becoming lists and plain ints.
-        packer = (
-            free.pop()
-            if free
-            else msgpack.Packer(default=_ext_default, use_bin_type=True, strict_types=True)
-        )
-        try:
-            out: bytes = packer.pack(value)  # resets its buffer on errors too
-        finally:
-            free.append(packer)
-        return out
-
-
-_mp_dumps = _MsgpackEncoder()
-
-
-def _mp_loads(raw: bytes) -> Any:
-    return msgpack.unpackb(raw, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+#: The default: kstream's safe codec, canonical (equal values, equal bytes).
+#: Its extension types are the ones this serde always stored.
+_CODEC = Codec(canonical=True)
+_mp_dumps = _CODEC.dumps
+_mp_loads = _CODEC.loads
 
 
 def _json_dumps(value: Any) -> bytes:

@@ -64,11 +64,13 @@ def compile_chain(
     open_edge: Callable[[Node], End],
     element: ElementContext | None = None,
     timer_operators: list[TimerOperator] | None = None,
+    key_bytes: Callable[[Any], bytes] = key_bytes,
 ) -> Callable[..., None]:
     """Compile the chain rooted at `root` (stage `stage_index`) into one push function.
 
     `state` holds the stage's keyed state; it must not be None if the chain
-    has a ``process`` node (`has_process`). Each process node keeps its values
+    has a ``process`` node (`has_process`). `key_bytes` encodes keys for it
+    (the key format of the checkpoint the task resumes). Each process node keeps its values
     under its own name, ``s<stage_index>.<node name>``, the name snapshots
     store them under, and its timers with them; each is appended to
     `timer_operators` (if given) so the caller can fire them. `element` is the

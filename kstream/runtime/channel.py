@@ -9,16 +9,28 @@ Wire format of a channel record's value (the key is unused)::
 
     byte 0      kind: 0 = data, 1 = barrier, 2 = timed data
     bytes 1-4   generation of the writer (big-endian u32)
-    rest        data: the items (`encode_items`: a list of (key, value) pairs
-                for hash edges, of values for rebalance edges);
-                barrier: checkpoint id (u64);
-                timed data: the writer's watermark (i64), idle flag (u8), item
-                count n (u32), n (timestamp, partition stamp) pairs (2n i64),
-                then the items as for data (nothing when n is 0)
+    barrier:    bytes 5-12: checkpoint id (u64)
+    data:       byte 5: format of the batch, then the batch:
+                1 = items: `kstream.protocol.codec` of the list of stream records
+                2 = pairs: the codec's flat list k0, v0, k1, v1, ... of a list of
+                    2-tuples (a hash edge's (key, value) items, or values that
+                    are all pairs)
+                3 = trusted pickle of the list of stream records
+                4 = same pairs: the codec's list of k0, k1, ... of pairs (k, k)
+    timed data: bytes 5-17: the writer's watermark (i64), idle flag (u8), item
+                count n (u32); then n (timestamp, partition stamp) pairs (2n
+                i64); then, when n > 0, the format byte and the batch as for data
+
+The format byte lets a reader refuse a batch in an encoding its job does not
+trust (`kstream.dataflow.channel_serde`) without reading it: a job on the
+safe default never unpickles what an internal topic holds. A stream record
+the encoding cannot carry (e.g. an instance of a class the job did not
+declare) is not written: it goes to `on_unencodable` (the job's error policy)
+with an `UnsupportedTypeError` that names its type and the two ways out.
 
 Channels of a timed stage (one whose records carry event time) use timed data
-records only; the timestamps, stamps and watermark travel beside the items in
-fixed-size binary, so the item codec never sees them. The watermark of a timed
+records only; the timestamps, stamps and watermark travel beside the batch in
+fixed-size binary, so the codec never sees them. The watermark of a timed
 record is its writer's watermark *after* its items: the reader applies it once
 the items are processed. A writer whose watermark (or idleness) changed with
 nothing to send writes one record with no items per channel and flush.
@@ -30,7 +42,7 @@ order and the before/after split of each checkpoint hold per stream record.
 
 A batch is bounded by count (`MAX_BATCH`) and by size: its encoded record must
 fit `max_bytes` (see `kstream.protocol.limits`). Sizing each stream record would cost
-more than pickling it, so the writer sizes only what it encodes anyway: the
+more than encoding it, so the writer sizes only what it encodes anyway: the
 count bound adapts to the bytes per stream record of the last batch written
 (aiming at half the limit), and a batch whose encoding is still too large is
 split, in order, into parts that fit. A single stream record that cannot fit
@@ -50,7 +62,9 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import Producer
 
-from kstream.errors import ProtocolError, RecordTooLargeError
+from kstream.dataflow.channel_serde import MSGPACK, ChannelSerde
+from kstream.errors import DecodeError, ProtocolError, RecordTooLargeError, UnsupportedTypeError
+from kstream.protocol.codec import ITEMS, PAIRS, SAME_PAIRS, Codec
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, RECORD_OVERHEAD
 from kstream.protocol.watermarks import MIN_WATERMARK
 from kstream.runtime.event_time import ElementContext
@@ -61,13 +75,12 @@ __all__ = [
     "BARRIER",
     "RECORD",
     "TIMED",
+    "BatchFormat",
     "ChannelWriter",
     "Timed",
     "decode_header",
-    "decode_items",
     "decode_timed",
     "encode_barrier",
-    "encode_items",
 ]
 
 RECORD = 0
@@ -77,6 +90,8 @@ TIMED = 2
 #: Records of some kilobytes lower the bound (see the module docstring).
 MAX_BATCH = 500
 _HEADER = struct.Struct(">BI")
+#: A data record's header: kind, generation and the format of its batch.
+_DATA = struct.Struct(">BIB")
 _CHECKPOINT = struct.Struct(">Q")
 HEADER_SIZE = _HEADER.size
 #: A timed record after its header: watermark, idle flag, item count.
@@ -84,6 +99,16 @@ _TIMED = struct.Struct(">qBI")
 TIMED_SIZE = HEADER_SIZE + _TIMED.size
 #: Bytes per item of a timed record besides its encoding: timestamp and stamp.
 STAMP_BYTES = 16
+DATA_HEADER_SIZE = _DATA.size
+#: Formats of a data record's batch (byte 5); on the wire, so never renumbered.
+#: The codec's shapes are formats as they are; pickle is 3.
+PICKLE = 3
+_FORMAT_NAMES = {
+    ITEMS: "msgpack items",
+    PAIRS: "msgpack pairs",
+    PICKLE: "trusted-pickle",
+    SAME_PAIRS: "msgpack same pairs",
+}
 
 
 def decode_header(value: bytes) -> tuple[int, int]:
@@ -99,24 +124,72 @@ def encode_barrier(checkpoint: int, generation: int) -> bytes:
 
 
 def barrier_checkpoint(value: bytes) -> int:
+    """The checkpoint id of a barrier record; `ProtocolError` if it is too short to hold one."""
+    if len(value) < HEADER_SIZE + _CHECKPOINT.size:
+        raise ProtocolError(f"barrier record of {len(value)} bytes has no checkpoint id")
     (n,) = _CHECKPOINT.unpack_from(value, HEADER_SIZE)
     return int(n)
 
 
-def encode_items(items: list[Any]) -> bytes:
-    """The payload of a data record: its stream records (the one place they are encoded)."""
-    return pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+class BatchFormat:
+    """Encodes and decodes the batches of one job's channels, by its `ChannelSerde`.
+
+    Built once per subtask (it holds the job's codec). Writing uses the job's
+    encoding; reading accepts the codec's formats, and pickle only when the
+    job chose ``trusted-pickle``.
+    """
+
+    def __init__(self, serde: ChannelSerde = MSGPACK) -> None:
+        self.serde = serde
+        self._codec = Codec(serde.types)
+        self._pickle = serde.trusted_pickle
+
+    def encode(self, items: list[Any], pairs: bool) -> tuple[int, bytes]:
+        """(format, payload) of a batch; `pairs`: its items are (key, value) tuples.
+
+        `UnsupportedTypeError` if an item has a type the encoding cannot carry.
+        """
+        if self._pickle:
+            return PICKLE, pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+        return self._codec.dumps_batch(items, pairs)
+
+    def decode(self, value: bytes, keyed: bool) -> list[Any]:
+        """The stream records of data channel record `value` ((key, value) pairs if `keyed`).
+
+        `DecodeError` (one line, naming the format) if the batch is malformed or
+        in a format this job does not trust; nothing of it is then unpickled.
+        """
+        if len(value) < DATA_HEADER_SIZE:
+            raise DecodeError(f"channel record of {len(value)} bytes has no batch format")
+        return self.decode_body(value[HEADER_SIZE], memoryview(value)[DATA_HEADER_SIZE:], keyed)
+
+    def decode_body(self, fmt: int, body: memoryview, keyed: bool) -> list[Any]:
+        """The stream records of a batch in format `fmt` (see `decode`)."""
+        if fmt in (SAME_PAIRS, PAIRS) or (fmt == ITEMS and not keyed):
+            return self._codec.loads_batch(body, fmt)
+        if fmt == PICKLE:
+            if not self._pickle:
+                raise DecodeError(
+                    "channel batch in format trusted-pickle refused unread: this job's channel"
+                    f" serde is {self.serde.name}, and loading pickle runs code (choose"
+                    " Job(..., channel_serde='trusted-pickle') only if only the job can write"
+                    " its internal topics)"
+                )
+            items: list[Any] = pickle.loads(body)
+            return items
+        raise DecodeError(
+            f"channel batch in unknown format {fmt}"
+            + (" for a keyed channel" if fmt == ITEMS else "")
+            + f" refused unread (this kstream reads {', '.join(map(str, sorted(_FORMAT_NAMES)))})"
+        )
 
 
-def decode_items(payload: bytes | memoryview) -> list[Any]:
-    """The inverse of `encode_items` (the one place stream records are decoded)."""
-    items: list[Any] = pickle.loads(payload)
-    return items
+def decode_batch(value: bytes, fmt: BatchFormat | None = None, keyed: bool = False) -> list[Any]:
+    """The stream records of a data channel record, read as `fmt` (default: the safe codec)."""
+    return (fmt or _SAFE).decode(value, keyed)
 
 
-def decode_batch(value: bytes) -> list[Any]:
-    """The stream records of a data channel record."""
-    return decode_items(memoryview(value)[HEADER_SIZE:])
+_SAFE = BatchFormat()
 
 
 class Timed(NamedTuple):
@@ -131,28 +204,48 @@ class Timed(NamedTuple):
 
 
 def encode_timed(
-    prefix: bytes, watermark: int, idle: bool, stamps: list[int], items: list[Any]
+    prefix: bytes, watermark: int, idle: bool, stamps: list[int], fmt: int, payload: bytes
 ) -> bytes:
-    """A timed record (`prefix` is its header) of `items`, stamped by `stamps`."""
-    n = len(items)
+    """A timed record (`prefix` is its header) of a batch of `len(stamps) // 2` items
+    encoded as `payload` in format `fmt`, stamped by `stamps`."""
+    n = len(stamps) // 2
     head = prefix + _TIMED.pack(watermark, idle, n)
     if not n:
         return head
-    return head + struct.pack(f">{2 * n}q", *stamps) + encode_items(items)
+    return head + struct.pack(f">{2 * n}q", *stamps) + bytes((fmt,)) + payload
 
 
-def decode_timed(value: bytes) -> Timed:
-    """The watermark, idleness, stamps and items of a timed record."""
+def decode_timed(value: bytes, fmt: BatchFormat, keyed: bool) -> Timed:
+    """The watermark, idleness, stamps and items of a timed record, its batch read as `fmt`."""
     if len(value) < TIMED_SIZE:
         raise ProtocolError(f"timed channel record of {len(value)} bytes is too short")
     watermark, idle, n = _TIMED.unpack_from(value, HEADER_SIZE)
     if not n:
         return Timed(watermark, bool(idle), (), [])
+    at = TIMED_SIZE + STAMP_BYTES * n
+    if len(value) <= at:
+        raise DecodeError(f"timed channel record of {len(value)} bytes lacks its {n} items")
     stamps = struct.unpack_from(f">{2 * n}q", value, TIMED_SIZE)
-    items = decode_items(memoryview(value)[TIMED_SIZE + STAMP_BYTES * n :])
+    items = fmt.decode_body(value[at], memoryview(value)[at + 1 :], keyed)
     if len(items) != n:
-        raise ProtocolError(f"timed channel record says {n} items, holds {len(items)}")
+        raise DecodeError(f"timed channel record says {n} items, holds {len(items)}")
     return Timed(watermark, bool(idle), stamps, items)
+
+
+def unencodable(value: Any, exc: UnsupportedTypeError) -> UnsupportedTypeError:
+    """The record error for a stream record `exc` says the channel encoding cannot carry."""
+    holds = (
+        "is"
+        if f"{type(value).__module__}.{type(value).__qualname__}" == exc.type_name
+        else (f"of type {type(value).__qualname__} holds")
+    )
+    return UnsupportedTypeError(
+        type(value),
+        f"a stream record {holds} a {exc.type_name}, which"
+        " channels do not carry safely: declare how it travels with Job(...,"
+        " channel_serde=[kstream.RecordType(<type>, encode, decode)]), or opt in to pickle with"
+        " Job(..., channel_serde='trusted-pickle') (unsafe: loading pickle runs code)",
+    )
 
 
 class ChannelWriter:
@@ -189,15 +282,23 @@ class ChannelWriter:
         *,
         max_bytes: int = DEFAULT_PRODUCER_BYTES,
         on_too_large: Callable[[Any, RecordTooLargeError], None] | None = None,
+        batch_format: BatchFormat = _SAFE,
+        on_unencodable: Callable[[Any, UnsupportedTypeError], None] | None = None,
+        key_bytes: Callable[[Any], bytes] = key_bytes,
         element: ElementContext | None = None,
     ) -> None:
         self._producer = producer
         self._topic = topic
         self._base = upstream * downstream_count
         self._d = downstream_count
+        self._prefixes = {f: _DATA.pack(RECORD, generation, f) for f in _FORMAT_NAMES}
+        self._format = batch_format
+        self._on_unencodable = on_unencodable
+        self._key_bytes = key_bytes
         self._generation = generation
         self._element = element
-        self._prefix = _HEADER.pack(RECORD if element is None else TIMED, generation)
+        #: The header of a timed record (a data record's is in `_prefixes`, by format).
+        self._timed_prefix = _HEADER.pack(TIMED, generation)
         self._key_fn = key_fn
         self._next = upstream % downstream_count
         self._batches: list[list[Any]] = [[] for _ in range(downstream_count)]
@@ -221,7 +322,7 @@ class ChannelWriter:
         """Route one value to its channel's batch."""
         if self._key_fn is not None:
             key = self._key_fn(value)
-            j = zlib.crc32(key_bytes(key)) % self._d
+            j = zlib.crc32(self._key_bytes(key)) % self._d
             batch = self._batches[j]
             batch.append((key, value))
         else:
@@ -239,7 +340,7 @@ class ChannelWriter:
         assert element.timestamp is not None
         if self._key_fn is not None:
             key = self._key_fn(value)
-            j = zlib.crc32(key_bytes(key)) % self._d
+            j = zlib.crc32(self._key_bytes(key)) % self._d
             batch = self._batches[j]
             batch.append((key, value))
         else:
@@ -275,14 +376,23 @@ class ChannelWriter:
             self._written[j] = self._mark
         self._batches[j] = []
 
-    def _encode(self, batch: list[Any], stamps: list[int] | None) -> bytes:
-        if stamps is None:
-            return self._prefix + encode_items(batch)
-        return encode_timed(self._prefix, *self._mark, stamps, batch)
-
     def _write_batch(self, batch: list[Any], stamps: list[int] | None, partition: int) -> None:
         """Produce `batch` as one channel record, or in order as several that fit."""
-        data = self._encode(batch, stamps)
+        keyed = self._key_fn is not None
+        fmt, payload = ITEMS, b""
+        if batch:
+            try:
+                fmt, payload = self._format.encode(batch, keyed)
+            except UnsupportedTypeError:
+                batch, stamps = self._encodable(batch, stamps)
+                if batch:
+                    fmt, payload = self._format.encode(batch, keyed)
+                elif stamps is None:
+                    return
+        if stamps is None:
+            data = self._prefixes[fmt] + payload
+        else:
+            data = encode_timed(self._timed_prefix, *self._mark, stamps, fmt, payload)
         size, n = len(data), len(batch)
         if size <= self._room:
             if n:
@@ -301,6 +411,29 @@ class ChannelWriter:
                 part = None if stamps is None else stamps[2 * i : 2 * (i + step)]
                 self._write_batch(batch[i : i + step], part, partition)
 
+    def _encodable(
+        self, batch: list[Any], stamps: list[int] | None
+    ) -> tuple[list[Any], list[int] | None]:
+        """The items of `batch` the encoding carries, and their stamps (timed edges);
+        the others go to `on_unencodable`."""
+        keyed = self._key_fn is not None
+        kept: list[Any] = []
+        kept_stamps: list[int] | None = None if stamps is None else []
+        for i, item in enumerate(batch):
+            try:
+                self._format.encode([item], keyed)
+            except UnsupportedTypeError as exc:
+                # A hash edge's item is (key, value); the key was encoded already.
+                error = unencodable(item[1] if keyed else item, exc)
+                if self._on_unencodable is None:
+                    raise error from None
+                self._on_unencodable(item, error)
+            else:
+                kept.append(item)
+                if stamps is not None and kept_stamps is not None:
+                    kept_stamps += stamps[2 * i : 2 * i + 2]
+        return kept, kept_stamps
+
     def _fitted(self, size: int, n: int) -> None:
         """Adapt the count bound to the bytes per stream record of a batch that fitted."""
         self._cap = max(1, min(MAX_BATCH, self._room * n // (2 * size)))
@@ -308,8 +441,8 @@ class ChannelWriter:
     def _reject(self, item: Any, size: int, partition: int) -> None:
         self.too_large += 1
         error = RecordTooLargeError(
-            f"stream record of {size - HEADER_SIZE} bytes (pickled) cannot be written to channel "
-            f"{self._topic}[{partition}]: its records hold at most {self._room} bytes",
+            f"stream record of {size - DATA_HEADER_SIZE} bytes (encoded) cannot be written to "
+            f"channel {self._topic}[{partition}]: its records hold at most {self._room} bytes",
             value=repr(item).encode(),
         )
         if self._on_too_large is None:

@@ -147,8 +147,10 @@ class ControlReader:
                 continue
             try:
                 body = json.loads(raw)
-            except json.JSONDecodeError:
-                continue  # not ours; the control topic is only written by kstream
+            except (ValueError, RecursionError):
+                # Not ours (not UTF-8 JSON, or nested deep enough to exhaust the
+                # parser's recursion): the control topic is only written by kstream.
+                continue
             if isinstance(body, dict):
                 out.append((msg.offset() or 0, body))
         return out

@@ -19,7 +19,13 @@ from typing import Any
 from confluent_kafka import Message
 
 from kstream.dataflow.job import ErrorPolicy
-from kstream.errors import JobFailedError, KStreamError, RecordError, RecordTooLargeError
+from kstream.errors import (
+    JobFailedError,
+    KStreamError,
+    RecordError,
+    RecordTooLargeError,
+    UnsupportedTypeError,
+)
 from kstream.protocol.limits import Headers, fit_dead_letter
 from kstream.protocol.names import (
     ERROR_HEADER,
@@ -104,6 +110,13 @@ class RecordErrors:
         the dead letter names no source position rather than a wrong one.
         """
         self.apply(exc, "a stream record", exc.key, exc.value, [])
+
+    def on_channel_record_unencodable(self, item: Any, exc: UnsupportedTypeError) -> None:
+        """A stream record of a type its channel's encoding cannot carry (found when written).
+
+        The dead letter keeps the record's ``repr``: it has no encoding to keep.
+        """
+        self.apply(exc, "a stream record", None, repr(item).encode(), [])
 
     def apply(
         self,

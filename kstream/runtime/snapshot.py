@@ -42,6 +42,11 @@ _MARSHAL_VERSION = 4
 _WAL_MAGIC = b"KSWAL\x01"
 #: Name of the per-snapshot manifest; written last, so its presence means complete.
 MANIFEST = "manifest.json"
+#: Format version of meta.json. 1: before versions (and key formats) were
+#: recorded; 2: adds `version` and `key_format`. A newer one is refused.
+SNAPSHOT_VERSION = 2
+#: Key formats this kstream reads (`kstream.runtime.state`).
+_KEY_FORMATS = (1, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,21 +76,94 @@ class SnapshotMeta:
     #: or a channel subtask's ``{"input": InputWatermarks.snapshot()}`` (plain
     #: ints); empty for a stage without timestamps.
     watermarks: dict[str, Any] = field(default_factory=dict)
+    #: Encoding of keys in state and routing (`kstream.runtime.state`); 1 if
+    #: taken before key formats were recorded. A resumed job keeps it.
+    key_format: int = 2
+    #: Format version of this record (`SNAPSHOT_VERSION`; 1 if not recorded).
+    version: int = SNAPSHOT_VERSION
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> SnapshotMeta:
-        """Parse `to_json`'s output; `ValueError` (or `TypeError`) if malformed."""
+        """Parse and check `to_json`'s output (of this or an earlier version).
+
+        `ValueError` naming what is wrong if it is not JSON, is of a newer or
+        unknown version, lacks `checkpoint`, `generation` or `task`, has a field
+        this version does not know or one of the wrong type: a crafted or
+        damaged file is refused, never half-read.
+        """
         raw = json.loads(text)
-
-        def offsets(d: dict[str, dict[str, int]]) -> dict[str, dict[int, int]]:
-            return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in d.items()}
-
-        raw["source_offsets"] = offsets(raw.get("source_offsets", {}))
-        raw["channel_offsets"] = offsets(raw.get("channel_offsets", {}))
+        if not isinstance(raw, dict):
+            raise ValueError(f"a JSON {type(raw).__name__}, not an object")
+        version = raw.setdefault("version", 1)
+        if type(version) is not int or not 1 <= version <= SNAPSHOT_VERSION:
+            raise ValueError(
+                f"snapshot format version {version!r} is not one this kstream reads"
+                f" (1 to {SNAPSHOT_VERSION}): written by a newer kstream?"
+            )
+        # Version 1 predates key formats: its keys are in format 1.
+        raw.setdefault("key_format", 1)
+        missing = [f for f in ("checkpoint", "generation", "task") if f not in raw]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        unknown = sorted(set(raw) - set(_FIELD_TYPES))
+        if unknown:
+            raise ValueError(f"unknown field {unknown[0]!r} for format version {version}")
+        for name, value in raw.items():
+            if name.endswith("_offsets"):
+                raw[name] = _offsets(name, value)
+            elif not _is(value, _FIELD_TYPES[name]):
+                raise ValueError(f"{name} is {value!r}, not {_FIELD_TYPES[name].__name__}")
+        if raw["key_format"] not in _KEY_FORMATS:
+            raise ValueError(f"key format {raw['key_format']!r} is not one this kstream reads")
         return cls(**raw)
+
+
+#: The JSON type of each `SnapshotMeta` field (offsets are checked by `_offsets`).
+_FIELD_TYPES: dict[str, type] = {
+    "checkpoint": int,
+    "generation": int,
+    "task": str,
+    "source_offsets": dict,
+    "channel_offsets": dict,
+    "has_state": bool,
+    "size": int,
+    "alignment_ms": float,
+    "sync_ms": float,
+    "sink": dict,
+    "identity": str,
+    "state_serde": str,
+    "watermarks": dict,
+    "key_format": int,
+    "version": int,
+}
+
+
+def _is(value: Any, expected: type) -> bool:
+    if expected is float:
+        return type(value) in (int, float)
+    if expected is int:
+        return type(value) is int  # not bool
+    return isinstance(value, expected)
+
+
+def _offsets(name: str, value: Any) -> dict[str, dict[int, int]]:
+    """Offsets by topic and partition from JSON (partition keys are strings there)."""
+    try:
+        if not isinstance(value, dict):
+            raise TypeError
+        out = {}
+        for topic, parts in value.items():
+            if not isinstance(parts, dict):
+                raise TypeError
+            out[topic] = {int(p): o for p, o in parts.items()}
+            if not all(type(o) is int for o in out[topic].values()):
+                raise TypeError
+        return out
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} is not offsets by topic and partition: {value!r:.200}") from None
 
 
 def check_state_serde(meta: SnapshotMeta, serde: str) -> None:

@@ -12,23 +12,56 @@ from __future__ import annotations
 
 import pickle
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
 from kstream.dataflow.state_serde import MSGPACK, StateSerde
+from kstream.errors import UnsupportedTypeError
+from kstream.protocol.codec import Codec
 from kstream.runtime.event_time import OperatorTimers
 from kstream.runtime.keyed_state import Flushable, KeyedStateContext
 
-__all__ = ["StateStore", "key_bytes"]
+__all__ = ["KEY_FORMAT", "LEGACY_KEY_FORMAT", "StateStore", "key_bytes", "key_encoder"]
+
+#: Key formats, recorded in snapshots (`SnapshotMeta.key_format`): 1 wrote int
+#: keys as decimal text (the same bytes as the str key) and pickled other keys.
+LEGACY_KEY_FORMAT, KEY_FORMAT = 1, 2
+#: First byte of every key that is not a str or bytes: 0xFF never occurs in UTF-8.
+_TYPED = b"\xff"
+_KEY_CODEC = Codec(canonical=True)
 
 
 def key_bytes(key: Any) -> bytes:
-    """A stable byte encoding of a key (also what channels hash to pick a partition).
+    """A stable, canonical byte encoding of a key (also what channels hash to pick a partition).
 
-    Python's `hash()` is salted per process, so it cannot route keys between workers.
+    Python's `hash()` is salted per process, so it cannot route keys between
+    workers. A str is its UTF-8 bytes and bytes are themselves (so a str key
+    and the bytes of its UTF-8 are one key); any other key is 0xFF followed by
+    its canonical `kstream.protocol.codec` encoding (sets sorted), so ``1`` and
+    ``"1"`` differ. `UnsupportedTypeError` for a key of a type the codec does
+    not carry.
     """
+    if isinstance(key, str):
+        return key.encode()
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, int) and type(key) is not int and not isinstance(key, bool):
+        key = int(key)  # an IntEnum member is the key of its value
+    try:
+        return _TYPED + _KEY_CODEC.dumps(key)
+    except UnsupportedTypeError as exc:
+        raise UnsupportedTypeError(
+            type(key),
+            f"a key of type {type(key).__qualname__} holds a {exc.type_name}: keys"
+            " must be built of None, bool, int, float, str, bytes, tuples and frozensets",
+        ) from None
+
+
+def legacy_key_bytes(key: Any) -> bytes:
+    """Key format 1, kept for jobs resumed from checkpoints taken with it (dumps only)."""
     if isinstance(key, str):
         return key.encode()
     if isinstance(key, bytes):
@@ -36,6 +69,11 @@ def key_bytes(key: Any) -> bytes:
     if isinstance(key, int) and not isinstance(key, bool):
         return str(key).encode()
     return pickle.dumps(key, protocol=4)
+
+
+def key_encoder(key_format: int) -> Callable[[Any], bytes]:
+    """`key_bytes` of key format `key_format` (`KEY_FORMAT` or `LEGACY_KEY_FORMAT`)."""
+    return legacy_key_bytes if key_format == LEGACY_KEY_FORMAT else key_bytes
 
 
 class StateStore:

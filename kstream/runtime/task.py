@@ -36,8 +36,10 @@ from kstream.dataflow.job import Node
 from kstream.dataflow.plan import Plan, TaskSpec
 from kstream.errors import (
     CheckpointError,
+    DecodeError,
     JobFailedError,
     KStreamError,
+    ProtocolError,
     RecordError,
     TimestampError,
 )
@@ -73,9 +75,9 @@ from kstream.runtime.channel import (
     BARRIER,
     RECORD,
     TIMED,
+    BatchFormat,
     ChannelWriter,
     barrier_checkpoint,
-    decode_batch,
     decode_header,
     decode_timed,
 )
@@ -86,7 +88,7 @@ from kstream.runtime.flow import FlowControl, PositionReport
 from kstream.runtime.kafka import request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta, check_state_serde
-from kstream.runtime.state import StateStore
+from kstream.runtime.state import KEY_FORMAT, StateStore, key_encoder
 from kstream.tools.fault import Faults
 
 __all__ = ["ChannelTask", "PendingAck", "SourceTask", "Subtask", "TaskRuntime", "open_task"]
@@ -206,6 +208,11 @@ class Subtask:
         self.element = ElementContext(self.stage.timed)
         #: Keyed operators with timers to fire, in compile order.
         self.timer_operators: list[TimerOperator] = []
+        # A resumed job keeps the key format of its checkpoint: its state and
+        # its routing were written with it (`kstream.runtime.state`).
+        self.key_format = KEY_FORMAT if self.restored is None else self.restored.key_format
+        self.key_bytes = key_encoder(self.key_format)
+        self.batch_format = BatchFormat(self.job.channel_serde)
         self.push: Callable[..., None] = compile_chain(
             self.stage.root,
             stage_index=self.stage.index,
@@ -214,6 +221,7 @@ class Subtask:
             open_edge=self._open_edge,
             element=self.element,
             timer_operators=self.timer_operators,
+            key_bytes=self.key_bytes,
         )
         for name, writer in self.sinks.items():
             kept = None
@@ -272,6 +280,9 @@ class Subtask:
             max_bytes=self.rt.max_record_bytes,
             on_too_large=self.errors.on_channel_record_too_large,
             element=self.element if self.element.timed else None,
+            batch_format=self.batch_format,
+            on_unencodable=self.errors.on_channel_record_unencodable,
+            key_bytes=self.key_bytes,
         )
         self.writers.append(cw)
         return cw.send
@@ -356,6 +367,7 @@ class Subtask:
             identity=self.rt.identity,
             state_serde=self.job.state_serde.name if staged is not None else "",
             watermarks=self.watermarks(),
+            key_format=self.key_format,
         )
         self.stats.snapshots += 1
         self.stats.last_sync_ms = sync_ms
@@ -687,6 +699,7 @@ class ChannelTask(Subtask):
         msgs = self.consumer.consume(BATCH, timeout)
         aligner = self.aligner
         pushes, channels = self.pushes, self.channels
+        decode = self.batch_format.decode
         keyed = self.stage.keyed
         # Channels re-positioned (seek) during this batch, or waiting for flow
         # control to resume them: the rest of their records in it are stale
@@ -702,7 +715,13 @@ class ChannelTask(Subtask):
             if ch in reseeked:
                 continue
             value = m.value() or b""
-            kind, gen = decode_header(value)
+            try:
+                kind, gen = decode_header(value)
+                checkpoint = barrier_checkpoint(value) if kind == BARRIER else 0
+            except ProtocolError as exc:
+                # Not a channel record (nothing of kstream writes one this short).
+                self.on_record_error(DecodeError(str(exc)), m)
+                continue
             if kind == RECORD:
                 # The aligner's fast path (`Aligner.open_generation`): no event per record.
                 if gen != aligner.open_generation:
@@ -710,7 +729,12 @@ class ChannelTask(Subtask):
                     if not isinstance(action, Process):
                         self.stats.dropped += 1
                         continue
-                items = decode_batch(value)
+                try:
+                    items = decode(value, keyed)
+                except DecodeError as exc:
+                    # Malformed or untrusted: the policy keeps the whole record.
+                    self.on_record_error(exc, m)
+                    continue
                 push = pushes[topic]
                 if keyed:
                     for key, item in items:
@@ -726,7 +750,7 @@ class ChannelTask(Subtask):
                             self.on_record_error(exc, m, item)
                 processed += len(items)
             elif kind == BARRIER:
-                event = BarrierArrived(ch, m.offset() or 0, barrier_checkpoint(value), gen)
+                event = BarrierArrived(ch, m.offset() or 0, checkpoint, gen)
                 self._run(aligner.handle(event), reseeked)
             elif kind == TIMED:
                 # A record for the aligner like any data record (a watermark-only one too).
@@ -741,7 +765,13 @@ class ChannelTask(Subtask):
 
     def _timed(self, m: Message, ch: Channel, value: bytes, push: Any, keyed: bool) -> int:
         """Process a timed channel record: its items, then its watermark, then due timers."""
-        timed = decode_timed(value)
+        try:
+            timed = decode_timed(value, self.batch_format, keyed)
+        except (DecodeError, ProtocolError) as exc:
+            # Malformed or untrusted: the policy keeps the whole record (and its
+            # watermark is not applied: a forged one could fire every timer).
+            self.on_record_error(DecodeError(str(exc)), m)
+            return 0
         element, stamps = self.element, timed.stamps
         for i, item in enumerate(timed.items):
             element.timestamp = stamps[2 * i]

@@ -23,7 +23,14 @@ from kstream.protocol.limits import (
 )
 from kstream.protocol.messages import Acked, WorkerFailed
 from kstream.protocol.names import commit_topic, control_topic
-from kstream.runtime.channel import HEADER_SIZE, RECORD, ChannelWriter, decode_batch, decode_header
+from kstream.runtime.channel import (
+    DATA_HEADER_SIZE,
+    RECORD,
+    BatchFormat,
+    ChannelWriter,
+    decode_batch,
+    decode_header,
+)
 from kstream.runtime.control import REASON_CHARS, ControlWriter
 from kstream.runtime.sink import SinkContext
 from kstream.testing import read_all, unique_name, wait_settled
@@ -110,7 +117,7 @@ def test_a_stream_record_at_the_channel_limit_is_written_one_byte_over_goes_to_t
         max_bytes=limit,
         on_too_large=lambda item, exc: refused.append((item, exc)),
     )
-    # The channel record of one bytes value of n bytes (n large): header + pickle framing + n.
+    # The channel record of one bytes value of n bytes (n large): header + codec framing + n.
     framing = len(writer_encoding(b"a" * 100_000)) - 100_000
     at_limit = b"a" * (limit - RECORD_OVERHEAD - framing)
     over = b"b" * (limit - RECORD_OVERHEAD - framing + 1)
@@ -125,14 +132,12 @@ def test_a_stream_record_at_the_channel_limit_is_written_one_byte_over_goes_to_t
     assert max(sizes) == limit - RECORD_OVERHEAD
     [(item, exc)] = refused
     assert item == over
-    assert f"{limit - RECORD_OVERHEAD + 1 - HEADER_SIZE} bytes (pickled)" in str(exc)
+    assert f"{limit - RECORD_OVERHEAD + 1 - DATA_HEADER_SIZE} bytes (encoded)" in str(exc)
     assert exc.value == repr(over).encode()
 
 
 def writer_encoding(value: bytes) -> bytes:
-    import pickle
-
-    return bytes(HEADER_SIZE) + pickle.dumps([value], protocol=pickle.HIGHEST_PROTOCOL)
+    return bytes(DATA_HEADER_SIZE) + BatchFormat().encode([value], False)[1]
 
 
 def test_a_failed_channel_produce_is_kstreams_error_not_the_records(

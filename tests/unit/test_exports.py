@@ -7,6 +7,7 @@ import kstream.errors
 def test_top_level_exports() -> None:
     assert sorted(kstream.__all__) == [
         "AggregatingState",
+        "ChannelSerde",
         "ConfigurationError",
         "ConnectedStreams",
         "DecodeError",
@@ -23,6 +24,7 @@ def test_top_level_exports() -> None:
         "MapState",
         "RecordError",
         "RecordTooLargeError",
+        "RecordType",
         "ReducingState",
         "Serde",
         "Sink",

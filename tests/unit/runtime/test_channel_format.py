@@ -6,8 +6,11 @@ no Kafka here; the integration and end-to-end tests run channels on a real broke
 
 from __future__ import annotations
 
+import os
+import pickle
 import zlib
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,13 +18,24 @@ from confluent_kafka import KafkaError, KafkaException
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
+from kstream.dataflow.channel_serde import TRUSTED_PICKLE, ChannelSerde, RecordType
+from kstream.errors import (
+    DecodeError,
+    KafkaUnavailableError,
+    ProtocolError,
+    RecordTooLargeError,
+    UnsupportedTypeError,
+)
+from kstream.protocol.codec import ITEMS, PAIRS, SAME_PAIRS
 from kstream.protocol.limits import RECORD_OVERHEAD
 from kstream.runtime.channel import (
     BARRIER,
+    DATA_HEADER_SIZE,
     HEADER_SIZE,
     MAX_BATCH,
+    PICKLE,
     RECORD,
+    BatchFormat,
     ChannelWriter,
     barrier_checkpoint,
     decode_batch,
@@ -287,3 +301,128 @@ def test_a_failed_produce_stops_the_worker_instead_of_blaming_a_record() -> None
 
 def test_the_header_size_is_the_documented_five_bytes() -> None:
     assert HEADER_SIZE == 5
+
+
+# -- batch formats ------------------------------------------------------------------
+
+
+class Opaque:
+    """A user class the safe encoding does not carry."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def test_a_barrier_too_short_for_its_checkpoint_id_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="barrier record of 9 bytes has no checkpoint id"):
+        barrier_checkpoint(encode_barrier(7, 1)[:9])
+
+
+def test_a_data_record_names_its_batch_format_after_the_header() -> None:
+    producer = KeepingProducer()
+    w = writer(producer, generation=3, keyed=True)
+    for v in ["a", "b"]:
+        w.send(v)
+    w.flush()
+    [(_, value)] = producer.records
+    assert value[:DATA_HEADER_SIZE] == bytes([RECORD, 0, 0, 0, 3, SAME_PAIRS])
+    assert decode_batch(value, keyed=True) == [("a", "a"), ("b", "b")]
+
+
+def _pickled_batch(items: list[Any]) -> bytes:
+    return bytes([RECORD, 0, 0, 0, 1, PICKLE]) + pickle.dumps(items)
+
+
+def test_a_pickled_batch_is_refused_unread_unless_the_job_trusts_pickle(tmp_path: Path) -> None:
+    target = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (os.system, (f"touch {target}",))
+
+    value = _pickled_batch([Exploit()])
+    for keyed in (False, True):
+        with pytest.raises(DecodeError, match="format trusted-pickle refused unread"):
+            decode_batch(value, BatchFormat(), keyed)
+    assert not target.exists()
+    # The job that chose pickle reads it, with what that means.
+    BatchFormat(TRUSTED_PICKLE).decode(value, False)
+    assert target.exists()
+
+
+def test_a_trusted_pickle_job_writes_pickle_and_reads_the_safe_formats_too() -> None:
+    producer = KeepingProducer()
+    trusted = BatchFormat(TRUSTED_PICKLE)
+    w = writer(producer, keyed=False, batch_format=trusted)
+    w.send(Opaque())
+    w.flush()
+    [(_, value)] = producer.records
+    assert value[HEADER_SIZE] == PICKLE
+    assert trusted.decode(value, False) == [Opaque()]
+    safe_value = bytes([RECORD, 0, 0, 0, 1, ITEMS]) + BatchFormat().encode(["x"], False)[1]
+    assert trusted.decode(safe_value, False) == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("value", "keyed", "why"),
+    [
+        (bytes([RECORD, 0, 0, 0, 1]), False, "has no batch format"),
+        (bytes([RECORD, 0, 0, 0, 1, 9]) + b"\x90", False, "unknown format 9"),
+        (bytes([RECORD, 0, 0, 0, 1, 0x80]) + pickle.dumps([1])[1:], False, "unknown format 128"),
+        (bytes([RECORD, 0, 0, 0, 1, ITEMS, 0x91, 0x01]), True, "for a keyed channel"),
+        (bytes([RECORD, 0, 0, 0, 1, PAIRS, 0x91, 0x01]), True, "odd number"),
+        (bytes([RECORD, 0, 0, 0, 1, ITEMS, 0x92, 0x01]), False, "incomplete"),
+    ],
+)
+def test_malformed_batches_are_decode_errors(value: bytes, keyed: bool, why: str) -> None:
+    with pytest.raises(DecodeError, match=why):
+        decode_batch(value, keyed=keyed)
+
+
+def test_an_unencodable_record_goes_to_the_handler_naming_its_type_and_the_ways_out() -> None:
+    producer = KeepingProducer()
+    refused: list[tuple[Any, UnsupportedTypeError]] = []
+    w = writer(producer, keyed=False, on_unencodable=lambda i, e: refused.append((i, e)))
+    bad = ("ok", Opaque())
+    for v in ["a", bad, "b"]:
+        w.send(v)
+    w.flush()
+    assert producer.by_partition() == {0: ["a", "b"]}
+    [(item, exc)] = refused
+    assert item is bad
+    message = str(exc)
+    assert "a stream record of type tuple holds a test_channel_format.Opaque" in message
+    assert "channel_serde=[kstream.RecordType(" in message
+    assert "channel_serde='trusted-pickle') (unsafe: loading pickle runs code)" in message
+    assert w.sent == 2
+
+
+def test_without_a_handler_an_unencodable_record_is_raised() -> None:
+    w = writer(KeepingProducer(), keyed=False)
+    w.send(Opaque())
+    with pytest.raises(UnsupportedTypeError, match=r"record is a test_channel_format\.Opaque"):
+        w.flush()
+
+
+def test_a_key_of_an_unsupported_type_fails_its_record_when_sent() -> None:
+    # Raised in `send`, so the task applies the policy with the input's position.
+    w = writer(KeepingProducer(), keyed=True)
+    with pytest.raises(UnsupportedTypeError, match="a key of type Opaque"):
+        w.send(Opaque())
+
+
+def test_a_declared_record_type_crosses_the_channel() -> None:
+    producer = KeepingProducer()
+    declared = BatchFormat(
+        ChannelSerde(types=(RecordType(Opaque, lambda _: None, lambda _: Opaque(), "opaque"),))
+    )
+    w = writer(producer, keyed=False, batch_format=declared)
+    w.send(Opaque())
+    w.flush()
+    [(_, value)] = producer.records
+    assert declared.decode(value, False) == [Opaque()]
+    with pytest.raises(DecodeError, match="'opaque' is not declared"):
+        decode_batch(value)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from kstream.errors import CheckpointError
-from kstream.runtime.snapshot import LocalCheckpointStorage, SnapshotMeta
+from kstream.runtime.snapshot import SNAPSHOT_VERSION, LocalCheckpointStorage, SnapshotMeta
+from kstream.runtime.state import KEY_FORMAT, LEGACY_KEY_FORMAT
 
 ROWS = [(b"word", b"1", None), (None, b"2", [("kstream.src.topic", b"in")])]
 
@@ -132,3 +135,86 @@ def test_sweep_deletes_what_is_older_than_the_newest_retained_and_not_retained(
     assert storage.completed() == [5, 8, 9]
     assert storage.sweep([]) == []
     assert storage.completed() == [5, 8, 9]
+
+
+# -- metadata format versions -------------------------------------------------------
+
+
+def _stored_meta(tmp_path: Path, **fields: object) -> tuple[LocalCheckpointStorage, Path]:
+    """A stored snapshot of checkpoint 3 whose meta.json is then replaced by `fields`."""
+    storage = LocalCheckpointStorage(tmp_path)
+    storage.store(SnapshotMeta(3, 1, "s1-0"), None)
+    path = tmp_path / "chk-3" / "s1-0" / "meta.json"
+    path.write_text(json.dumps(fields))
+    return storage, path
+
+
+def test_new_snapshots_record_their_version_and_key_format(tmp_path: Path) -> None:
+    storage = LocalCheckpointStorage(tmp_path)
+    storage.store(SnapshotMeta(3, 1, "s1-0"), None)
+    raw = json.loads((tmp_path / "chk-3" / "s1-0" / "meta.json").read_text())
+    assert raw["version"] == SNAPSHOT_VERSION == 2
+    assert raw["key_format"] == KEY_FORMAT == 2
+    assert storage.load(3, "s1-0") == SnapshotMeta(3, 1, "s1-0")
+
+
+def test_a_snapshot_from_before_versions_reads_as_version_1_with_key_format_1(
+    tmp_path: Path,
+) -> None:
+    # What kstream wrote before: no version, no key format.
+    storage, _ = _stored_meta(
+        tmp_path,
+        checkpoint=3,
+        generation=1,
+        task="s1-0",
+        source_offsets={"in": {"0": 7}},
+        has_state=True,
+        state_serde="msgpack",
+    )
+    meta = storage.load(3, "s1-0")
+    assert (meta.version, meta.key_format) == (1, LEGACY_KEY_FORMAT)
+    assert meta.source_offsets == {"in": {0: 7}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"version": 3}, "format version 3 is not one this kstream reads"),
+        ({"version": "2"}, "format version '2' is not one"),
+        ({"key_format": 9}, "key format 9"),
+        ({"checkpoint": None}, "checkpoint is None, not int"),
+        ({"checkpoint": True}, "checkpoint is True, not int"),
+        ({"task": 5}, "task is 5, not str"),
+        ({"has_state": "yes"}, "has_state is 'yes', not bool"),
+        ({"source_offsets": {"in": {"x": 1}}}, "source_offsets is not offsets"),
+        ({"channel_offsets": {"t": {"0": "1"}}}, "channel_offsets is not offsets"),
+        ({"channel_offsets": []}, "channel_offsets is not offsets"),
+        ({"code": "__import__('os')"}, "unknown field 'code'"),
+    ],
+)
+def test_a_meta_of_a_newer_version_or_with_a_mistyped_field_is_refused_naming_the_file(
+    tmp_path: Path, fields: dict[str, object], why: str
+) -> None:
+    good: dict[str, object] = {"checkpoint": 3, "generation": 1, "task": "s1-0", "version": 2}
+    storage, path = _stored_meta(tmp_path, **{**good, **fields})
+    with pytest.raises(CheckpointError, match=re.escape(str(path)) + ".*" + re.escape(why)):
+        storage.load(3, "s1-0")
+
+
+@pytest.mark.parametrize("text", ["[]", "7", "{", '{"checkpoint": 3, "task": "s1-0"}'])
+def test_a_meta_that_is_not_an_object_or_lacks_fields_is_refused(tmp_path: Path, text: str) -> None:
+    storage, path = _stored_meta(tmp_path)
+    path.write_text(text)
+    with pytest.raises(CheckpointError, match=re.escape(str(path)) + " is unreadable"):
+        storage.load(3, "s1-0")
+
+
+def test_validate_reports_a_newer_meta_so_recovery_falls_back(tmp_path: Path) -> None:
+    storage = LocalCheckpointStorage(tmp_path, checksums=False)
+    storage.store(SnapshotMeta(3, 1, "s1-0"), None)
+    path = tmp_path / "chk-3" / "s1-0" / "meta.json"
+    text = path.read_text().replace('"version": 2', '"version": 3')
+    path.write_text(text)  # same size: the manifest (without checksums) still matches
+    [problem] = storage.validate(3, ["s1-0"])
+    assert str(path) in problem
+    assert "format version 3" in problem

@@ -13,6 +13,7 @@ from kstream.errors import ProtocolError
 from kstream.protocol.watermarks import MIN_WATERMARK
 from kstream.runtime.channel import (
     TIMED,
+    BatchFormat,
     ChannelWriter,
     decode_header,
     decode_timed,
@@ -40,7 +41,7 @@ class KeepingProducer:
         out = []
         for partition, value in self.records:
             assert decode_header(value) == (TIMED, 3)
-            t = decode_timed(value)
+            t = decode_timed(value, BatchFormat(), keyed=False)
             items = [(x, t.stamps[2 * i], t.stamps[2 * i + 1]) for i, x in enumerate(t.items)]
             out.append((partition, t.watermark, t.idle, items))
         return out
@@ -128,8 +129,9 @@ def test_a_batch_too_large_is_split_with_its_stamps() -> None:
 )
 def test_timed_records_round_trip(items: list[tuple[int, int]], watermark: int, idle: bool) -> None:
     stamps = [x for _, ts in items for x in (ts, ts // 2)]
-    value = encode_timed(b"\x02\x00\x00\x00\x03", watermark, idle, stamps, [v for v, _ in items])
-    t = decode_timed(value)
+    fmt, payload = BatchFormat().encode([v for v, _ in items], False)
+    value = encode_timed(b"\x02\x00\x00\x00\x03", watermark, idle, stamps, fmt, payload)
+    t = decode_timed(value, BatchFormat(), keyed=False)
     assert (t.watermark, t.idle, list(t.stamps), t.items) == (
         watermark,
         idle,
@@ -140,4 +142,4 @@ def test_timed_records_round_trip(items: list[tuple[int, int]], watermark: int, 
 
 def test_a_truncated_timed_record_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError, match="too short"):
-        decode_timed(b"\x02\x00\x00\x00\x03\x00")
+        decode_timed(b"\x02\x00\x00\x00\x03\x00", BatchFormat(), keyed=False)
