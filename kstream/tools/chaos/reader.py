@@ -1,0 +1,112 @@
+"""The checker's reads: plain confluent-kafka consumers, nothing of kstream's runtime.
+
+`OutputReader` follows the output topic with ``isolation.level=read_committed``
+for the whole campaign, so it sees each record when it becomes visible (that
+time places it in a fault window) and keeps every record for the verdict.
+`read_input` reads the input topic as it ended up, to its high watermarks.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from kstream.errors import KafkaUnavailableError
+from kstream.tools.chaos.verdict import Output
+
+__all__ = ["OutputReader", "read_input"]
+
+#: How long the checker waits for the cluster's metadata or a whole read.
+READ_TIMEOUT_S = 120.0
+
+
+def _consumer(bootstrap: str, isolation: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"kstream-chaos-check-{uuid.uuid4().hex[:10]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
+    )
+
+
+def _partitions(consumer: Consumer, topic: str) -> int:
+    meta = consumer.list_topics(topic, timeout=READ_TIMEOUT_S)
+    found = meta.topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        raise KafkaUnavailableError(f"the checker cannot see topic {topic}")
+    return len(found.partitions)
+
+
+def _fatal(err: KafkaError) -> bool:
+    # A broker that is down or paused is what the campaign does on purpose:
+    # only errors the client cannot get over end the read.
+    return bool(err.fatal()) or err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+class OutputReader:
+    """Every committed record of `topic` from its start, with when it was first seen."""
+
+    def __init__(self, bootstrap: str, topic: str, started: float) -> None:
+        self.topic = topic
+        self.started = started
+        self.records: list[Output] = []
+        #: The last value seen per key: the job caught up when these are the finals.
+        self.latest: dict[bytes | None, bytes | None] = {}
+        self._consumer = _consumer(bootstrap, "read_committed")
+        n = _partitions(self._consumer, topic)
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])
+
+    def poll(self, timeout: float) -> int:
+        """Take what became visible (waiting up to `timeout`); the number of records."""
+        got = 0
+        for msg in self._consumer.consume(5000, timeout):
+            err = msg.error()
+            if err is not None:
+                if _fatal(err):
+                    raise KafkaUnavailableError(f"the checker cannot read {self.topic}: {err}")
+                continue
+            seen = time.monotonic() - self.started
+            key, value = msg.key(), msg.value()
+            self.records.append(Output(msg.partition() or 0, msg.offset() or 0, key, value, seen))
+            self.latest[key] = value
+            got += 1
+        return got
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def read_input(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value of `topic`, partition by partition, up to the high watermarks now."""
+    consumer = _consumer(bootstrap, "read_uncommitted")
+    try:
+        n = _partitions(consumer, topic)
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=READ_TIMEOUT_S)[1]
+            for p in range(n)
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])
+        values: dict[int, list[bytes]] = {p: [] for p in range(n)}
+        pending = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while pending:
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(f"the checker could not read {topic} to its end")
+            for msg in consumer.consume(5000, 0.5):
+                err = msg.error()
+                if err is not None:
+                    if _fatal(err):
+                        raise KafkaUnavailableError(f"the checker cannot read {topic}: {err}")
+                    continue
+                values[msg.partition() or 0].append(msg.value() or b"")
+            for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
+                if tp.offset >= ends[tp.partition]:
+                    pending.discard(tp.partition)
+        return [v for p in range(n) for v in values[p]]
+    finally:
+        consumer.close()
