@@ -56,7 +56,7 @@ from kstream.protocol.recovery import (
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config
 from kstream.runtime.lock import ProcessLock, worker_lock_path
-from kstream.runtime.parent import die_with_runner, runner_gone, runner_pid
+from kstream.runtime.parent import runner_gone, runner_pid
 from kstream.runtime.sink import Guarantee, RollbackInterrupt
 from kstream.runtime.snapshot import LocalCheckpointStorage
 from kstream.runtime.task import Subtask, TaskRuntime, open_task
@@ -337,7 +337,6 @@ class Worker:
 
         Raises `AlreadyRunningError` at once if another process runs this worker index.
         """
-        die_with_runner(self.runner_pid)
         self.lock.acquire()
         reader = ControlReader(self.bootstrap, self.job.name, group=worker_group(self.job.name))
         self._reader = reader

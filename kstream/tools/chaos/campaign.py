@@ -15,6 +15,7 @@ still makes progress), then stops the job cleanly and judges the output.
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import sys
 import threading
@@ -54,6 +55,8 @@ ORPHAN_TIMEOUT_S = 30.0
 RESTART_BACKOFF_S = 2.0
 #: An armed protocol point that this many checkpoints passed without firing is given up.
 POINT_PATIENCE = 4
+#: A round of the loop that takes longer than this prints its stack (a hang to fix).
+ROUND_WATCHDOG_S = 10.0
 #: Seconds between status lines on the console.
 STATUS_EVERY_S = 15.0
 
@@ -97,6 +100,10 @@ class CampaignResult:
     checkpoints: tuple[CheckpointRecord, ...]
     recoveries: int
     runner_starts: int
+    #: Why the runner exited when the campaign had not killed it (e.g. the broker
+    #: was down when it started): expected under faults, restarted each time.
+    runner_exits: tuple[str, ...]
+    #: What points at a defect: orphaned workers, a job that did not catch up.
     incidents: tuple[str, ...]
     drained: bool
     started_wall: float
@@ -111,7 +118,12 @@ class CampaignResult:
 
     @property
     def passed(self) -> bool:
-        return self.verdict.clean and self.drained and self.verdict.unfinished == 0
+        return (
+            self.verdict.clean
+            and self.drained
+            and self.verdict.unfinished == 0
+            and not self.incidents
+        )
 
 
 class _Campaign:
@@ -134,6 +146,7 @@ class _Campaign:
         self.queue = list(schedule(config.seed, config.duration, config.mean_gap, config.kinds))
         self.injected: list[Injected] = []
         self.incidents: list[str] = []
+        self.runner_exits: list[str] = []
         self.resumes: list[tuple[float, int, str, float]] = []  # (due, pid, what, since)
         self.stopped_workers: set[int] = set()
         self.broker_busy: threading.Thread | None = None
@@ -194,6 +207,14 @@ class _Campaign:
     # -- one round --------------------------------------------------------
 
     def round(self, faults: bool) -> None:
+        # A round never waits on Kafka for long; one that hangs says where, on stderr.
+        faulthandler.dump_traceback_later(ROUND_WATCHDOG_S, exit=False)
+        try:
+            self._round(faults)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
+    def _round(self, faults: bool) -> None:
         self.feeder.feed()
         self.reader.poll(0.1)
         self._follow_control()
@@ -281,10 +302,8 @@ class _Campaign:
             return
         if self.runner_down_since is None:
             self.runner_down_since = self.now()
-            self.incidents.append(
-                f"{self.now():.1f}s: runner exited with code {code}: {self.runner.last_line()}"
-            )
-            self.log(self.incidents[-1])
+            self.runner_exits.append(f"{self.now():.1f}s: code {code}: {self.runner.last_line()}")
+            self.log(f"runner exited with code {code}: {self.runner.last_line()}")
         if self.now() - self.runner_down_since >= RESTART_BACKOFF_S:
             self.runner.start()
             self.runner_down_since = None
@@ -393,11 +412,16 @@ class _Campaign:
         finals = self.c.workload.final_values(lines)
         self.log(f"input complete: {len(lines):,} lines; waiting for {len(finals):,} final values")
         deadline = self.now() + self.c.drain_timeout
+        last_status = self.now()
         while self.now() < deadline:
             self.round(faults=False)
             latest = self.reader.latest
             if all(latest.get(k) == v for k, v in finals.items()):
                 return True, lines
+            if self.now() - last_status >= STATUS_EVERY_S:
+                last_status = self.now()
+                behind = sum(1 for k, v in finals.items() if latest.get(k) != v)
+                self.status(f"; {behind} keys behind their final value")
         behind = sum(1 for k, v in finals.items() if self.reader.latest.get(k) != v)
         self.incidents.append(
             f"{behind} keys without their final value after {self.c.drain_timeout:.0f}s"
@@ -416,11 +440,11 @@ class _Campaign:
                 reader.close()
         self.broker.stop()
 
-    def status(self) -> None:
+    def status(self, extra: str = "") -> None:
         self.log(
             f"fed {self.feeder.sent:,}, outputs {len(self.reader.records):,}, "
             f"checkpoint {self.latest_triggered}, {self.completed} completed, "
-            f"{len(self.injected)} faults"
+            f"{len(self.injected)} faults{extra}"
         )
 
 
@@ -454,6 +478,7 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
             checkpoints=history,
             recoveries=recoveries,
             runner_starts=c.runner.starts,
+            runner_exits=tuple(c.runner_exits),
             incidents=tuple(c.incidents),
             drained=drained,
             started_wall=c.started_wall,

@@ -78,6 +78,7 @@ def report_json(result: CampaignResult) -> dict[str, Any]:
         },
         "recoveries": result.recoveries,
         "runner_starts": result.runner_starts,
+        "runner_exits": list(result.runner_exits),
         "incidents": list(result.incidents),
         "fault_log": [{**asdict(f), "window": i} for i, f in enumerate(result.faults)],
         "windows": [
@@ -151,7 +152,8 @@ def summary_lines(result: CampaignResult) -> list[str]:
         f"duplicates {v.duplicates}, lost {v.lost}, out of order {v.out_of_order}, "
         f"wrong {v.wrong}, unfinished keys {v.unfinished}",
         f"checkpoints: {statuses['completed']} completed, {statuses['aborted']} aborted; "
-        f"recoveries {result.recoveries}; runner started {result.runner_starts} times",
+        f"recoveries {result.recoveries}; runner started {result.runner_starts} times "
+        f"({len(result.runner_exits)} exits of its own, e.g. the broker down at its start)",
         *(f"incident: {i}" for i in result.incidents),
         "PASSED" if result.passed else "FAILED",
     ]
