@@ -32,7 +32,7 @@ from kstream.protocol.messages import Completed, ControlMessage, Recovered, Trig
 from kstream.protocol.names import control_topic
 from kstream.runtime.control import ControlReader, read_messages
 from kstream.testing import Feeder
-from kstream.tools.chaos.reader import OutputReader, read_input
+from kstream.tools.chaos.reader import OutputReader, final_outputs, read_input
 from kstream.tools.chaos.schedule import KINDS, Fault, schedule
 from kstream.tools.chaos.targets import RunnerProcess, alive, signal_pid
 from kstream.tools.chaos.verdict import Verdict
@@ -466,8 +466,11 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
         code = c.runner.stop(60.0)
         c.log(f"runner stopped (exit code {code})")
         c.reader.poll(1.0)
+        outputs, missed = final_outputs(c.bootstrap, c.reader, c.now())
+        if missed:
+            c.log(f"the live reader had not seen {missed:,} committed outputs; judged all")
         starts = [f.at for f in c.injected]
-        verdict = config.workload.judge(lines, c.reader.records, starts)
+        verdict = config.workload.judge(lines, outputs, starts)
         messages = read_messages(c.bootstrap, c.job)
         history = tuple(checkpoint_history(messages))
         recoveries = sum(1 for m in messages if isinstance(m, Recovered) and m.generation > 1)
@@ -484,7 +487,7 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
             started_wall=c.started_wall,
             duration_s=c.now(),
             job_name=c.job,
-            seen=tuple(o.seen_at for o in c.reader.records),
+            seen=tuple(o.seen_at for o in outputs),
         )
     finally:
         c.close()

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from kstream.errors import KafkaUnavailableError
 from kstream.tools.chaos.verdict import Output
 
-__all__ = ["OutputReader", "read_input"]
+__all__ = ["OutputReader", "read_input", "read_to_end"]
 
 #: How long the checker waits for the cluster's metadata or a whole read.
 READ_TIMEOUT_S = 120.0
@@ -81,17 +81,25 @@ class OutputReader:
         self._consumer.close()
 
 
-def read_input(bootstrap: str, topic: str) -> list[bytes]:
-    """Every value of `topic`, partition by partition, up to the high watermarks now."""
-    consumer = _consumer(bootstrap, "read_uncommitted")
+def read_to_end(
+    bootstrap: str, topic: str, isolation: str
+) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """(partition, offset, key, value) of every record of `topic` up to its end now.
+
+    The end is the last stable offset under read_committed (the high watermark
+    otherwise); reading stops when every partition's position reaches it.
+    """
+    consumer = _consumer(bootstrap, isolation)
     try:
         n = _partitions(consumer, topic)
         ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=READ_TIMEOUT_S)[1]
+            p: consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=READ_TIMEOUT_S, cached=False
+            )[1]
             for p in range(n)
         }
         consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])
-        values: dict[int, list[bytes]] = {p: [] for p in range(n)}
+        out: list[tuple[int, int, bytes | None, bytes | None]] = []
         pending = {p for p, end in ends.items() if end > 0}
         deadline = time.monotonic() + READ_TIMEOUT_S
         while pending:
@@ -103,10 +111,36 @@ def read_input(bootstrap: str, topic: str) -> list[bytes]:
                     if _fatal(err):
                         raise KafkaUnavailableError(f"the checker cannot read {topic}: {err}")
                     continue
-                values[msg.partition() or 0].append(msg.value() or b"")
+                out.append((msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value()))
+            # Position, not the last offset: transaction markers and aborted records
+            # take offsets a read_committed consumer never returns.
             for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
                 if tp.offset >= ends[tp.partition]:
                     pending.discard(tp.partition)
-        return [v for p in range(n) for v in values[p]]
+        out.sort(key=lambda r: (r[0], r[1]))
+        return out
     finally:
         consumer.close()
+
+
+def read_input(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value of `topic`, partition by partition, up to the high watermarks now."""
+    return [value or b"" for _, _, _, value in read_to_end(bootstrap, topic, "read_uncommitted")]
+
+
+def final_outputs(bootstrap: str, live: OutputReader, now: float) -> tuple[list[Output], int]:
+    """Every committed output now, read afresh, with the times `live` first saw them.
+
+    The verdict does not rest on one consumer having kept up: records the live
+    reader never got (it lagged, or a client got stuck) are taken from this read,
+    seen at `now`; the second value counts them.
+    """
+    seen = {(o.partition, o.offset): o.seen_at for o in live.records}
+    out = []
+    missed = 0
+    for p, offset, key, value in read_to_end(bootstrap, live.topic, "read_committed"):
+        at = seen.get((p, offset))
+        if at is None:
+            missed += 1
+        out.append(Output(p, offset, key, value, now if at is None else at))
+    return out, missed
