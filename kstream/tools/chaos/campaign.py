@@ -4,9 +4,11 @@ One round of the loop (a fraction of a second) feeds the input due by now,
 takes what became visible in the output, follows the job's control topic
 (which checkpoint was triggered last, which completed), ends the faults that
 last (a SIGSTOP's SIGCONT, a broker's restart), restarts the runner when it
-died, and injects the faults that are due. A fault whose target is not there
-(the broker restarting, the runner being restarted, no checkpoint yet) waits
-until it is: the order of the schedule is kept.
+died, and injects the faults that are due. A fault waits until the job has
+completed a checkpoint since the previous fault (faults due at the same moment
+go together), and until its target is there (the broker restarting, the runner
+being restarted): the order of the schedule is kept, its times are the
+earliest a fault happens.
 
 After `duration` the faults stop, the input written is read back and the
 campaign waits until every key's last output is its final value (the job
@@ -55,6 +57,8 @@ ORPHAN_TIMEOUT_S = 30.0
 RESTART_BACKOFF_S = 2.0
 #: An armed protocol point that this many checkpoints passed without firing is given up.
 POINT_PATIENCE = 4
+#: The longest a fault waits for the job to complete a checkpoint after the previous one.
+GATE_TIMEOUT_S = 180.0
 #: A round of the loop that takes longer than this prints its stack (a hang to fix).
 ROUND_WATCHDOG_S = 10.0
 #: Seconds between status lines on the console.
@@ -109,6 +113,8 @@ class CampaignResult:
     started_wall: float
     duration_s: float
     job_name: str = ""
+    #: How many faults the schedule held (those still waiting at the end never happened).
+    scheduled: int = 0
     #: When each output record became visible to the checker (seconds after the start).
     seen: tuple[float, ...] = ()
 
@@ -144,6 +150,7 @@ class _Campaign:
         self.started = time.monotonic()
         self.started_wall = time.time()
         self.queue = list(schedule(config.seed, config.duration, config.mean_gap, config.kinds))
+        self.scheduled = len(self.queue)
         self.injected: list[Injected] = []
         self.incidents: list[str] = []
         self.runner_exits: list[str] = []
@@ -158,6 +165,8 @@ class _Campaign:
         self.armed: tuple[str, int, int] | None = None  # point, checkpoint, pick
         self.fired_read = 0
         self.control: ControlReader | None = None
+        #: (scheduled time, time injected, checkpoints completed then) of the last fault.
+        self.last_fault: tuple[float, float, int] | None = None
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -225,9 +234,29 @@ class _Campaign:
             self.broker_busy = None
             self.log("broker back")
         while faults and self.queue and self.queue[0].at <= self.now():
-            if not self._inject(self.queue[0]):
+            fault = self.queue[0]
+            if not self._gate_open(fault) or not self._inject(fault):
                 break
             self.queue.pop(0)
+            self.last_fault = (fault.at, self.now(), self.completed)
+
+    def _gate_open(self, fault: Fault) -> bool:
+        """Whether `fault` may hit now: the job completed a checkpoint since the last fault.
+
+        Faults due at the same moment (a combination) go together; otherwise the
+        next waits until the job has recovered and done work, so each fault hits
+        a running job rather than one still restoring, and the job keeps making
+        progress. A job that completes nothing for `GATE_TIMEOUT_S` is hit anyway.
+        """
+        if self.last_fault is None:
+            return True
+        at, when, completed = self.last_fault
+        if fault.at == at or self.completed > completed:
+            return True
+        if self.now() - when < GATE_TIMEOUT_S:
+            return False
+        self.log(f"no checkpoint completed for {GATE_TIMEOUT_S:.0f}s since the last fault")
+        return True
 
     def _follow_control(self) -> None:
         if self.control is None:
@@ -487,6 +516,7 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
             started_wall=c.started_wall,
             duration_s=c.now(),
             job_name=c.job,
+            scheduled=c.scheduled,
             seen=tuple(o.seen_at for o in outputs),
         )
     finally:

@@ -58,7 +58,11 @@ def report_json(result: CampaignResult) -> dict[str, Any]:
         },
         "job": result.job_name,
         "wall_time_s": round(result.duration_s, 1),
-        "faults": {"total": len(result.faults), "by_kind": result.by_kind},
+        "faults": {
+            "total": len(result.faults),
+            "scheduled": result.scheduled,
+            "by_kind": result.by_kind,
+        },
         "verdict": {
             "input_lines": v.inputs,
             "expected_outputs": v.expected,
@@ -147,7 +151,7 @@ def summary_lines(result: CampaignResult) -> list[str]:
     statuses = Counter(r.status for r in result.checkpoints)
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(result.by_kind.items()))
     return [
-        f"faults: {len(result.faults)} ({kinds})",
+        f"faults: {len(result.faults)} of {result.scheduled} scheduled ({kinds})",
         f"outputs: {v.outputs:,} of {v.expected:,} expected from {v.inputs:,} input lines",
         f"duplicates {v.duplicates}, lost {v.lost}, out of order {v.out_of_order}, "
         f"wrong {v.wrong}, unfinished keys {v.unfinished}",
