@@ -82,6 +82,8 @@ class CampaignConfig:
     worker_stop_s: float = WORKER_STOP_S
     broker_pause_s: float = BROKER_PAUSE_S
     drain_timeout: float = 600.0
+    #: The job's `--guarantee`; the verdict asks exactly-once of the output whatever it is.
+    guarantee: str = "exactly-once"
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +202,7 @@ class _Campaign:
             "--state-dir", str(self.c.out / "state"),
             "--job-name", self.job,
             "--bootstrap-servers", self.bootstrap,
+            "--guarantee", self.c.guarantee,
         ]  # fmt: skip
         for k, v in params.items():
             command += ["-p", f"{k}={v}"]

@@ -52,6 +52,7 @@ def report_json(result: CampaignResult) -> dict[str, Any]:
             "mean_gap_s": c.mean_gap,
             "kinds": list(c.kinds),
             "checkpoint_interval_s": c.checkpoint_interval,
+            "guarantee": c.guarantee,
             "worker_stop_s": c.worker_stop_s,
             "broker_pause_s": c.broker_pause_s,
             "broker_port": c.port,

@@ -12,7 +12,14 @@ from typing import Annotated
 import typer
 
 from kstream.tools.cli.console import out, say
-from kstream.tools.cli.options import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, PortOption
+from kstream.tools.cli.options import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    POSITIVE,
+    GuaranteeOption,
+    PortOption,
+    parse_guarantee,
+)
 
 __all__ = ["chaos_command"]
 
@@ -55,6 +62,7 @@ def chaos_command(
             "--checkpoint-interval", help="Seconds between checkpoints.", callback=POSITIVE
         ),
     ] = 1.0,
+    guarantee: GuaranteeOption = "exactly-once",
     port: PortOption = 23292,
     out_dir: Annotated[
         Path | None,
@@ -78,6 +86,7 @@ def chaos_command(
         mean_gap=mean_gap,
         kinds=parse_kinds(kinds),
         checkpoint_interval=checkpoint_interval,
+        guarantee=parse_guarantee(guarantee),
     )
     result = run_campaign(config, say)
     json_path, png = write_report(result)
