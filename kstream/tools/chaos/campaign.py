@@ -117,6 +117,9 @@ class CampaignResult:
     job_name: str = ""
     #: How many faults the schedule held (those still waiting at the end never happened).
     scheduled: int = 0
+    #: Times the checker's live consumer was replaced because it stalled; outputs it missed.
+    checker_reconnects: int = 0
+    checker_missed: int = 0
     #: When each output record became visible to the checker (seconds after the start).
     seen: tuple[float, ...] = ()
 
@@ -477,6 +480,7 @@ class _Campaign:
             f"fed {self.feeder.sent:,}, outputs {len(self.reader.records):,}, "
             f"checkpoint {self.latest_triggered}, {self.completed} completed, "
             f"{len(self.injected)} faults{extra}"
+            + (f"; checker reconnected {self.reader.reconnects}x" if self.reader.reconnects else "")
         )
 
 
@@ -520,6 +524,8 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
             duration_s=c.now(),
             job_name=c.job,
             scheduled=c.scheduled,
+            checker_reconnects=c.reader.reconnects,
+            checker_missed=missed,
             seen=tuple(o.seen_at for o in outputs),
         )
     finally:

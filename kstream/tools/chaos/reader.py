@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kstream.errors import KafkaUnavailableError
 from kstream.tools.chaos.verdict import Output
@@ -20,6 +20,8 @@ __all__ = ["OutputReader", "read_input", "read_to_end"]
 
 #: How long the checker waits for the cluster's metadata or a whole read.
 READ_TIMEOUT_S = 120.0
+#: A live reader that got nothing for this long checks that it is not stuck.
+STALL_S = 20.0
 
 
 def _consumer(bootstrap: str, isolation: str) -> Consumer:
@@ -49,17 +51,29 @@ def _fatal(err: KafkaError) -> bool:
 
 
 class OutputReader:
-    """Every committed record of `topic` from its start, with when it was first seen."""
+    """Every committed record of `topic` from its start, with when it was first seen.
+
+    Seen in campaigns: after some broker restarts a read_committed librdkafka
+    consumer stopped returning records for good while the partitions' last
+    stable offsets moved on (a fresh consumer read them at once). So a reader
+    whose position has stood behind the last stable offset for `STALL_S` is
+    replaced by a new consumer at the same positions (`reconnects` counts it).
+    """
 
     def __init__(self, bootstrap: str, topic: str, started: float) -> None:
+        self.bootstrap = bootstrap
         self.topic = topic
         self.started = started
         self.records: list[Output] = []
         #: The last value seen per key: the job caught up when these are the finals.
         self.latest: dict[bytes | None, bytes | None] = {}
+        #: How often the consumer was replaced because it stalled.
+        self.reconnects = 0
         self._consumer = _consumer(bootstrap, "read_committed")
-        n = _partitions(self._consumer, topic)
-        self._consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])
+        self._partitions = _partitions(self._consumer, topic)
+        self._next = dict.fromkeys(range(self._partitions), 0)
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in self._next])
+        self._progress = time.monotonic()
 
     def poll(self, timeout: float) -> int:
         """Take what became visible (waiting up to `timeout`); the number of records."""
@@ -72,10 +86,40 @@ class OutputReader:
                 continue
             seen = time.monotonic() - self.started
             key, value = msg.key(), msg.value()
-            self.records.append(Output(msg.partition() or 0, msg.offset() or 0, key, value, seen))
+            p, offset = msg.partition() or 0, msg.offset() or 0
+            self.records.append(Output(p, offset, key, value, seen))
             self.latest[key] = value
+            self._next[p] = offset + 1
             got += 1
+        now = time.monotonic()
+        if got:
+            self._progress = now
+        elif now - self._progress >= STALL_S:
+            self._progress = now
+            self._unstall()
         return got
+
+    def _unstall(self) -> None:
+        """Replace the consumer if its position stands behind the last stable offset."""
+        tps = [TopicPartition(self.topic, p) for p in self._next]
+        try:
+            positions = {tp.partition: tp.offset for tp in self._consumer.position(tps)}
+            ends = {
+                p: self._consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, p), timeout=5.0, cached=False
+                )[1]
+                for p in self._next
+            }
+        except KafkaException:
+            return  # the broker is down or paused: nothing to tell yet
+        # A position past the last record read skips only markers and aborted records.
+        at = {p: max(self._next[p], positions.get(p, -1)) for p in self._next}
+        if all(at[p] >= ends[p] for p in self._next):
+            return
+        self._consumer.close()
+        self._consumer = _consumer(self.bootstrap, "read_committed")
+        self._consumer.assign([TopicPartition(self.topic, p, at[p]) for p in self._next])
+        self.reconnects += 1
 
     def close(self) -> None:
         self._consumer.close()

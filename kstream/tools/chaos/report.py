@@ -83,6 +83,10 @@ def report_json(result: CampaignResult) -> dict[str, Any]:
         },
         "recoveries": result.recoveries,
         "runner_starts": result.runner_starts,
+        "checker": {
+            "reconnects": result.checker_reconnects,
+            "outputs_only_seen_at_the_end": result.checker_missed,
+        },
         "runner_exits": list(result.runner_exits),
         "incidents": list(result.incidents),
         "fault_log": [{**asdict(f), "window": i} for i, f in enumerate(result.faults)],
