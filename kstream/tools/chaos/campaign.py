@@ -35,7 +35,7 @@ from kstream.protocol.names import control_topic
 from kstream.runtime.control import ControlReader, read_messages
 from kstream.testing import Feeder
 from kstream.tools.chaos.reader import OutputReader, final_outputs, read_input
-from kstream.tools.chaos.schedule import KINDS, Fault, schedule
+from kstream.tools.chaos.schedule import KINDS, Fault, LastFault, may_strike, schedule
 from kstream.tools.chaos.targets import RunnerProcess, alive, signal_pid
 from kstream.tools.chaos.verdict import Verdict
 from kstream.tools.chaos.workload import Workload
@@ -170,8 +170,7 @@ class _Campaign:
         self.armed: tuple[str, int, int] | None = None  # point, checkpoint, pick
         self.fired_read = 0
         self.control: ControlReader | None = None
-        #: (scheduled time, time injected, checkpoints completed then) of the last fault.
-        self.last_fault: tuple[float, float, int] | None = None
+        self.last_fault: LastFault | None = None
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -244,25 +243,16 @@ class _Campaign:
             if not self._gate_open(fault) or not self._inject(fault):
                 break
             self.queue.pop(0)
-            self.last_fault = (fault.at, self.now(), self.completed)
+            self.last_fault = LastFault(fault.at, self.now(), self.completed)
 
     def _gate_open(self, fault: Fault) -> bool:
-        """Whether `fault` may hit now: the job completed a checkpoint since the last fault.
-
-        Faults due at the same moment (a combination) go together; otherwise the
-        next waits until the job has recovered and done work, so each fault hits
-        a running job rather than one still restoring, and the job keeps making
-        progress. A job that completes nothing for `GATE_TIMEOUT_S` is hit anyway.
-        """
-        if self.last_fault is None:
+        """`schedule.may_strike`, saying so when a job that completes nothing is hit anyway."""
+        if may_strike(fault, self.last_fault, self.completed, self.now(), GATE_TIMEOUT_S):
+            last = self.last_fault
+            if last is not None and self.completed == last.completed and fault.at != last.scheduled:
+                self.log(f"no checkpoint completed for {GATE_TIMEOUT_S:.0f}s since the last fault")
             return True
-        at, when, completed = self.last_fault
-        if fault.at == at or self.completed > completed:
-            return True
-        if self.now() - when < GATE_TIMEOUT_S:
-            return False
-        self.log(f"no checkpoint completed for {GATE_TIMEOUT_S:.0f}s since the last fault")
-        return True
+        return False
 
     def _follow_control(self) -> None:
         if self.control is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from kstream.errors import ConfigurationError
 
-__all__ = ["KINDS", "Fault", "parse_kinds", "schedule", "window_of"]
+__all__ = ["KINDS", "Fault", "LastFault", "may_strike", "parse_kinds", "schedule", "window_of"]
 
 #: Every kind of fault, in the order the report lists them.
 KINDS = (
@@ -98,3 +98,27 @@ def window_of(starts: Sequence[float], t: float) -> int:
     from fault i until fault i + 1 (the last one until the end).
     """
     return bisect.bisect_right(starts, t) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class LastFault:
+    """The fault injected last: its scheduled time, when it struck, checkpoints completed then."""
+
+    scheduled: float
+    struck: float
+    completed: int
+
+
+def may_strike(
+    fault: Fault, last: LastFault | None, completed: int, now: float, patience: float
+) -> bool:
+    """Whether `fault` (due) may strike now, `completed` checkpoints having completed so far.
+
+    Faults due at the same moment as the last one (a combination) go together;
+    any other waits until the job completed a checkpoint since the last fault,
+    so it hits a job that recovered and works, or until `patience` seconds
+    passed (a job that completes nothing is hit all the same).
+    """
+    if last is None or fault.at == last.scheduled or completed > last.completed:
+        return True
+    return now - last.struck >= patience

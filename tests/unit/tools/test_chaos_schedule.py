@@ -9,7 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kstream.errors import ConfigurationError
-from kstream.tools.chaos.schedule import KINDS, parse_kinds, schedule, window_of
+from kstream.tools.chaos.schedule import (
+    KINDS,
+    Fault,
+    LastFault,
+    may_strike,
+    parse_kinds,
+    schedule,
+    window_of,
+)
 
 seeds = st.integers(min_value=0, max_value=2**32)
 durations = st.floats(min_value=1.0, max_value=4000.0)
@@ -60,3 +68,11 @@ def test_kinds_are_all_or_a_list_of_known_kinds() -> None:
     for bad in ("", "worker-kill,meteor", " , "):
         with pytest.raises(ConfigurationError, match="--kinds"):
             parse_kinds(bad)
+
+
+def test_after_a_fault_the_next_waits_for_a_completed_checkpoint() -> None:
+    last = LastFault(scheduled=30.0, struck=31.0, completed=4)
+    assert may_strike(Fault(30.0, "broker-kill", 1), last, 4, 31.5, 180)  # its pair
+    assert not may_strike(Fault(40.0, "worker-kill", 2), last, 4, 60.0, 180)
+    assert may_strike(Fault(40.0, "worker-kill", 2), last, 5, 60.0, 180)
+    assert may_strike(Fault(40.0, "worker-kill", 2), last, 4, 211.0, 180)
