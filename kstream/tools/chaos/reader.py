@@ -22,6 +22,8 @@ __all__ = ["OutputReader", "read_input", "read_to_end"]
 READ_TIMEOUT_S = 120.0
 #: A live reader that got nothing for this long checks that it is not stuck.
 STALL_S = 20.0
+#: How long that check waits for a record.
+PROBE_S = 5.0
 
 
 def _consumer(bootstrap: str, isolation: str) -> Consumer:
@@ -100,25 +102,24 @@ class OutputReader:
         return got
 
     def _unstall(self) -> None:
-        """Replace the consumer if its position stands behind the last stable offset."""
-        tps = [TopicPartition(self.topic, p) for p in self._next]
+        """Replace the consumer if a new one finds committed records it does not return.
+
+        A probe, not the consumer's own position: the stuck consumers met in
+        campaigns reported positions that looked current.
+        """
+        probe = _consumer(self.bootstrap, "read_committed")
         try:
-            positions = {tp.partition: tp.offset for tp in self._consumer.position(tps)}
-            ends = {
-                p: self._consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, p), timeout=5.0, cached=False
-                )[1]
-                for p in self._next
-            }
+            probe.assign([TopicPartition(self.topic, p, n) for p, n in self._next.items()])
+            found = any(m.error() is None for m in probe.consume(1, PROBE_S))
         except KafkaException:
             return  # the broker is down or paused: nothing to tell yet
-        # A position past the last record read skips only markers and aborted records.
-        at = {p: max(self._next[p], positions.get(p, -1)) for p in self._next}
-        if all(at[p] >= ends[p] for p in self._next):
+        finally:
+            probe.close()
+        if not found:
             return
         self._consumer.close()
         self._consumer = _consumer(self.bootstrap, "read_committed")
-        self._consumer.assign([TopicPartition(self.topic, p, at[p]) for p in self._next])
+        self._consumer.assign([TopicPartition(self.topic, p, n) for p, n in self._next.items()])
         self.reconnects += 1
 
     def close(self) -> None:
