@@ -135,6 +135,8 @@ def judge_running_count(
                     f"at {o.seen_at:.1f}s"
                 )
     last_window = max([-1, *per_window, len(starts) - 1])
+    for w in range(-1, len(starts)):
+        per_window.setdefault(w, Counter())  # windows without outputs are listed too
     unfinished = 0
     for word, n in counts.items():
         got = sorted(seen.get(word, []))
