@@ -320,6 +320,11 @@ class Feeder:
         #: Offset after the last value of each partition (no transactions: offsets = counts).
         self.ends = {p: len(range(p, len(values), partitions)) for p in range(partitions)}
 
+    @property
+    def sent(self) -> int:
+        """How many values were handed to the producer so far."""
+        return self._sent
+
     def feed(self) -> None:
         """Write the values that are due by now; after the last, wait for their acks."""
         if self._sent == len(self._values):

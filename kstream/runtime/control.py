@@ -33,11 +33,12 @@ totals of one worker process (`kstream.protocol.counters`).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kstream.errors import KafkaUnavailableError, ProtocolError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, record_bytes
@@ -55,11 +56,17 @@ from kstream.runtime.kafka import flush as flush_producer
 
 __all__ = ["ControlReader", "ControlWriter", "read_history", "read_messages"]
 
+log = logging.getLogger("kstream.control")
+
 #: Control messages are few and small; a flush waits at most this long.
 FLUSH_TIMEOUT_S = 30.0
 #: A reason (an error's text, which may quote a record) is cut to this many
 #: characters: enough to diagnose, and it keeps every control message small.
 REASON_CHARS = 2000
+#: A reader that got nothing for this long checks that it is not stuck (`ControlReader`).
+STALL_S = 10.0
+#: How long that check waits for the topic's end offset: it runs in the worker's loop.
+STALL_CHECK_TIMEOUT_S = 2.0
 #: The largest control message: what its producer (librdkafka's default
 #: ``message.max.bytes``) and the control topic (kstream creates it) take.
 MAX_CONTROL_BYTES = DEFAULT_PRODUCER_BYTES
@@ -100,21 +107,67 @@ class ControlWriter:
 
 
 class ControlReader:
-    """Reads the control topic from a given offset onwards."""
+    """Reads the control topic from a given offset onwards.
+
+    A reader that stops receiving is replaced: fault campaigns met librdkafka
+    consumers (manually assigned) that, after a broker restart, returned nothing
+    more for good while the topic grew. A worker whose control reader is stuck
+    never hears of the next generation: it heartbeats in its old one, the
+    coordinator finds it silent and rolls the job back every liveness timeout,
+    forever. So when `poll` has returned nothing for `STALL_S` and the topic's
+    end lies beyond the next offset to read, the consumer is closed and a new
+    one assigned at that offset (the control topic has no transactions: its
+    end offset is its last record's plus one).
+    """
 
     def __init__(self, bootstrap: str, job: str, group: str, start: int = 0) -> None:
         self.topic = control_topic(job)
-        self._consumer = Consumer(
-            client_config(bootstrap, MANUAL_OFFSETS, {"group.id": group, "fetch.wait.max.ms": 10})
-        )
+        self._bootstrap, self._group = bootstrap, group
+        self._consumer = self._new_consumer()
         self._consumer.assign([TopicPartition(self.topic, 0, start)])
+        #: The offset after the last record read: where a replacement starts.
+        self._next = start
+        self._quiet_since = time.monotonic()
+        #: How often a stuck consumer was replaced.
+        self.replaced = 0
+
+    def _new_consumer(self) -> Consumer:
+        return Consumer(
+            client_config(
+                self._bootstrap, MANUAL_OFFSETS, {"group.id": self._group, "fetch.wait.max.ms": 10}
+            )
+        )
 
     @classmethod
     def at_end(cls, bootstrap: str, job: str, group: str) -> ControlReader:
         """A reader of the messages written from now on (the topic's end at this call)."""
         reader = cls(bootstrap, job, group)
-        reader._consumer.assign([TopicPartition(reader.topic, 0, reader.end_offset())])
+        reader._next = reader.end_offset()
+        reader._consumer.assign([TopicPartition(reader.topic, 0, reader._next)])
         return reader
+
+    def _unstall(self) -> None:
+        """Replace the consumer if the topic's end lies beyond what it returned."""
+        try:
+            _, end = self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, 0), timeout=STALL_CHECK_TIMEOUT_S, cached=False
+            )
+        except KafkaException:
+            return  # the broker does not answer: nothing to tell yet
+        if end <= self._next:
+            return
+        self._consumer.close()
+        self._consumer = self._new_consumer()
+        self._consumer.assign([TopicPartition(self.topic, 0, self._next)])
+        self.replaced += 1
+        log.warning(
+            "%s: the control reader returned nothing for %.0fs while the topic grew "
+            "(offset %d, end %d); replaced it",
+            self.topic,
+            STALL_S,
+            self._next,
+            end,
+        )
 
     def end_offset(self) -> int:
         _, high = request(
@@ -136,12 +189,20 @@ class ControlReader:
     def _records(self, timeout: float, limit: int) -> list[tuple[int, dict[str, Any]]]:
         """The JSON objects available now, with their offsets."""
         out: list[tuple[int, dict[str, Any]]] = []
-        for msg in self._consumer.consume(limit, timeout):
+        msgs = self._consumer.consume(limit, timeout)
+        now = time.monotonic()
+        if any(m.error() is None for m in msgs):
+            self._quiet_since = now
+        elif now - self._quiet_since >= STALL_S:
+            self._quiet_since = now
+            self._unstall()
+        for msg in msgs:
             err = msg.error()
             if err is not None:
                 if err.retriable() or not err.fatal():
                     continue
                 raise kafka_error(err, f"cannot read {self.topic}")
+            self._next = (msg.offset() or 0) + 1
             raw = msg.value()
             if raw is None:
                 continue

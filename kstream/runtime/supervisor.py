@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from kstream.runtime.lock import ProcessLock, worker_lock_path
+from kstream.runtime.parent import RUNNER_PID_ENV
 
 __all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "STOP_TIMEOUT_S", "Supervisor"]
 
@@ -77,7 +78,8 @@ class Supervisor:
             stdin=subprocess.DEVNULL,
             stdout=self._logs[index],
             stderr=subprocess.STDOUT,
-            env={**os.environ, **self.env},
+            # The worker dies with this process (`kstream.runtime.parent`).
+            env={**os.environ, **self.env, RUNNER_PID_ENV: str(os.getpid())},
         )
 
     def pids(self) -> dict[int, int]:

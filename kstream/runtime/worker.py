@@ -16,7 +16,9 @@ out its actions.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -62,6 +64,7 @@ from kstream.protocol.recovery import (
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config
 from kstream.runtime.lock import ProcessLock, worker_lock_path
+from kstream.runtime.parent import runner_gone, runner_pid
 from kstream.runtime.sink import Guarantee, RollbackInterrupt
 from kstream.runtime.snapshot import LocalCheckpointStorage
 from kstream.runtime.task import Subtask, TaskRuntime, open_task
@@ -146,6 +149,8 @@ class Worker:
         self._reader: ControlReader | None = None
         #: What the control messages ask of this worker (generations, deferrals).
         self.recovery = WorkerRecovery()
+        #: The runner that spawned this process, if one did: the worker dies with it.
+        self.runner_pid = runner_pid()
 
     @property
     def generation(self) -> int:
@@ -318,6 +323,9 @@ class Worker:
         now = time.monotonic()
         if force or now - self._last_heartbeat >= HEARTBEAT_S:
             self._last_heartbeat = now
+            if runner_gone(self.runner_pid):
+                # Where the kernel cannot kill orphans for us (`kstream.runtime.parent`).
+                os.kill(os.getpid(), signal.SIGKILL)
             latest = self._last_dead_letter
             for t in self.tasks:
                 latest = t.stats.last_dead_letter or latest

@@ -5,7 +5,7 @@ Every `KStreamError` becomes one line on stderr and exit code 2; a failed job
 or a failed verification exits 1.
 
 One module per command group: `broker` (the local broker), `run` (``run`` and
-``worker``), `checkpoints`, `plan`, `demo`; the audit's command lives with the audit
+``worker``), `checkpoints`, `plan`, `demo`, `chaos`; the audit's command lives with the audit
 (`kstream.audit.cli`). Option types the commands share are in `options`, the
 output consoles in `console`. This module assembles them into `app` and holds
 `main`, the console script's entry point (also what ``python -m kstream``,
@@ -21,6 +21,7 @@ import typer
 from kstream.audit.cli import audit_command
 from kstream.errors import JobFailedError, KStreamError
 from kstream.tools.cli.broker import broker_app
+from kstream.tools.cli.chaos import chaos_command
 from kstream.tools.cli.checkpoints import checkpoints_command
 from kstream.tools.cli.console import err
 from kstream.tools.cli.demo import demo_app
@@ -43,6 +44,7 @@ app.command("worker")(worker_command)
 app.command("checkpoints")(checkpoints_command)
 app.command("plan")(plan_command)
 app.command("audit")(audit_command)
+app.command("chaos")(chaos_command)
 
 
 def main() -> None:

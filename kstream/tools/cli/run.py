@@ -206,6 +206,11 @@ def worker_command(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
+    from kstream.runtime.parent import die_with_runner, runner_pid
+
+    # First of all: a runner killed while this worker loads the job or waits for
+    # Kafka must not leave it behind.
+    die_with_runner(runner_pid())
     from kstream.infra.cluster import bootstrap_servers as resolve
     from kstream.protocol.flow import FlowConfig
     from kstream.runtime.worker import EXIT_JOB_FAILED, Worker

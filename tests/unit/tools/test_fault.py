@@ -6,12 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from kstream.errors import ConfigurationError
 from kstream.tools import fault
-from kstream.tools.fault import POINTS, Faults
+from kstream.tools.fault import POINTS, FaultFile, Faults
 
 EVERY_POINT = "aligning, committed, completed-before-commit, pre-committed, snapshotting"
 
@@ -58,6 +59,7 @@ def test_the_environment_variable_is_read(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("KSTREAM_FAULT", "snapshotting@4")
     assert Faults.from_env().at == {("snapshotting", 4)}
     monkeypatch.delenv("KSTREAM_FAULT")
+    monkeypatch.delenv("KSTREAM_FAULT_FILE", raising=False)
     assert Faults.from_env() == Faults()
 
 
@@ -81,3 +83,53 @@ def test_only_an_armed_point_and_checkpoint_kills_the_process() -> None:
     )
     assert done.returncode == -signal.SIGKILL
     assert done.stdout == "passed 1\n"
+
+
+def test_a_fault_file_arms_what_it_holds_now_and_nothing_when_missing_or_malformed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "armed"
+    armed = FaultFile(path)
+    assert armed.armed() == frozenset()
+    path.write_text("aligning@3\n")
+    assert armed.armed() == {("aligning", 3)}
+    path.write_text("committed@12\npre-committed@13\n")  # rewritten: read again
+    assert armed.armed() == {("committed", 12), ("pre-committed", 13)}
+    path.write_text("committed@1")  # half-written (or wrong): arms nothing, kills nothing
+    path.write_text("commi")
+    assert armed.armed() == frozenset()
+    path.unlink()
+    assert armed.armed() == frozenset()
+
+
+def test_a_point_armed_in_the_file_of_a_running_process_kills_it_and_says_so(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "armed"
+    code = (
+        "import sys\n"
+        "from kstream.tools.fault import Faults\n"
+        "faults = Faults.from_env()\n"
+        "faults.hit('committed', 7)\n"
+        "print('alive', flush=True)\n"
+        "sys.stdin.readline()\n"  # the test arms the point meanwhile
+        "faults.hit('aligning', 7)\n"
+        "faults.hit('committed', 7)\n"
+        "print('survived', flush=True)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "KSTREAM_FAULT_FILE": str(path)},
+    )
+    assert proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout.readline() == "alive\n"
+    path.write_text("committed@7\n")
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    assert proc.wait(120) == -signal.SIGKILL
+    assert proc.stdout.read() == ""
+    assert (tmp_path / "armed.fired").read_text() == f"committed@7 {proc.pid}\n"

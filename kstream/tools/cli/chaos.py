@@ -1,0 +1,97 @@
+"""`kstream chaos`: a seeded fault campaign against a job on the campaign's own broker.
+
+The campaign itself is `kstream.tools.chaos`; this module parses the options,
+prints the fault log as it happens and the summary, and writes the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kstream.tools.cli.console import out, say
+from kstream.tools.cli.options import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    POSITIVE,
+    GuaranteeOption,
+    PortOption,
+    parse_guarantee,
+)
+
+__all__ = ["chaos_command"]
+
+
+def chaos_command(
+    duration: Annotated[
+        float,
+        typer.Option(
+            "--duration", help="Seconds of faults (then the job drains).", callback=POSITIVE
+        ),
+    ] = 300.0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed", help="Repeats a campaign's schedule and input.", callback=NON_NEGATIVE
+        ),
+    ] = 0,
+    rate: Annotated[
+        float, typer.Option("--rate", help="Input lines per second.", callback=POSITIVE)
+    ] = 100.0,
+    mean_gap: Annotated[
+        float,
+        typer.Option("--mean-gap", help="Mean seconds between faults.", callback=POSITIVE),
+    ] = 15.0,
+    kinds: Annotated[
+        str,
+        typer.Option(
+            "--kinds",
+            help="Fault kinds: all, or some of worker-kill, fault-point, worker-stop, "
+            "runner-kill, broker-kill, broker-pause, broker-bounce.",
+        ),
+    ] = "all",
+    workload: Annotated[str, typer.Option("--workload", help="The job under test.")] = "wordcount",
+    workers: Annotated[
+        int, typer.Option("--workers", help="Worker processes.", callback=AT_LEAST_ONE)
+    ] = 3,
+    checkpoint_interval: Annotated[
+        float,
+        typer.Option(
+            "--checkpoint-interval", help="Seconds between checkpoints.", callback=POSITIVE
+        ),
+    ] = 1.0,
+    guarantee: GuaranteeOption = "exactly-once",
+    port: PortOption = 23292,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Report, logs and state; default chaos-runs/seed-<seed>."),
+    ] = None,
+) -> None:
+    """Run a job while faults are injected at random; judge its output; write a report."""
+    from kstream.tools.chaos.campaign import CampaignConfig, run_campaign
+    from kstream.tools.chaos.report import summary_lines, write_report
+    from kstream.tools.chaos.schedule import parse_kinds
+    from kstream.tools.chaos.workload import workload as find_workload
+
+    config = CampaignConfig(
+        workload=find_workload(workload),
+        duration=duration,
+        seed=seed,
+        rate=rate,
+        port=port,
+        out=(out_dir or Path("chaos-runs") / f"seed-{seed}").resolve(),
+        workers=workers,
+        mean_gap=mean_gap,
+        kinds=parse_kinds(kinds),
+        checkpoint_interval=checkpoint_interval,
+        guarantee=parse_guarantee(guarantee),
+    )
+    result = run_campaign(config, say)
+    json_path, png = write_report(result)
+    for line in summary_lines(result):
+        out.print(line, highlight=False, markup=False)
+    out.print(f"report: {json_path} and {png}", highlight=False, markup=False)
+    if not result.passed:
+        raise typer.Exit(1)
