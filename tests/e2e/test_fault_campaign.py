@@ -2,7 +2,7 @@
 word count, fed all along, judged by the campaign's own read_committed checker.
 
 The campaign starts, kills and restarts its own broker on
-``KSTREAM_CHAOS_BROKER_PORT`` (default 23292, controller on the next port), never
+``KSTREAM_CHAOS_BROKER_PORT`` (default 23392, controller on the next port), never
 the suite's. The schedule is seeded: a failure is repeated with
 ``kstream chaos --duration 200 --seed 7 --mean-gap 8``.
 """
@@ -34,7 +34,7 @@ def test_a_short_campaign_of_every_fault_kind_leaves_the_word_count_exactly_once
         duration=DURATION,
         seed=7,
         rate=100.0,
-        port=int(os.environ.get("KSTREAM_CHAOS_BROKER_PORT", "23292")),
+        port=int(os.environ.get("KSTREAM_CHAOS_BROKER_PORT", "23392")),
         out=tmp_path / "chaos",
         mean_gap=8.0,
     )

@@ -63,7 +63,7 @@ def chaos_command(
         ),
     ] = 1.0,
     guarantee: GuaranteeOption = "exactly-once",
-    port: PortOption = 23292,
+    port: PortOption = 23392,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", help="Report, logs and state; default chaos-runs/seed-<seed>."),
