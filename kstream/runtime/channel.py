@@ -378,6 +378,8 @@ class ChannelWriter:
 
     def _write_batch(self, batch: list[Any], stamps: list[int] | None, partition: int) -> None:
         """Produce `batch` as one channel record, or in order as several that fit."""
+        if not batch and stamps is None:
+            return  # only a timed edge writes a record without items (its watermark)
         keyed = self._key_fn is not None
         fmt, payload = ITEMS, b""
         if batch:
