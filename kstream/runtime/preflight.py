@@ -63,7 +63,7 @@ def check_cluster(
     if problem is not None:
         raise ConfigurationError(problem)
     if create_topics:
-        _create_outputs(admin, job, inputs, say)
+        _create_outputs(admin, plan, inputs, say)
     for stage in job.stages:
         for node in sink_nodes(stage.root):
             assert node.sink is not None
@@ -143,18 +143,13 @@ def uncompacted_table(job: Job, policies: Mapping[str, str]) -> str | None:
 
 
 def _create_outputs(
-    admin: Admin, job: Job, inputs: dict[str, int], say: Callable[[str], None]
+    admin: Admin, plan: Plan, inputs: dict[str, int], say: Callable[[str], None]
 ) -> None:
     """Create the sinks' missing topics like the widest input topic (`--create-topics`)."""
     missing = sorted(
-        {
-            topic
-            for stage in job.stages
-            for node in sink_nodes(stage.root)
-            if node.sink is not None
-            for topic in node.sink.topics()
-            if admin.partitions(topic) is None
-        }
+        topic
+        for topic, role in job_topics(plan).items()
+        if role == "output" and admin.partitions(topic) is None
     )
     if not missing:
         return
