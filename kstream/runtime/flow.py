@@ -101,19 +101,49 @@ class PositionReport:
     dropped while aligning count as read: their writer has passed the barrier
     already). They are for flow control only; restores use the snapshots'
     offsets, never the group's.
+
+    The consumer does not know every position: after a seek, librdkafka reports
+    none (``OFFSET_INVALID``) until a record of that partition is consumed,
+    and a channel sought to its end consumes none until its writer writes
+    again. Left out, the group would keep an older position for good and the
+    writer would wait on a lag that is not there, while the writer is the one
+    that would end the wait: a deadlock. So the subtask tells the report where
+    it assigned and sought (`placed`), and the report uses that offset until
+    the consumer knows a position of its own.
     """
 
     def __init__(self, consumer: Any) -> None:
         self._consumer = consumer
         self._next = 0.0
+        #: Where each partition was last assigned or sought: (topic, partition) -> offset.
+        self._placed: dict[tuple[str, int], int] = {}
+
+    def placed(self, topic: str, partition: int, offset: int) -> None:
+        """The subtask assigned or sought `topic`[`partition`] to `offset`
+        (a logical offset, below 0, places nothing)."""
+        if offset >= 0:
+            self._placed[topic, partition] = offset
+        else:
+            self._placed.pop((topic, partition), None)
+
+    def positions(self) -> list[TopicPartition]:
+        """The position of every assigned partition that has one, known or placed."""
+        out = []
+        for tp in self._consumer.position(self._consumer.assignment()):
+            key = (tp.topic, tp.partition)
+            if tp.offset >= 0:
+                # The consumer knows it: a seek's offset is stale from now on.
+                self._placed.pop(key, None)
+                out.append(tp)
+            elif key in self._placed:
+                out.append(TopicPartition(tp.topic, tp.partition, self._placed[key]))
+        return out
 
     def step(self, now: float) -> None:
         if now < self._next:
             return
         self._next = now + REPORT_INTERVAL_S
-        known = [
-            tp for tp in self._consumer.position(self._consumer.assignment()) if tp.offset >= 0
-        ]
+        known = self.positions()
         if not known:
             return
         try:

@@ -669,6 +669,8 @@ class ChannelTask(Subtask):
         self._report = PositionReport(self.consumer)
         self._align_started: float | None = None
         self.consumer.assign(assigned)
+        for tp in assigned:
+            self._report.placed(tp.topic, tp.partition, tp.offset)
         #: The input watermark over every channel (None: no event time).
         self.input_watermarks: InputWatermarks | None = None
         if self.element.timed:
@@ -837,8 +839,11 @@ class ChannelTask(Subtask):
     def _unblock(self, channel: Channel) -> None:
         """Read `channel` again, from just after the barrier that blocked it."""
         tp = TopicPartition(channel.topic, channel.partition)
+        offset = self._resume.pop(channel)
         self.consumer.resume([tp])
-        self.consumer.seek(TopicPartition(tp.topic, tp.partition, self._resume.pop(channel)))
+        self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        # The consumer knows no position after a seek (see `PositionReport`).
+        self._report.placed(tp.topic, tp.partition, offset)
 
     def _held_inputs(self) -> set[tuple[str, int]]:
         return {(c.topic, c.partition) for c in self._resume}
