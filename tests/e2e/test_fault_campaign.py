@@ -1,5 +1,6 @@
 """`kstream chaos` in short: a few minutes of random faults of every kind against the
-word count, fed all along, judged by the campaign's own read_committed checker.
+word count, and a shorter run against the windowed counts, fed all along, judged by
+the campaign's own read_committed checker.
 
 The campaign starts, kills and restarts its own broker on
 ``KSTREAM_CHAOS_BROKER_PORT`` (default 23392, controller on the next port), never
@@ -12,10 +13,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kstream.tools.chaos.campaign import CampaignConfig, run_campaign
+from kstream.tools.chaos.campaign import CampaignConfig, CampaignResult, run_campaign
 from kstream.tools.chaos.report import summary_lines, write_report
 from kstream.tools.chaos.workload import workload
 
@@ -23,16 +25,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.campaign]
 
 #: Seconds of faults; start-up and the final drain add a minute or two.
 DURATION = 200.0
+#: The windowed run's: shorter, the word count's run covers every fault kind.
+WINDOWED_DURATION = 150.0
 
 
-def test_a_short_campaign_of_every_fault_kind_leaves_the_word_count_exactly_once(
-    tmp_path: Path,
-) -> None:
+def campaign(
+    tmp_path: Path, name: str, duration: float, seed: int
+) -> tuple[CampaignResult, str, dict[str, Any]]:
+    """Run a campaign of `name`, check its verdict; its result, its log (for assertion
+    messages) and its report."""
     lines: list[str] = []
     config = CampaignConfig(
-        workload=workload("wordcount"),
-        duration=DURATION,
-        seed=7,
+        workload=workload(name),
+        duration=duration,
+        seed=seed,
         rate=100.0,
         port=int(os.environ.get("KSTREAM_CHAOS_BROKER_PORT", "23392")),
         out=tmp_path / "chaos",
@@ -49,12 +55,26 @@ def test_a_short_campaign_of_every_fault_kind_leaves_the_word_count_exactly_once
     assert result.drained, log
     assert v.unfinished == 0, log
     assert not result.incidents, log
+    assert report["checkpoints"]["completed"] > 0
+    assert report["passed"] is True
+    return result, log, report
+
+
+def test_a_short_campaign_of_every_fault_kind_leaves_the_word_count_exactly_once(
+    tmp_path: Path,
+) -> None:
+    result, log, report = campaign(tmp_path, "wordcount", DURATION, seed=7)
     # The campaign did what it is for: faults of several kinds, each survived. (How
     # many fit in the time depends on how fast the job recovers: a fault waits for
     # a checkpoint completed after the previous one.)
     assert len(result.faults) >= 5, log
     assert len(result.by_kind) >= 3, log
     assert result.recoveries >= 1, log
-    assert report["checkpoints"]["completed"] > 0
-    assert report["passed"] is True
     assert len(report["windows"]) >= 2
+
+
+def test_a_short_campaign_leaves_the_windowed_counts_exactly_once(tmp_path: Path) -> None:
+    """Event-time windows under faults: every window's count once, as a final result."""
+    result, log, _ = campaign(tmp_path, "windowed", WINDOWED_DURATION, seed=11)
+    assert len(result.faults) >= 3, log
+    assert result.recoveries >= 1, log

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -67,8 +68,16 @@ class OutputReader:
     replaced by a new consumer at the same positions (`reconnects` counts it).
     """
 
-    def __init__(self, bootstrap: str, topic: str, started: float) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        started: float,
+        key_of: Callable[[bytes | None, bytes | None], bytes | None] = lambda key, _value: key,
+    ) -> None:
         self.bootstrap = bootstrap
+        #: The key an output belongs to in `latest` (from its Kafka key and value).
+        self.key_of = key_of
         self.topic = topic
         self.started = started
         self.records: list[Output] = []
@@ -95,7 +104,7 @@ class OutputReader:
             key, value = msg.key(), msg.value()
             p, offset = msg.partition() or 0, msg.offset() or 0
             self.records.append(Output(p, offset, key, value, seen))
-            self.latest[key] = value
+            self.latest[self.key_of(key, value)] = value
             self._next[p] = offset + 1
             got += 1
         now = time.monotonic()

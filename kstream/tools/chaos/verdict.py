@@ -26,13 +26,23 @@ lost (w, v) falls in the window of the first output of w with a higher value
 from __future__ import annotations
 
 import bisect
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kstream.tools.chaos.schedule import window_of
 
-__all__ = ["Output", "Verdict", "WindowCounts", "expected_counts", "judge_running_count"]
+__all__ = [
+    "Output",
+    "Verdict",
+    "WindowCounts",
+    "expected_counts",
+    "expected_windows",
+    "judge_running_count",
+    "judge_windowed_count",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,87 +103,186 @@ def _value(raw: bytes | None) -> int | None:
     return int(raw)
 
 
+class _Tally:
+    """Violations counted in total and per fault window, with the first few as examples."""
+
+    def __init__(self, starts: Sequence[float]) -> None:
+        self.starts = starts
+        self.per_window: dict[int, Counter[str]] = {}
+        self.totals: Counter[str] = Counter()
+        self.examples: list[str] = []
+
+    def output(self, o: Output) -> int:
+        """Count output `o` in its window; return that window."""
+        window = window_of(self.starts, o.seen_at)
+        self.per_window.setdefault(window, Counter())["outputs"] += 1
+        return window
+
+    def violation(self, window: int, kind: str, example: str) -> None:
+        self.totals[kind] += 1
+        self.per_window.setdefault(window, Counter())[kind] += 1
+        if len(self.examples) < 20:
+            self.examples.append(f"{kind}: {example}")
+
+    def bad_output(self, window: int, kind: str, o: Output) -> None:
+        self.violation(
+            window,
+            kind,
+            f"[{o.partition}]@{o.offset} key={o.key!r} value={o.value!r} at {o.seen_at:.1f}s",
+        )
+
+    @property
+    def last_window(self) -> int:
+        return max([-1, *self.per_window, len(self.starts) - 1])
+
+    def verdict(self, inputs: int, expected: int, outputs: int, unfinished: int) -> Verdict:
+        for w in range(-1, len(self.starts)):
+            self.per_window.setdefault(w, Counter())  # windows without outputs are listed too
+        return Verdict(
+            inputs=inputs,
+            expected=expected,
+            outputs=outputs,
+            duplicates=self.totals["duplicates"],
+            lost=self.totals["lost"],
+            out_of_order=self.totals["out_of_order"],
+            wrong=self.totals["wrong"],
+            unfinished=unfinished,
+            windows=tuple(
+                WindowCounts(
+                    w,
+                    outputs=c["outputs"],
+                    duplicates=c["duplicates"],
+                    lost=c["lost"],
+                    out_of_order=c["out_of_order"],
+                    wrong=c["wrong"],
+                )
+                for w, c in sorted(self.per_window.items())
+            ),
+            examples=tuple(self.examples),
+        )
+
+
 def judge_running_count(
     lines: Sequence[bytes], outputs: Sequence[Output], starts: Sequence[float]
 ) -> Verdict:
     """Judge `outputs` (in any order) against `lines`; `starts` are the fault times."""
     counts = expected_counts(lines)
-    per_window: dict[int, Counter[str]] = {}
-
-    def note(window: int, what: str) -> None:
-        per_window.setdefault(window, Counter())[what] += 1
-
+    tally = _Tally(starts)
     seen: dict[str, list[tuple[int, int]]] = {}  # word -> (value, window) of correct outputs
     values: dict[str, set[int]] = {}
     highest: dict[tuple[int, str], int] = {}
-    examples: list[str] = []
-    totals: Counter[str] = Counter()
     for o in sorted(outputs, key=lambda o: (o.partition, o.offset)):
-        window = window_of(starts, o.seen_at)
-        note(window, "outputs")
+        window = tally.output(o)
         word = o.key.decode("utf-8", errors="replace") if o.key is not None else None
         v = _value(o.value)
-        kind = "correct"
         if word is None or word not in counts or v is None or not 1 <= v <= counts[word]:
-            kind = "wrong"
-        else:
-            have = values.setdefault(word, set())
-            if v in have:
-                kind = "duplicates"
-            else:
-                if highest.get((o.partition, word), 0) > v:
-                    kind = "out_of_order"
-                have.add(v)
-                seen.setdefault(word, []).append((v, window))
-                highest[(o.partition, word)] = max(highest.get((o.partition, word), 0), v)
-        if kind != "correct":
-            totals[kind] += 1
-            note(window, kind)
-            if len(examples) < 20:
-                examples.append(
-                    f"{kind}: [{o.partition}]@{o.offset} key={o.key!r} value={o.value!r} "
-                    f"at {o.seen_at:.1f}s"
-                )
-    last_window = max([-1, *per_window, len(starts) - 1])
-    for w in range(-1, len(starts)):
-        per_window.setdefault(w, Counter())  # windows without outputs are listed too
+            tally.bad_output(window, "wrong", o)
+            continue
+        have = values.setdefault(word, set())
+        if v in have:
+            tally.bad_output(window, "duplicates", o)
+            continue
+        if highest.get((o.partition, word), 0) > v:
+            tally.bad_output(window, "out_of_order", o)
+        have.add(v)
+        seen.setdefault(word, []).append((v, window))
+        highest[(o.partition, word)] = max(highest.get((o.partition, word), 0), v)
+    last_window = tally.last_window
     unfinished = 0
     for word, n in counts.items():
         got = sorted(seen.get(word, []))
         have_values = [v for v, _ in got]
         if not got or got[-1][0] != n:
             unfinished += 1
-        missing = n - len(have_values)
-        if not missing:
+        if n == len(have_values):
             continue
-        totals["lost"] += missing
         present = set(have_values)
         for v in range(1, n + 1):
             if v in present:
                 continue
             after = bisect.bisect_right(have_values, v)
-            note(got[after][1] if after < len(got) else last_window, "lost")
-            if len(examples) < 20:
-                examples.append(f"lost: key={word!r} value {v} of {n}")
-    return Verdict(
-        inputs=len(lines),
-        expected=sum(counts.values()),
-        outputs=len(outputs),
-        duplicates=totals["duplicates"],
-        lost=totals["lost"],
-        out_of_order=totals["out_of_order"],
-        wrong=totals["wrong"],
-        unfinished=unfinished,
-        windows=tuple(
-            WindowCounts(
-                w,
-                outputs=c["outputs"],
-                duplicates=c["duplicates"],
-                lost=c["lost"],
-                out_of_order=c["out_of_order"],
-                wrong=c["wrong"],
-            )
-            for w, c in sorted(per_window.items())
-        ),
-        examples=tuple(examples),
-    )
+            where = got[after][1] if after < len(got) else last_window
+            tally.violation(where, "lost", f"key={word!r} value {v} of {n}")
+    return tally.verdict(len(lines), sum(counts.values()), len(outputs), unfinished)
+
+
+def expected_windows(lines: Iterable[bytes], size_ms: int) -> dict[tuple[str, int], int]:
+    """Events per (key, window start) of tumbling windows of `size_ms`, from JSON event lines
+    ``{"key", "ts", ...}``; lines that are not such events count nowhere (the job
+    dead-letters them)."""
+    counts: dict[tuple[str, int], int] = Counter()
+    for line in lines:
+        event = _json(line)
+        if event is None or not isinstance(event.get("key"), str):
+            continue
+        ts = event.get("ts")
+        if isinstance(ts, int) and not isinstance(ts, bool):
+            counts[event["key"], ts - ts % size_ms] += 1
+    return dict(counts)
+
+
+def _json(raw: bytes | None) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw or b"")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def judge_windowed_count(
+    expected: dict[tuple[str, int], int],
+    size_ms: int,
+    inputs: int,
+    outputs: Sequence[Output],
+    starts: Sequence[float],
+) -> Verdict:
+    """Judge windowed counts against `expected` (`expected_windows`), final results only.
+
+    Every expected (key, window) must be output exactly once as ``{"key", "start",
+    "end": start + size_ms, "value": count, "update": false}`` (with its key as
+    Kafka key, or none);
+    per partition, a key's windows come in increasing start order. Anything
+    else is *wrong*; a second output of a (key, window) is a *duplicate*.
+    """
+    tally = _Tally(starts)
+    seen: dict[str, list[tuple[int, int]]] = {}  # key -> (start, window) of correct outputs
+    done: set[tuple[str, int]] = set()
+    latest: dict[tuple[int, str], int] = {}
+    for o in sorted(outputs, key=lambda o: (o.partition, o.offset)):
+        window = tally.output(o)
+        d = _json(o.value)
+        if d is None:
+            tally.bad_output(window, "wrong", o)
+            continue
+        key, start = d.get("key"), d.get("start")
+        if (
+            not isinstance(key, str)
+            or not isinstance(start, int)
+            or expected.get((key, start)) != d.get("value")
+            or d.get("end") != start + size_ms
+            or d.get("update") is not False
+            or o.key not in (None, key.encode())
+        ):
+            tally.bad_output(window, "wrong", o)
+            continue
+        if (key, start) in done:
+            tally.bad_output(window, "duplicates", o)
+            continue
+        if latest.get((o.partition, key), start) > start:
+            tally.bad_output(window, "out_of_order", o)
+        done.add((key, start))
+        seen.setdefault(key, []).append((start, window))
+        latest[o.partition, key] = max(latest.get((o.partition, key), start), start)
+    last_window = tally.last_window
+    last_start: dict[str, int] = {}
+    for key, start in expected:
+        last_start[key] = max(last_start.get(key, start), start)
+    unfinished = sum(1 for key, start in last_start.items() if (key, start) not in done)
+    for key, start in sorted(expected):
+        if (key, start) in done:
+            continue
+        got = sorted(seen.get(key, []))
+        after = bisect.bisect_right([s for s, _ in got], start)
+        where = got[after][1] if after < len(got) else last_window
+        tally.violation(where, "lost", f"key={key!r} window [{start}, {start + size_ms})")
+    return tally.verdict(inputs, len(expected), len(outputs), unfinished)

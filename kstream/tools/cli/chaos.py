@@ -52,7 +52,9 @@ def chaos_command(
             "runner-kill, broker-kill, broker-pause, broker-bounce.",
         ),
     ] = "all",
-    workload: Annotated[str, typer.Option("--workload", help="The job under test.")] = "wordcount",
+    workload: Annotated[
+        str, typer.Option("--workload", help="The job under test: wordcount or windowed.")
+    ] = "wordcount",
     workers: Annotated[
         int, typer.Option("--workers", help="Worker processes.", callback=AT_LEAST_ONE)
     ] = 3,
