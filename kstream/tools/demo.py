@@ -18,6 +18,7 @@ from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
 from kstream.infra.paths import cache_dir
+from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.runner import Runner
 from kstream.runtime.sink import Guarantee
@@ -165,6 +166,8 @@ def wordcount_demo(
     worker_env: dict[str, str] | None = None,
     chaos: Callable[[Runner], None] | None = None,
     rate: float | None = None,
+    alignment: Alignment = Alignment.ALIGNED,
+    alignment_timeout_s: float | None = None,
 ) -> WordcountOutcome:
     """Run the word count with `workers` workers, SIGKILL a random worker `kills` times,
     wait until every input line is processed, and check the counts against the input.
@@ -205,6 +208,8 @@ def wordcount_demo(
         say=say,
         guarantee=guarantee,
         worker_env=worker_env,
+        alignment=alignment,
+        alignment_timeout_s=alignment_timeout_s,
     )
     runner.prepare()
 
