@@ -169,6 +169,8 @@ class _Stats(PolicyCounts):
     outputs: dict[str, int] = field(default_factory=dict)
     #: Results handed to this subtask's sinks (replays after a recovery count again).
     records_out: int = 0
+    #: Old-generation channel records processed as recorded channel state (replay windows).
+    replayed: int = 0
 
 
 class Subtask:
@@ -482,7 +484,9 @@ class Subtask:
 
     def counters(self) -> WorkerCounters:
         """What this subtask did so far (see `kstream.protocol.counters`)."""
-        return WorkerCounters(0, self.stats.records_out, self.stats.dead_letters)
+        return WorkerCounters(
+            0, self.stats.records_out, self.stats.dead_letters, self.stats.replayed
+        )
 
     def close(self) -> None:
         for w in self.sinks.values():
@@ -790,7 +794,7 @@ class ChannelTask(Subtask):
         # control to resume them: the rest of their records in it are stale
         # copies that will be fetched again in order.
         reseeked: set[Channel] = set(self._deferred)
-        processed = 0
+        processed = replayed = 0
         for m in msgs:
             if m.error() is not None:
                 _raise_if_fatal(m)
@@ -816,6 +820,7 @@ class ChannelTask(Subtask):
                     if not isinstance(action, Process):
                         self.stats.dropped += 1
                         continue
+                    replayed += gen != aligner.generation
                 try:
                     items = decode(value, keyed)
                 except DecodeError as exc:
@@ -847,8 +852,12 @@ class ChannelTask(Subtask):
                     if not isinstance(action, Process):
                         self.stats.dropped += 1
                         continue
+                    replayed += gen != aligner.generation
                 processed += self._timed(m, ch, value, pushes[topic], keyed)
         self.stats.records += processed
+        if replayed:
+            self.stats.replayed += replayed
+            log.info("%s: replayed %d records of recorded channel state", self.id, replayed)
         return len(msgs) + fired
 
     def _timed(self, m: Message, ch: Channel, value: bytes, push: Any, keyed: bool) -> int:

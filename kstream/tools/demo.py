@@ -137,6 +137,8 @@ class WordcountOutcome:
     input_topic: str
     output_topic: str
     bootstrap: str
+    #: Channel records processed as recorded channel state after restores.
+    replayed: int = 0
 
 
 def _generate(n: int, seed: int) -> list[str]:
@@ -257,6 +259,7 @@ def wordcount_demo(
         input_topic=input_topic,
         output_topic=output_topic,
         bootstrap=servers,
+        replayed=runner.report.counters.total.replayed,
     )
     table = Table(title="kstream word count demo", show_header=False)
     table.add_row("input", f"{lines:,} lines, {total_words:,} words in {input_topic}")
