@@ -5,8 +5,8 @@ source subtask) runs with ``--alignment unaligned`` and with a tiny
 ``--alignment-timeout``, so that nearly every checkpoint records channel state
 as offset ranges; random workers are SIGKILLed while the input flows. The
 output, read with read_committed, must hold every word's counts 1..N exactly
-once, and the restores must really have replayed recorded ranges (else the
-run would prove nothing about them).
+once. Whether a restore here replays a non-empty range depends on timing;
+`tests/integration/test_unaligned_channel_state.py` makes one for certain.
 """
 
 from __future__ import annotations
@@ -45,5 +45,3 @@ def test_word_count_recording_channel_state_is_exactly_once_across_random_kills(
     assert outcome.kills == 3, log
     assert outcome.recoveries >= 3, log
     assert_exactly_once(outcome)
-    # Restores processed old-generation records because a snapshot named them.
-    assert outcome.replayed > 0, log
