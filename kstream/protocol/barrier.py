@@ -23,12 +23,27 @@ skipping it: a record of that generation is processed without an event (and
 `handle` would answer `Process` for it); any other record, and every record
 while an alignment is in progress, goes through `handle`. The property tests
 drive both paths side by side and require the same answer.
+
+**Unaligned checkpoints** (docs/architecture.md, "Unaligned checkpoints"). In
+`Alignment.UNALIGNED` mode nothing is blocked: the FIRST barrier n takes the
+snapshot (`TakeSnapshot` with the channels still `recording`), every other
+channel c records its channel state - the offset range from its position at
+the snapshot to its barrier n - and once every channel delivered n,
+`ChannelStateComplete` gives the final offsets and replay windows. In aligned
+mode, `AlignmentTimedOut` switches the alignment in progress to that rule.
+Recording never closes the fast path: every record is processed.
+
+**Replay windows.** A subtask restored from an unaligned snapshot must
+process the records of an old generation that the snapshot names (its
+channel state). `Aligner.replay` holds them per channel as `Replay(end,
+generation)`: a record of that generation before `end` is processed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import assert_never
 
@@ -39,14 +54,18 @@ __all__ = [
     "AbandonAlignment",
     "Action",
     "Aligner",
+    "Alignment",
+    "AlignmentTimedOut",
     "BarrierArrived",
     "Block",
     "Channel",
+    "ChannelStateComplete",
     "CheckpointAborted",
     "Drop",
     "Event",
     "Process",
     "RecordArrived",
+    "Replay",
     "TakeSnapshot",
     "Unblock",
 ]
@@ -63,6 +82,28 @@ class Channel:
         return f"{self.topic}[{self.partition}]"
 
 
+class Alignment(StrEnum):
+    """How a subtask with several input channels takes its snapshot."""
+
+    #: Wait for barrier n on every channel, blocking those that delivered it.
+    ALIGNED = "aligned"
+    #: Snapshot at the first barrier n; record the other channels until theirs.
+    UNALIGNED = "unaligned"
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A replay window: records of `generation` before offset `end` are valid.
+
+    They are channel state a snapshot named (an offset range ending at the
+    barrier `end` of that generation); a restored subtask processes them
+    although they are of an old generation.
+    """
+
+    end: int
+    generation: int
+
+
 # -- events ------------------------------------------------------------------
 
 
@@ -77,12 +118,30 @@ class RecordArrived:
 
 @dataclass(frozen=True, slots=True)
 class BarrierArrived:
-    """Barrier `checkpoint` at `offset` of `channel`, written in `generation`."""
+    """Barrier `checkpoint` at `offset` of `channel`, written in `generation`.
+
+    `positions` maps every input channel to its next offset to process (the
+    barrier's own channel included, or not: it is not read). Only a snapshot
+    that records channel state needs them; the aligned mode ignores them.
+    """
 
     channel: Channel
     offset: int
     checkpoint: int
     generation: int
+    positions: Mapping[Channel, int] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlignmentTimedOut:
+    """Alignment of `checkpoint` has lasted longer than the job's alignment timeout.
+
+    `positions` as in `BarrierArrived`. Stale timeouts (for a checkpoint no
+    longer being aligned) are ignored.
+    """
+
+    checkpoint: int
+    positions: Mapping[Channel, int] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +151,7 @@ class CheckpointAborted:
     checkpoint: int
 
 
-Event = RecordArrived | BarrierArrived | CheckpointAborted
+Event = RecordArrived | BarrierArrived | CheckpointAborted | AlignmentTimedOut
 
 # -- actions -----------------------------------------------------------------
 
@@ -126,24 +185,49 @@ class Unblock:
 
 @dataclass(frozen=True, slots=True)
 class TakeSnapshot:
-    """Every channel delivered barrier `checkpoint`: snapshot now, then forward the barrier.
+    """Snapshot now for `checkpoint`, then forward the barrier.
 
+    With `recording` empty, every channel delivered barrier `checkpoint`:
     `channel_offsets` maps each input channel to the offset just after its
-    barrier: where a restore from this checkpoint resumes reading.
+    barrier, where a restore from this checkpoint resumes reading, and the
+    snapshot is complete. Otherwise the channels in `recording` have not
+    delivered it yet (their offsets are their positions now): their channel
+    state is being recorded, and the snapshot may be acked only after the
+    `ChannelStateComplete` of `checkpoint` (or is dropped on its
+    `AbandonAlignment`).
     """
 
     checkpoint: int
     channel_offsets: Mapping[Channel, int]
+    recording: frozenset[Channel] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelStateComplete:
+    """The channel state of `checkpoint` is recorded: store and ack its snapshot.
+
+    `channel_offsets`: where a restore resumes each channel (a recorded range's
+    start, or just after the barrier); `replay`: per channel with a non-empty
+    range, the windows of old-generation records a restore must process.
+    """
+
+    checkpoint: int
+    channel_offsets: Mapping[Channel, int]
+    replay: Mapping[Channel, tuple[Replay, ...]]
 
 
 @dataclass(frozen=True, slots=True)
 class AbandonAlignment:
-    """Alignment of `checkpoint` stopped unfinished (aborted or overtaken); decline it."""
+    """Alignment of `checkpoint` stopped unfinished (aborted or overtaken); decline it.
+
+    If its snapshot was taken already (its channel state was being recorded),
+    the snapshot is dropped: it will never be acked.
+    """
 
     checkpoint: int
 
 
-Action = Process | Drop | Block | Unblock | TakeSnapshot | AbandonAlignment
+Action = Process | Drop | Block | Unblock | TakeSnapshot | ChannelStateComplete | AbandonAlignment
 
 #: Matches no record's generation (generations start at 1).
 NO_GENERATION = -1
@@ -155,23 +239,39 @@ _DROP_STALE_BARRIER = Drop("barrier of a checkpoint already taken or aborted")
 
 
 @dataclass(slots=True)
+class _Recording:
+    """Channel state of a taken snapshot, still being recorded."""
+
+    #: Channel -> restore offset, final for the channels that delivered the barrier.
+    offsets: dict[Channel, int]
+    #: Channel that has not delivered the barrier -> its position at the snapshot.
+    pending: dict[Channel, int]
+    replay: dict[Channel, tuple[Replay, ...]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class Aligner:
     """Aligns barriers over a fixed set of input channels, in one generation.
 
     `last_checkpoint` is the checkpoint the subtask was restored from (0 for a
-    fresh start): barriers up to it are stale. Create a new `Aligner` when the
-    generation changes (recovery); an old one must not be reused.
+    fresh start): barriers up to it are stale. `replay` holds the replay
+    windows of that restore. Create a new `Aligner` when the generation
+    changes (recovery); an old one must not be reused.
     """
 
     channels: frozenset[Channel]
     generation: int
     last_checkpoint: int = 0
+    mode: Alignment = Alignment.ALIGNED
+    replay: Mapping[Channel, tuple[Replay, ...]] = field(default_factory=dict)
     #: Checkpoint being aligned, or None.
     aligning: int | None = field(default=None, init=False)
     #: Channel → offset after its barrier, for channels that delivered `aligning`.
     _arrived: dict[Channel, int] = field(default_factory=dict, init=False)
     #: Aborted checkpoints newer than `last_checkpoint`, whose barriers may still come.
     _aborted: set[int] = field(default_factory=set, init=False)
+    #: Taken snapshots whose channel state is being recorded, oldest first.
+    _recordings: dict[int, _Recording] = field(default_factory=dict, init=False)
     #: Records of this generation may be processed without calling `handle`
     #: (see "The fast path"): `generation` while no alignment is in progress,
     #: `NO_GENERATION` (matching no record) while one is.
@@ -180,16 +280,31 @@ class Aligner:
     def __post_init__(self) -> None:
         if not self.channels:
             raise ProtocolError("an Aligner needs at least one input channel")
+        unknown = sorted(set(self.replay) - self.channels)
+        if unknown:
+            raise ProtocolError(f"replay window for {unknown[0]}, not an input of this subtask")
         self.open_generation = self.generation
 
     @classmethod
-    def over(cls, channels: Iterable[Channel], generation: int, last: int = 0) -> Aligner:
-        return cls(frozenset(channels), generation, last)
+    def over(
+        cls,
+        channels: Iterable[Channel],
+        generation: int,
+        last: int = 0,
+        mode: Alignment = Alignment.ALIGNED,
+        replay: Mapping[Channel, tuple[Replay, ...]] | None = None,
+    ) -> Aligner:
+        return cls(frozenset(channels), generation, last, Alignment(mode), dict(replay or {}))
 
     @property
     def blocked(self) -> frozenset[Channel]:
         """Channels currently blocked (they delivered the barrier being aligned)."""
         return frozenset(self._arrived)
+
+    @property
+    def recording(self) -> dict[int, frozenset[Channel]]:
+        """Checkpoint → channels whose channel state is being recorded for it."""
+        return {n: frozenset(r.pending) for n, r in self._recordings.items()}
 
     def handle(self, event: Event) -> list[Action]:
         """Feed one event; return the actions to carry out, in order."""
@@ -200,6 +315,8 @@ class Aligner:
                 return self._on_barrier(event)
             case CheckpointAborted():
                 return self._on_abort(event)
+            case AlignmentTimedOut():
+                return self._on_timeout(event)
             case _:
                 assert_never(event)
 
@@ -209,11 +326,18 @@ class Aligner:
 
     def _on_record(self, event: RecordArrived) -> Action:
         self._check_channel(event.channel)
-        if event.generation != self.generation:
+        if event.generation != self.generation and not self._replayed(event):
             return _DROP_GENERATION
         if event.channel in self._arrived:
             return _DROP_BLOCKED
         return _PROCESS
+
+    def _replayed(self, event: RecordArrived) -> bool:
+        """Whether the record is old-generation channel state of the restored snapshot."""
+        return any(
+            event.generation == w.generation and event.offset < w.end
+            for w in self.replay.get(event.channel, ())
+        )
 
     def _on_barrier(self, event: BarrierArrived) -> list[Action]:
         self._check_channel(event.channel)
@@ -223,17 +347,30 @@ class Aligner:
         if event.channel in self._arrived:
             # Only possible if the worker kept reading a blocked channel.
             return [_DROP_BLOCKED]
-        if n <= self.last_checkpoint or n in self._aborted:
-            return [_DROP_STALE_BARRIER]
         actions: list[Action] = []
+        for m, rec in list(self._recordings.items()):
+            if event.channel not in rec.pending:
+                continue
+            if n == m:
+                return self._recorded(m, rec, event)
+            if n < m:
+                # Barrier n never came on the channels that delivered m: stale.
+                return [_DROP_STALE_BARRIER]
+            # This channel skipped barrier m: its channel state can never be complete.
+            actions += self._abandon_recording(m)
+        if n <= self.last_checkpoint or n in self._aborted:
+            return [*actions, _DROP_STALE_BARRIER]
         if self.aligning is not None and n < self.aligning:
             # A channel can only carry barrier n before barrier `aligning` if the
             # current alignment began with a barrier newer than n: n is overtaken.
-            return [_DROP_STALE_BARRIER]
+            return [*actions, _DROP_STALE_BARRIER]
         if self.aligning is not None and n > self.aligning:
             # This channel skipped the barrier being aligned: that checkpoint can
             # no longer be a consistent cut here. Give it up and align n instead.
             actions += self._abandon(self.aligning)
+        if self.mode is Alignment.UNALIGNED:
+            actions += self._record(n, {event.channel: event.offset + 1}, event.positions)
+            return actions
         self._set_aligning(n)
         self._arrived[event.channel] = event.offset + 1
         if len(self._arrived) < len(self.channels):
@@ -246,14 +383,63 @@ class Aligner:
         actions += [Unblock(c) for c in others]
         return actions
 
+    def _record(
+        self, n: int, offsets: dict[Channel, int], positions: Mapping[Channel, int]
+    ) -> list[Action]:
+        """Snapshot n now: the channels in `offsets` are done, the others start recording."""
+        pending: dict[Channel, int] = {}
+        for c in sorted(self.channels - offsets.keys()):
+            if c not in positions:
+                raise ProtocolError(f"no position of {c} for the snapshot of checkpoint {n}")
+            pending[c] = offsets[c] = positions[c]
+        self._finish(n)
+        if pending:
+            self._recordings[n] = _Recording(dict(offsets), pending)
+        return [TakeSnapshot(n, MappingProxyType(offsets), frozenset(pending))]
+
+    def _recorded(self, n: int, rec: _Recording, event: BarrierArrived) -> list[Action]:
+        """Barrier n arrived on a recording channel: its channel state is [start, barrier)."""
+        c, barrier = event.channel, event.offset
+        start = rec.pending.pop(c)
+        if start < barrier:
+            # The windows of the restore still open at `start` cover old-generation
+            # records inside the range: the range names them too.
+            kept = tuple(w for w in self.replay.get(c, ()) if w.end > start)
+            rec.replay[c] = (*kept, Replay(barrier, self.generation))
+            rec.offsets[c] = start
+        else:
+            rec.offsets[c] = barrier + 1
+        if rec.pending:
+            return []
+        del self._recordings[n]
+        return [
+            ChannelStateComplete(n, MappingProxyType(rec.offsets), MappingProxyType(rec.replay))
+        ]
+
+    def _on_timeout(self, event: AlignmentTimedOut) -> list[Action]:
+        n = event.checkpoint
+        if n != self.aligning:
+            return []
+        blocked = sorted(self._arrived)
+        offsets = dict(self._arrived)
+        self._arrived.clear()
+        actions = self._record(n, offsets, event.positions)
+        return [*actions, *(Unblock(c) for c in blocked)]
+
     def _on_abort(self, event: CheckpointAborted) -> list[Action]:
         n = event.checkpoint
+        if n in self._recordings:
+            return self._abandon_recording(n)
         if n <= self.last_checkpoint:
             return []
         if n == self.aligning:
             return self._abandon(n)
         self._aborted.add(n)
         return []
+
+    def _abandon_recording(self, n: int) -> list[Action]:
+        del self._recordings[n]
+        return [AbandonAlignment(n)]
 
     def _abandon(self, n: int) -> list[Action]:
         blocked = sorted(self._arrived)

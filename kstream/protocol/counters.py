@@ -2,7 +2,9 @@
 
 Each worker process counts, over its whole life, the records its subtasks read
 from the job's sources (``records_in``), handed to its sinks (``records_out``)
-and sent to the dead-letter topic (``dead_letters``), and reports the running
+and sent to the dead-letter topic (``dead_letters``), and the channel records
+it processed as a restored snapshot's recorded channel state (``replayed``,
+unaligned checkpoints), and reports the running
 totals in every heartbeat with an id of the process (`process`). A counter
 therefore only grows within one process; a restarted worker is a new process
 and starts again from zero. `JobCounters` keeps the latest report of every
@@ -37,12 +39,14 @@ class WorkerCounters:
     records_in: int = 0
     records_out: int = 0
     dead_letters: int = 0
+    replayed: int = 0
 
     def __add__(self, other: WorkerCounters) -> WorkerCounters:
         return WorkerCounters(
             self.records_in + other.records_in,
             self.records_out + other.records_out,
             self.dead_letters + other.dead_letters,
+            self.replayed + other.replayed,
         )
 
     def __sub__(self, other: WorkerCounters) -> WorkerCounters:
@@ -50,18 +54,28 @@ class WorkerCounters:
             self.records_in - other.records_in,
             self.records_out - other.records_out,
             self.dead_letters - other.dead_letters,
+            self.replayed - other.replayed,
         )
 
     def to_message(self) -> dict[str, int]:
         """The heartbeat's ``counters`` field."""
-        return {"in": self.records_in, "out": self.records_out, "dead_letters": self.dead_letters}
+        out = {"in": self.records_in, "out": self.records_out, "dead_letters": self.dead_letters}
+        if self.replayed:
+            # Only then: a job that never replays writes what earlier versions did.
+            out["replayed"] = self.replayed
+        return out
 
     @classmethod
     def from_message(cls, body: object) -> WorkerCounters | None:
         """Parse a heartbeat's ``counters`` field; None if absent or malformed."""
         if not isinstance(body, Mapping):
             return None
-        values = [body.get("in", 0), body.get("out", 0), body.get("dead_letters", 0)]
+        values = [
+            body.get("in", 0),
+            body.get("out", 0),
+            body.get("dead_letters", 0),
+            body.get("replayed", 0),
+        ]
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
             return None
         return cls(*values)
@@ -86,6 +100,7 @@ class JobCounters:
             max(before.records_in, counters.records_in),
             max(before.records_out, counters.records_out),
             max(before.dead_letters, counters.dead_letters),
+            max(before.replayed, counters.replayed),
         )
         self.latest[process] = grown
         return grown - before

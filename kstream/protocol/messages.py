@@ -21,7 +21,7 @@ class           ``type`` on the wire   fields
                                        alignment_ms, time, identity
 `Aborted`       abort                  checkpoint, generation, reason, time
 `WorkerAlive`   heartbeat              worker, generation, time, process,
-                                       counters {in, out, dead_letters}, dead_letter
+                                       counters {in, out, dead_letters, replayed}, dead_letter
 `WorkerFailed`  failed                 worker, reason
 `RestoreFailed` restore-failed         worker, generation, checkpoint, reason
 `Presence`      coordinator            incarnation, pid, host, state_dir, time, stopped

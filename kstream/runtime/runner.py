@@ -32,6 +32,7 @@ from kstream.errors import (
     KafkaUnavailableError,
 )
 from kstream.infra.admin import Admin
+from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordinator import (
     Abort,
     AckReceived,
@@ -115,6 +116,8 @@ class Runner:
         guarantee: Guarantee = "exactly-once",
         transaction_timeout_s: float | None = None,
         max_channel_lag: int | None = None,
+        alignment: Alignment = Alignment.ALIGNED,
+        alignment_timeout_s: float | None = None,
         fresh: bool = False,
         accept_changes: bool = False,
         create_topics: bool = False,
@@ -133,6 +136,9 @@ class Runner:
         self.transaction_timeout_s = transaction_timeout_s
         #: Flow control's bound for the workers (None: their default).
         self.max_channel_lag = max_channel_lag
+        #: How the workers' subtasks snapshot (`kstream.protocol.barrier.Alignment`).
+        self.alignment = alignment
+        self.alignment_timeout_s = alignment_timeout_s
         self.plan: Plan = plan(job, workers)
         self.identity = JobIdentity.of(self.plan)
         #: Start from scratch, forgetting the job name's earlier checkpoints.
@@ -377,6 +383,9 @@ class Runner:
             cmd += ["--transaction-timeout", str(self.transaction_timeout_s)]
         if self.max_channel_lag is not None:
             cmd += ["--max-channel-lag", str(self.max_channel_lag)]
+        cmd += ["--alignment", self.alignment.value]
+        if self.alignment_timeout_s is not None:
+            cmd += ["--alignment-timeout", str(self.alignment_timeout_s)]
         for k, v in self.params.items():
             cmd += ["-p", f"{k}={v}"]
         return cmd

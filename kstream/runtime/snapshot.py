@@ -43,8 +43,9 @@ _WAL_MAGIC = b"KSWAL\x01"
 #: Name of the per-snapshot manifest; written last, so its presence means complete.
 MANIFEST = "manifest.json"
 #: Format version of meta.json. 1: before versions (and key formats) were
-#: recorded; 2: adds `version` and `key_format`. A newer one is refused.
-SNAPSHOT_VERSION = 2
+#: recorded); 2: adds `version` and `key_format`; 3: adds `channel_replay`
+#: (unaligned checkpoints). A newer one is refused.
+SNAPSHOT_VERSION = 3
 #: Key formats this kstream reads (`kstream.runtime.state`).
 _KEY_FORMATS = (1, 2)
 
@@ -54,7 +55,10 @@ class SnapshotMeta:
     """What a subtask's snapshot holds besides its state.
 
     Offsets are *next offsets to read*: a restore resumes each input there.
-    `channel_offsets` are the positions just after barrier `checkpoint`.
+    `channel_offsets` are the positions just after barrier `checkpoint`, or,
+    for a channel whose state an unaligned snapshot recorded, the start of
+    that offset range; `channel_replay` then gives its replay windows
+    (`kstream.protocol.barrier.Replay`) as ``[end, generation]`` pairs.
     """
 
     checkpoint: int
@@ -79,6 +83,9 @@ class SnapshotMeta:
     #: Encoding of keys in state and routing (`kstream.runtime.state`); 1 if
     #: taken before key formats were recorded. A resumed job keeps it.
     key_format: int = 2
+    #: Topic -> partition -> ``[[end, generation], ...]``: old-generation records
+    #: a restore processes (recorded channel state); empty before version 3.
+    channel_replay: dict[str, dict[int, list[list[int]]]] = field(default_factory=dict)
     #: Format version of this record (`SNAPSHOT_VERSION`; 1 if not recorded).
     version: int = SNAPSHOT_VERSION
 
@@ -114,6 +121,8 @@ class SnapshotMeta:
         for name, value in raw.items():
             if name.endswith("_offsets"):
                 raw[name] = _offsets(name, value)
+            elif name == "channel_replay":
+                raw[name] = _replay(value)
             elif not _is(value, _FIELD_TYPES[name]):
                 raise ValueError(f"{name} is {value!r}, not {_FIELD_TYPES[name].__name__}")
         if raw["key_format"] not in _KEY_FORMATS:
@@ -138,6 +147,7 @@ _FIELD_TYPES: dict[str, type] = {
     "watermarks": dict,
     "key_format": int,
     "version": int,
+    "channel_replay": dict,
 }
 
 
@@ -164,6 +174,28 @@ def _offsets(name: str, value: Any) -> dict[str, dict[int, int]]:
         return out
     except (TypeError, ValueError):
         raise ValueError(f"{name} is not offsets by topic and partition: {value!r:.200}") from None
+
+
+def _replay(value: Any) -> dict[str, dict[int, list[list[int]]]]:
+    """Replay windows by topic and partition from JSON: lists of [end, generation]."""
+    try:
+        if not isinstance(value, dict):
+            raise TypeError
+        out: dict[str, dict[int, list[list[int]]]] = {}
+        for topic, parts in value.items():
+            if not isinstance(parts, dict):
+                raise TypeError
+            out[topic] = {}
+            for p, windows in parts.items():
+                if not isinstance(windows, list) or not all(
+                    isinstance(w, list) and len(w) == 2 and all(type(x) is int for x in w)
+                    for w in windows
+                ):
+                    raise TypeError
+                out[topic][int(p)] = windows
+        return out
+    except (TypeError, ValueError):
+        raise ValueError(f"channel_replay is not replay windows: {value!r:.200}") from None
 
 
 def check_state_serde(meta: SnapshotMeta, serde: str) -> None:

@@ -16,13 +16,15 @@ finished snapshots to the worker, which sends the acks once they are durable.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, assert_never
+from typing import Any, TypeVar, assert_never
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -47,13 +49,17 @@ from kstream.protocol.barrier import (
     AbandonAlignment,
     Action,
     Aligner,
+    Alignment,
+    AlignmentTimedOut,
     BarrierArrived,
     Block,
     Channel,
+    ChannelStateComplete,
     CheckpointAborted,
     Drop,
     Process,
     RecordArrived,
+    Replay,
     TakeSnapshot,
     Unblock,
 )
@@ -95,6 +101,8 @@ __all__ = ["ChannelTask", "PendingAck", "SourceTask", "Subtask", "TaskRuntime", 
 
 log = logging.getLogger("kstream.task")
 
+_V = TypeVar("_V")
+
 #: Records fetched per `consume` call: large batches amortise the Python call overhead.
 BATCH = 1000
 #: A gap between two polls of a source counts at most this much towards idleness
@@ -128,6 +136,20 @@ class TaskRuntime:
     identity: str = ""
     #: Flow control: how much the channels a subtask writes may hold (`kstream.runtime.flow`).
     flow: FlowConfig = field(default_factory=FlowConfig)
+    #: How a subtask with several input channels snapshots (`kstream.protocol.barrier`).
+    alignment: Alignment = Alignment.ALIGNED
+    #: Seconds an alignment may last before it switches to unaligned (None: never).
+    alignment_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """A snapshot taken but not yet stored: its meta, staged state and sinks' parts."""
+
+    meta: SnapshotMeta
+    staged: Path | None
+    payloads: dict[str, Any]
+    finishers: list[Callable[[], None]]
 
 
 @dataclass
@@ -147,6 +169,8 @@ class _Stats(PolicyCounts):
     outputs: dict[str, int] = field(default_factory=dict)
     #: Results handed to this subtask's sinks (replays after a recovery count again).
     records_out: int = 0
+    #: Old-generation channel records processed as recorded channel state (replay windows).
+    replayed: int = 0
 
 
 class Subtask:
@@ -162,6 +186,8 @@ class Subtask:
         self.writers: list[ChannelWriter] = []
         self.sinks: dict[str, SinkWriter] = {}
         self.pending: list[PendingAck] = []
+        #: Unaligned snapshots taken whose channel state is still being recorded.
+        self._held: dict[int, _Taken] = {}
         self._epoch = (restore_from or 0) + 1
         self._staging = rt.state_root / "staging"
         db_path = rt.state_root / "tasks" / self.id / "db"
@@ -331,12 +357,15 @@ class Subtask:
         source_offsets: dict[str, dict[int, int]] | None = None,
         channel_offsets: dict[str, dict[int, int]] | None = None,
         alignment_ms: float = 0.0,
+        hold: bool = False,
     ) -> None:
         """Take checkpoint `checkpoint` now: state, sinks' pre-commit, barriers downstream.
 
         The synchronous part is a RocksDB checkpoint (flush + hard links) and the
         sinks' pre-commit; the durable copy is written on the executor, and the
-        worker acks once it is done.
+        worker acks once it is done. With `hold` (an unaligned snapshot whose
+        channel state is still being recorded) the copy waits for
+        `store_held`, or is dropped by `drop_held`: it must not be acked before.
         """
         t0 = time.perf_counter()
         staged: Path | None = None
@@ -371,17 +400,56 @@ class Subtask:
         )
         self.stats.snapshots += 1
         self.stats.last_sync_ms = sync_ms
-        payloads = {name: k.payload for name, k in kept.items()}
-        finishers = [k.finish for k in kept.values() if k.finish is not None]
+        taken = _Taken(
+            meta,
+            staged,
+            {name: k.payload for name, k in kept.items()},
+            [k.finish for k in kept.values() if k.finish is not None],
+        )
+        if hold:
+            self._held[checkpoint] = taken
+        else:
+            self._store(taken)
+
+    def _store(self, taken: _Taken) -> None:
+        """Write the durable copy on the executor; the worker acks once it is done."""
         self.pending.append(
             PendingAck(
-                meta,
+                taken.meta,
                 self.rt.executor.submit(
-                    _finish_and_store, self.rt.storage, meta, staged, payloads, finishers
+                    _finish_and_store,
+                    self.rt.storage,
+                    taken.meta,
+                    taken.staged,
+                    taken.payloads,
+                    taken.finishers,
                 ),
                 self.id,
             )
         )
+
+    def store_held(
+        self,
+        checkpoint: int,
+        channel_offsets: dict[str, dict[int, int]],
+        channel_replay: dict[str, dict[int, list[list[int]]]],
+        alignment_ms: float,
+    ) -> None:
+        """The channel state of held snapshot `checkpoint` is complete: store it, then ack."""
+        taken = self._held.pop(checkpoint)
+        meta = dataclasses.replace(
+            taken.meta,
+            channel_offsets=channel_offsets,
+            channel_replay=channel_replay,
+            alignment_ms=alignment_ms,
+        )
+        self._store(dataclasses.replace(taken, meta=meta))
+
+    def drop_held(self, checkpoint: int) -> None:
+        """Held snapshot `checkpoint` will never be complete: forget it (never acked)."""
+        taken = self._held.pop(checkpoint, None)
+        if taken is not None and taken.staged is not None:
+            shutil.rmtree(taken.staged, ignore_errors=True)
 
     def decline(self, checkpoint: int, reason: str) -> None:
         self.rt.send_control(Declined(checkpoint, self.rt.generation, self.id, reason))
@@ -416,7 +484,9 @@ class Subtask:
 
     def counters(self) -> WorkerCounters:
         """What this subtask did so far (see `kstream.protocol.counters`)."""
-        return WorkerCounters(0, self.stats.records_out, self.stats.dead_letters)
+        return WorkerCounters(
+            0, self.stats.records_out, self.stats.dead_letters, self.stats.replayed
+        )
 
     def close(self) -> None:
         for w in self.sinks.values():
@@ -655,19 +725,37 @@ class ChannelTask(Subtask):
         self.pushes = dict(
             zip((t for t, _ in inputs), input_pushes(self.stage, self.push), strict=True)
         )
-        self.aligner = Aligner.over(self.channels.values(), rt.generation, restore_from or 0)
+        replay: dict[Channel, tuple[Replay, ...]] = {}
+        if self.restored is not None:
+            for topic, recorded in self.restored.channel_replay.items():
+                for p, windows in recorded.items():
+                    if (topic, p) not in self.channels:
+                        raise CheckpointError(
+                            f"checkpoint {restore_from} of {self.id} replays {topic}[{p}], "
+                            "which is not one of its inputs"
+                        )
+                    replay[self.channels[topic, p]] = tuple(Replay(e, g) for e, g in windows)
+        self.aligner = Aligner.over(
+            self.channels.values(), rt.generation, restore_from or 0, rt.alignment, replay
+        )
         assigned = []
+        #: Per channel, the next offset to process: an unaligned snapshot's range
+        #: starts there (`BarrierArrived.positions`).
+        self._positions: dict[Channel, int] = {}
         for topic, parts in inputs:
             offsets = dict.fromkeys(parts, OFFSET_BEGINNING)
             if self.restored is not None:
                 offsets.update(self.restored.channel_offsets.get(topic, {}))
             assigned += [TopicPartition(topic, p, o) for p, o in offsets.items()]
+            self._positions.update({self.channels[topic, p]: o for p, o in offsets.items()})
         self._resume: dict[Channel, int] = {}
         #: Channels the aligner unblocked while flow control paused reading: they
         #: stay paused (their records skipped) until reading resumes, then are re-read.
         self._deferred: set[Channel] = set()
         self._report = PositionReport(self.consumer)
         self._align_started: float | None = None
+        #: Held snapshot -> when its first barrier arrived (its channel state is recorded).
+        self._recording_since: dict[int, float] = {}
         self.consumer.assign(assigned)
         for tp in assigned:
             self._report.placed(tp.topic, tp.partition, tp.offset)
@@ -698,8 +786,9 @@ class ChannelTask(Subtask):
         # Processing-time timers fire between batches (and count as work done,
         # so the worker flushes what they emitted).
         fired = self.fire_timers(TimerDomain.PROCESSING, now_ms()) if self.timer_operators else 0
+        self._check_alignment_timeout()
         msgs = self.consumer.consume(BATCH, timeout)
-        aligner = self.aligner
+        aligner, positions = self.aligner, self._positions
         pushes, channels = self.pushes, self.channels
         decode = self.batch_format.decode
         keyed = self.stage.keyed
@@ -707,7 +796,7 @@ class ChannelTask(Subtask):
         # control to resume them: the rest of their records in it are stale
         # copies that will be fetched again in order.
         reseeked: set[Channel] = set(self._deferred)
-        processed = 0
+        processed = replayed = 0
         for m in msgs:
             if m.error() is not None:
                 _raise_if_fatal(m)
@@ -716,6 +805,8 @@ class ChannelTask(Subtask):
             ch = channels[topic, m.partition() or 0]
             if ch in reseeked:
                 continue
+            offset = m.offset() or 0
+            positions[ch] = offset + 1
             value = m.value() or b""
             try:
                 kind, gen = decode_header(value)
@@ -727,10 +818,11 @@ class ChannelTask(Subtask):
             if kind == RECORD:
                 # The aligner's fast path (`Aligner.open_generation`): no event per record.
                 if gen != aligner.open_generation:
-                    action = aligner.handle(RecordArrived(ch, m.offset() or 0, gen))[0]
+                    action = aligner.handle(RecordArrived(ch, offset, gen))[0]
                     if not isinstance(action, Process):
                         self.stats.dropped += 1
                         continue
+                    replayed += gen != aligner.generation
                 try:
                     items = decode(value, keyed)
                 except DecodeError as exc:
@@ -752,17 +844,22 @@ class ChannelTask(Subtask):
                             self.on_record_error(exc, m, item)
                 processed += len(items)
             elif kind == BARRIER:
-                event = BarrierArrived(ch, m.offset() or 0, checkpoint, gen)
+                # The positions dict is read during `handle` only: no copy.
+                event = BarrierArrived(ch, offset, checkpoint, gen, positions)
                 self._run(aligner.handle(event), reseeked)
             elif kind == TIMED:
                 # A record for the aligner like any data record (a watermark-only one too).
                 if gen != aligner.open_generation:
-                    action = aligner.handle(RecordArrived(ch, m.offset() or 0, gen))[0]
+                    action = aligner.handle(RecordArrived(ch, offset, gen))[0]
                     if not isinstance(action, Process):
                         self.stats.dropped += 1
                         continue
+                    replayed += gen != aligner.generation
                 processed += self._timed(m, ch, value, pushes[topic], keyed)
         self.stats.records += processed
+        if replayed:
+            self.stats.replayed += replayed
+            log.info("%s: replayed %d records of recorded channel state", self.id, replayed)
         return len(msgs) + fired
 
     def _timed(self, m: Message, ch: Channel, value: bytes, push: Any, keyed: bool) -> int:
@@ -811,20 +908,36 @@ class ChannelTask(Subtask):
                         [TopicPartition(action.channel.topic, action.channel.partition)]
                     )
                 case TakeSnapshot():
+                    now = time.perf_counter()
                     started = self._align_started
-                    alignment_ms = (
-                        0.0 if started is None else (time.perf_counter() - started) * 1000
-                    )
+                    alignment_ms = 0.0 if started is None else (now - started) * 1000
                     self._align_started = None
-                    offsets: dict[str, dict[int, int]] = {}
-                    for c, o in action.channel_offsets.items():
-                        offsets.setdefault(c.topic, {})[c.partition] = o
+                    if action.recording:
+                        self._recording_since[action.checkpoint] = started or now
                     self.snapshot(
                         action.checkpoint,
-                        channel_offsets=offsets,
+                        channel_offsets=_by_topic(action.channel_offsets),
                         alignment_ms=alignment_ms,
+                        hold=bool(action.recording),
+                    )
+                    if action.recording:
+                        self.rt.faults.hit("recording", action.checkpoint)
+                case ChannelStateComplete():
+                    # From the first barrier to the last, as for an aligned snapshot.
+                    since = self._recording_since.pop(action.checkpoint)
+                    self.store_held(
+                        action.checkpoint,
+                        _by_topic(action.channel_offsets),
+                        {
+                            topic: {
+                                p: [[w.end, w.generation] for w in ws] for p, ws in parts.items()
+                            }
+                            for topic, parts in _by_topic(action.replay).items()
+                        },
+                        (time.perf_counter() - since) * 1000,
                     )
                 case Unblock():
+                    self._positions[action.channel] = self._resume[action.channel]
                     if self.flow.paused:
                         self._deferred.add(action.channel)
                     else:
@@ -832,9 +945,20 @@ class ChannelTask(Subtask):
                     reseeked.add(action.channel)
                 case AbandonAlignment():
                     self._align_started = None
+                    self._recording_since.pop(action.checkpoint, None)
+                    self.drop_held(action.checkpoint)
                     self.decline(action.checkpoint, "alignment abandoned")
                 case _:
                     assert_never(action)
+
+    def _check_alignment_timeout(self) -> None:
+        """Switch an alignment that lasted longer than the job's timeout to unaligned."""
+        limit, started = self.rt.alignment_timeout_s, self._align_started
+        if limit is None or started is None or time.perf_counter() - started < limit:
+            return
+        n = self.aligner.aligning
+        if n is not None:
+            self._run(self.aligner.handle(AlignmentTimedOut(n, self._positions)), set())
 
     def _unblock(self, channel: Channel) -> None:
         """Read `channel` again, from just after the barrier that blocked it."""
@@ -852,6 +976,14 @@ class ChannelTask(Subtask):
         for channel in sorted(self._deferred):
             self._unblock(channel)
         self._deferred.clear()
+
+
+def _by_topic(by_channel: Mapping[Channel, _V]) -> dict[str, dict[int, _V]]:
+    """Per-channel values as the snapshot keeps them: topic -> partition -> value."""
+    out: dict[str, dict[int, _V]] = {}
+    for c, v in by_channel.items():
+        out.setdefault(c.topic, {})[c.partition] = v
+    return out
 
 
 def _raise_if_fatal(msg: Message) -> None:

@@ -40,6 +40,7 @@ from kstream.errors import (
     RecordLostError,
 )
 from kstream.infra.admin import Admin
+from kstream.protocol.barrier import Alignment
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.flow import FlowConfig
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
@@ -96,6 +97,8 @@ class Worker:
         guarantee: Guarantee = "exactly-once",
         transaction_timeout_ms: int = 600_000,
         flow: FlowConfig | None = None,
+        alignment: Alignment = Alignment.ALIGNED,
+        alignment_timeout_s: float | None = None,
     ) -> None:
         self.job = job
         self.index = index
@@ -139,6 +142,8 @@ class Worker:
         self.guarantee: Guarantee = guarantee
         self.transaction_timeout_ms = transaction_timeout_ms
         self.flow = flow or FlowConfig()
+        self.alignment = alignment
+        self.alignment_timeout_s = alignment_timeout_s
         self.tasks: list[Subtask] = []
         self._last_heartbeat = 0.0
         #: Identifies this process in heartbeats: its counters start at zero.
@@ -212,6 +217,8 @@ class Worker:
             max_record_bytes=self.max_record_bytes,
             identity=self.identity,
             flow=self.flow,
+            alignment=self.alignment,
+            alignment_timeout_s=self.alignment_timeout_s,
         )
         self.tasks = []
         try:

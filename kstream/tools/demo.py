@@ -18,6 +18,7 @@ from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
 from kstream.infra.paths import cache_dir
+from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.runner import Runner
 from kstream.runtime.sink import Guarantee
@@ -136,6 +137,8 @@ class WordcountOutcome:
     input_topic: str
     output_topic: str
     bootstrap: str
+    #: Channel records processed as recorded channel state after restores.
+    replayed: int = 0
 
 
 def _generate(n: int, seed: int) -> list[str]:
@@ -165,6 +168,8 @@ def wordcount_demo(
     worker_env: dict[str, str] | None = None,
     chaos: Callable[[Runner], None] | None = None,
     rate: float | None = None,
+    alignment: Alignment = Alignment.ALIGNED,
+    alignment_timeout_s: float | None = None,
 ) -> WordcountOutcome:
     """Run the word count with `workers` workers, SIGKILL a random worker `kills` times,
     wait until every input line is processed, and check the counts against the input.
@@ -205,6 +210,8 @@ def wordcount_demo(
         say=say,
         guarantee=guarantee,
         worker_env=worker_env,
+        alignment=alignment,
+        alignment_timeout_s=alignment_timeout_s,
     )
     runner.prepare()
 
@@ -252,6 +259,7 @@ def wordcount_demo(
         input_topic=input_topic,
         output_topic=output_topic,
         bootstrap=servers,
+        replayed=runner.report.counters.total.replayed,
     )
     table = Table(title="kstream word count demo", show_header=False)
     table.add_row("input", f"{lines:,} lines, {total_words:,} words in {input_topic}")

@@ -7,6 +7,8 @@ kills itself with SIGKILL, as a crash would (no cleanup, no flush). Points:
 ``aligning``                some barriers of the checkpoint arrived, not all
 ``snapshotting``            during the local snapshot
 ``pre-committed``           after the sinks' pre-commit, before the ack
+``recording``               an unaligned snapshot taken (barriers forwarded),
+                            its channel state not yet recorded
 ``completed-before-commit`` checkpoint complete, before the sinks committed it
 ``committed``               right after the sinks' commit
 ==========================  ===================================================
@@ -36,7 +38,14 @@ __all__ = ["FAULT_FILE_ENV", "POINTS", "FaultFile", "Faults"]
 FAULT_FILE_ENV = "KSTREAM_FAULT_FILE"
 
 POINTS = frozenset(
-    {"aligning", "snapshotting", "pre-committed", "completed-before-commit", "committed"}
+    {
+        "aligning",
+        "snapshotting",
+        "pre-committed",
+        "recording",
+        "completed-before-commit",
+        "committed",
+    }
 )
 
 

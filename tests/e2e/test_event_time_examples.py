@@ -35,6 +35,7 @@ from kstream.examples import (
 from kstream.examples.event_time import encode
 from kstream.examples.references import Record
 from kstream.infra.admin import Admin
+from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
 from kstream.runtime.runner import Runner
@@ -85,6 +86,7 @@ def run_job(
     params: dict[str, str],
     ends: dict[str, dict[int, int]],
     seed: int,
+    alignment: Alignment = Alignment.ALIGNED,
 ) -> None:
     runner = Runner(
         job,
@@ -95,6 +97,7 @@ def run_job(
         state_dir=tmp_path / "state",
         config=CoordinatorConfig(interval=0.5, timeout=60.0),
         say=lambda _: None,
+        alignment=alignment,
     )
     runner.prepare()
     (first, first_ends), *others = ends.items()
@@ -142,10 +145,17 @@ def topics(bootstrap: str, run: str, *names: str, compact: tuple[str, ...] = ())
 
 
 @pytest.mark.parametrize(
-    ("window", "lateness"), [("tumbling", 1_500), ("sliding", 0)], ids=["tumbling", "sliding"]
+    ("window", "lateness", "alignment"),
+    [
+        ("tumbling", 1_500, Alignment.ALIGNED),
+        ("sliding", 0, Alignment.ALIGNED),
+        # Recorded channel state replays timed records with their watermarks.
+        ("tumbling", 1_500, Alignment.UNALIGNED),
+    ],
+    ids=["tumbling", "sliding", "tumbling-unaligned"],
 )
 def test_windowed_counts_are_the_reference_across_worker_kills(
-    bootstrap: str, tmp_path: Path, window: str, lateness: int
+    bootstrap: str, tmp_path: Path, window: str, lateness: int, alignment: Alignment
 ) -> None:
     run = unique_name(f"ex-counts-{window}")
     src, dst, late = topics(bootstrap, run, "in", "out", "late")
@@ -163,9 +173,8 @@ def test_windowed_counts_are_the_reference_across_worker_kills(
         "ooo": str(JOB_OOO_MS),
     }
     job = windowed_counts.job(params)
-    run_job(
-        bootstrap, tmp_path, job, "kstream.examples.windowed_counts:job", params, {src: ends}, 3
-    )
+    spec = "kstream.examples.windowed_counts:job"
+    run_job(bootstrap, tmp_path, job, spec, params, {src: ends}, 3, alignment)
 
     assigner: Tumbling | Sliding = windowed_counts.assigner(params)
     ref = references.windowed_counts(records, assigner, JOB_OOO_MS, lateness)

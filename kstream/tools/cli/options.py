@@ -25,6 +25,7 @@ import typer
 from kstream.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from kstream.protocol.barrier import Alignment
     from kstream.runtime.sink import Guarantee
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "NON_NEGATIVE",
     "PORT",
     "POSITIVE",
+    "AlignmentOption",
+    "AlignmentTimeoutOption",
     "BootstrapOption",
     "GuaranteeOption",
     "JobNameOption",
@@ -41,6 +44,7 @@ __all__ = [
     "SpecArgument",
     "StateDirOption",
     "number",
+    "parse_alignment",
     "parse_guarantee",
 ]
 
@@ -132,6 +136,40 @@ GuaranteeOption = Annotated[
         "--guarantee", help="Output guarantee: exactly-once, at-least-once or at-most-once."
     ),
 ]
+
+
+AlignmentOption = Annotated[
+    str,
+    typer.Option(
+        "--alignment",
+        help="How a subtask with several inputs snapshots: aligned (wait for the barrier "
+        "on every input) or unaligned (snapshot at the first barrier, record the other "
+        "inputs' in-flight records as offset ranges).",
+    ),
+]
+AlignmentTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--alignment-timeout",
+        help="Seconds an aligned snapshot may wait for barriers before it switches to "
+        "unaligned (default: never).",
+        callback=POSITIVE,
+    ),
+]
+
+
+def parse_alignment(value: str, timeout: float | None) -> Alignment:
+    """The `Alignment` a ``--alignment`` value names, checked with ``--alignment-timeout``."""
+    from kstream.protocol.barrier import Alignment
+
+    modes = [a.value for a in Alignment]
+    if value not in modes:
+        raise ConfigurationError(f"--alignment must be one of {', '.join(modes)}, got {value!r}")
+    if timeout is not None and value == Alignment.UNALIGNED:
+        raise ConfigurationError(
+            "--alignment-timeout applies to aligned checkpoints; unaligned ones never wait"
+        )
+    return Alignment(value)
 
 
 def parse_guarantee(value: str) -> Guarantee:

@@ -25,6 +25,8 @@ from kstream.tools.cli.options import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
     POSITIVE,
+    AlignmentOption,
+    AlignmentTimeoutOption,
     BootstrapOption,
     GuaranteeOption,
     JobNameOption,
@@ -32,6 +34,7 @@ from kstream.tools.cli.options import (
     ParamsOption,
     SpecArgument,
     StateDirOption,
+    parse_alignment,
     parse_guarantee,
 )
 
@@ -101,6 +104,8 @@ def run_command(
         ),
     ] = None,
     max_channel_lag: MaxChannelLagOption = DEFAULT_MAX_LAG,
+    alignment: AlignmentOption = "aligned",
+    alignment_timeout: AlignmentTimeoutOption = None,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     fresh: Annotated[
@@ -137,6 +142,7 @@ def run_command(
     _logging(verbose)
     if fresh and accept_changes:
         raise ConfigurationError("--fresh and --accept-changes exclude each other")
+    mode = parse_alignment(alignment, alignment_timeout)
     job, values = _load(spec, param, job_name)
     runner = Runner(
         job,
@@ -156,6 +162,8 @@ def run_command(
         guarantee=parse_guarantee(guarantee),
         transaction_timeout_s=transaction_timeout,
         max_channel_lag=max_channel_lag,
+        alignment=mode,
+        alignment_timeout_s=alignment_timeout,
         fresh=fresh,
         accept_changes=accept_changes,
         create_topics=create_topics,
@@ -203,6 +211,8 @@ def worker_command(
         float, typer.Option("--transaction-timeout", callback=POSITIVE)
     ] = 600.0,
     max_channel_lag: MaxChannelLagOption = DEFAULT_MAX_LAG,
+    alignment: AlignmentOption = "aligned",
+    alignment_timeout: AlignmentTimeoutOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
@@ -216,6 +226,7 @@ def worker_command(
     from kstream.runtime.worker import EXIT_JOB_FAILED, Worker
 
     _logging(verbose)
+    mode = parse_alignment(alignment, alignment_timeout)
     job, _ = _load(spec, param, job_name)
     if not 0 <= worker < workers:
         raise ConfigurationError(f"--worker must be in 0..{workers - 1}, got {worker}")
@@ -229,6 +240,8 @@ def worker_command(
         guarantee=parse_guarantee(guarantee),
         transaction_timeout_ms=int(transaction_timeout * 1000),
         flow=FlowConfig(max_lag=max_channel_lag),
+        alignment=mode,
+        alignment_timeout_s=alignment_timeout,
     )
     try:
         w.run(stop)

@@ -153,7 +153,7 @@ def test_new_snapshots_record_their_version_and_key_format(tmp_path: Path) -> No
     storage = LocalCheckpointStorage(tmp_path)
     storage.store(SnapshotMeta(3, 1, "s1-0"), None)
     raw = json.loads((tmp_path / "chk-3" / "s1-0" / "meta.json").read_text())
-    assert raw["version"] == SNAPSHOT_VERSION == 2
+    assert raw["version"] == SNAPSHOT_VERSION == 3
     assert raw["key_format"] == KEY_FORMAT == 2
     assert storage.load(3, "s1-0") == SnapshotMeta(3, 1, "s1-0")
 
@@ -179,7 +179,7 @@ def test_a_snapshot_from_before_versions_reads_as_version_1_with_key_format_1(
 @pytest.mark.parametrize(
     ("fields", "why"),
     [
-        ({"version": 3}, "format version 3 is not one this kstream reads"),
+        ({"version": 4}, "format version 4 is not one this kstream reads"),
         ({"version": "2"}, "format version '2' is not one"),
         ({"key_format": 9}, "key format 9"),
         ({"checkpoint": None}, "checkpoint is None, not int"),
@@ -190,6 +190,9 @@ def test_a_snapshot_from_before_versions_reads_as_version_1_with_key_format_1(
         ({"channel_offsets": {"t": {"0": "1"}}}, "channel_offsets is not offsets"),
         ({"channel_offsets": []}, "channel_offsets is not offsets"),
         ({"code": "__import__('os')"}, "unknown field 'code'"),
+        ({"channel_replay": {"t": {"0": [[5]]}}}, "channel_replay is not replay windows"),
+        ({"channel_replay": {"t": {"0": [["5", 1]]}}}, "channel_replay is not replay windows"),
+        ({"channel_replay": {"t": [1]}}, "channel_replay is not replay windows"),
     ],
 )
 def test_a_meta_of_a_newer_version_or_with_a_mistyped_field_is_refused_naming_the_file(
@@ -213,8 +216,26 @@ def test_validate_reports_a_newer_meta_so_recovery_falls_back(tmp_path: Path) ->
     storage = LocalCheckpointStorage(tmp_path, checksums=False)
     storage.store(SnapshotMeta(3, 1, "s1-0"), None)
     path = tmp_path / "chk-3" / "s1-0" / "meta.json"
-    text = path.read_text().replace('"version": 2', '"version": 3')
+    text = path.read_text().replace('"version": 3', '"version": 4')
     path.write_text(text)  # same size: the manifest (without checksums) still matches
     [problem] = storage.validate(3, ["s1-0"])
     assert str(path) in problem
-    assert "format version 3" in problem
+    assert "format version 4" in problem
+
+
+def test_recorded_channel_state_round_trips_and_version_2_reads_as_none(tmp_path: Path) -> None:
+    storage = LocalCheckpointStorage(tmp_path)
+    meta = SnapshotMeta(
+        3,
+        2,
+        "s1-0",
+        channel_offsets={"kstream.j.s1": {0: 4, 1: 9}},
+        channel_replay={"kstream.j.s1": {0: [[7, 1], [12, 2]]}},
+    )
+    storage.store(meta, None)
+    assert storage.load(3, "s1-0") == meta
+    # Written before unaligned checkpoints: no windows, nothing to replay.
+    storage, _ = _stored_meta(
+        tmp_path / "v2", checkpoint=3, generation=1, task="s1-0", version=2, key_format=2
+    )
+    assert storage.load(3, "s1-0").channel_replay == {}

@@ -14,7 +14,7 @@ from kstream.errors import ConfigurationError
 from kstream.tools import fault
 from kstream.tools.fault import POINTS, FaultFile, Faults
 
-EVERY_POINT = "aligning, committed, completed-before-commit, pre-committed, snapshotting"
+EVERY_POINT = "aligning, committed, completed-before-commit, pre-committed, recording, snapshotting"
 
 
 def test_nothing_is_armed_by_default() -> None:
