@@ -1,7 +1,8 @@
 """Throughput of kstream against the alternatives, side by side on one broker and one input.
 
     python -m benchmarks [--words 3000000] [--contenders plain,eos-loop,...]
-        [--workloads wordcount,mapfilter] [--bootstrap-servers B] [--out DIR]
+        [--workloads wordcount,mapfilter,windowed] [--window-ms 10000]
+        [--bootstrap-servers B] [--out DIR]
 
 Contenders (each its own OS process): plain, eos-loop, quix-eos, quix-alo,
 kafka-streams, kstream-eos, kstream-alo, kstream-amo. Writes results.json,
@@ -13,8 +14,10 @@ install them from) do not count as failures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
@@ -22,8 +25,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from benchmarks import report
 from benchmarks.contenders import CONTENDERS
-from benchmarks.suite import Result, run_contender, write_input
-from benchmarks.workloads import WORKLOADS, Expected, Workload, expected, generate
+from benchmarks.suite import Result, WindowedInput, run_contender, write_input
+from benchmarks.workloads import (
+    WINDOW_MS,
+    WORKLOADS,
+    EventTime,
+    Expected,
+    Workload,
+    default_t0,
+    expected,
+    generate,
+)
 from kstream.errors import KStreamError
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
@@ -39,6 +51,7 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--partitions", type=int, default=3, help="of the input and output topics")
     ap.add_argument("--contenders", default=",".join(keys), help=f"comma-separated: {keys}")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--window-ms", type=int, default=WINDOW_MS, help="windowed: window size")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per contender")
     ap.add_argument("--bootstrap-servers")
     ap.add_argument("--out", type=Path, help="report folder (default: <cache>/bench/runs/<time>)")
@@ -52,6 +65,8 @@ def _parse() -> argparse.Namespace:
         ap.error(f"unknown workloads {bad}; choose from {list(WORKLOADS)}")
     if args.words < 1:
         ap.error("--words must be at least 1")
+    if args.window_ms < 1:
+        ap.error("--window-ms must be at least 1")
     return args
 
 
@@ -78,6 +93,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     lines = generate(args.words, args.seed)
     input_topic = unique_name("bench-input")
     admin.create_topics({input_topic: args.partitions})
+    timing = EventTime(
+        default_t0(len(lines), int(time.time() * 1000), args.window_ms), len(lines), args.window_ms
+    )
+    windowed = WindowedInput(lines, timing, args.partitions)
     results: list[Result] = []
     expects: dict[tuple[Workload, bool], Expected] = {}
     columns = (
@@ -98,20 +117,27 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                     # The plain loop has no state: one value "1" per word occurrence.
                     ones = c.key == "plain" and workload == "wordcount"
                     if (workload, ones) not in expects:
-                        expects[workload, ones] = expected(lines, workload, ones=ones)
+                        expects[workload, ones] = expected(
+                            lines, workload, ones=ones, timing=timing
+                        )
                     expect = expects[workload, ones]
-                    r = run_contender(
-                        c,
-                        bootstrap=bootstrap,
-                        admin=admin,
-                        input_topic=input_topic,
-                        input_words=args.words,
-                        partitions=args.partitions,
-                        workload=workload,
-                        expect=expect,
-                        timeout=args.timeout,
-                        progress=progress,
-                    )
+                    with _input_of(workload, c.name, input_topic, windowed, admin, progress) as (
+                        topic,
+                        own,
+                    ):
+                        r = run_contender(
+                            c,
+                            bootstrap=bootstrap,
+                            admin=admin,
+                            input_topic=topic,
+                            input_words=args.words,
+                            partitions=args.partitions,
+                            workload=workload,
+                            expect=expect,
+                            timeout=args.timeout,
+                            progress=progress,
+                            windowed=own,
+                        )
                     results.append(r)
                     rate = f"{r.words_per_s:,.0f} words/s" if r.words_per_s else r.reason
                     progress.console.log(f"{workload}: {c.name}: {r.status} {rate}")
@@ -123,12 +149,47 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         "seed": args.seed,
         "partitions": args.partitions,
         "bootstrap": bootstrap,
+        "window_ms": args.window_ms,
+        "windowed_t0": timing.t0,
+        "windowed_grace_ms": timing.grace_ms,
+        "windowed_flush_ms": timing.flush_ms,
     }
     doc = report.document(results, config)
     console.print(report.table(doc))
     report.write(doc, out, console)
     console.print(f"report: {out / 'report.html'} (JSON: {out / 'results.json'})")
     return 1 if any(r.status == "failed" for r in results) else 0
+
+
+@contextlib.contextmanager
+def _input_of(
+    workload: Workload,
+    name: str,
+    shared: str,
+    windowed: WindowedInput,
+    admin: Admin,
+    progress: Progress,
+) -> Iterator[tuple[str, WindowedInput | None]]:
+    """The input topic of one contender: the shared one, or for the windowed workload a
+    topic of its own holding the timed data (its flush lines are written later)."""
+    if workload != "windowed":
+        yield shared, None
+        return
+    topic = unique_name("bench-input-windowed")
+    admin.create_topics({topic: windowed.partitions})
+    try:
+        task = progress.add_task(f"windowed input for {name}", total=len(windowed.lines))
+        write_input(
+            admin.bootstrap,
+            topic,
+            windowed.lines,
+            lambda n: progress.update(task, completed=n),
+            windowed,
+        )
+        progress.remove_task(task)
+        yield topic, windowed
+    finally:
+        admin.delete_topics([topic])
 
 
 if __name__ == "__main__":

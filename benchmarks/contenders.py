@@ -9,6 +9,7 @@ skipped with the reason rather than failing the suite.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.workloads import WORKLOADS, Workload
+from benchmarks.workloads import WORKLOADS, EventTime, Workload
 from kstream.errors import KStreamError
 from kstream.infra.maven import resolve_maven_classpath
 from kstream.infra.paths import cache_dir
@@ -43,13 +44,24 @@ class ContenderUnavailableError(Exception):
 
 @dataclass(frozen=True)
 class Context:
-    """What a contender's command needs: the cluster, its topics, a scratch directory."""
+    """What a contender's command needs: the cluster, its topics, a scratch directory,
+    the consumer group (or application id) to use, and the windowed input's timing."""
 
     bootstrap: str
     input: str
     output: str
     workload: Workload
     scratch: Path
+    group: str
+    timing: EventTime | None = None
+
+    @property
+    def window_ms(self) -> int:
+        return self.timing.window_ms if self.timing else 0
+
+    @property
+    def grace_ms(self) -> int:
+        return self.timing.grace_ms if self.timing else 0
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,10 @@ class Contender:
     #: Needs a download (PyPI, Maven Central) the first time: left out of the default run
     #: of the test suite.
     needs_network: bool = False
+    #: Closes windows by stream time (the largest timestamp seen), not by watermarks per
+    #: input partition: its flush lines are appended only once its group committed every
+    #: data line (`benchmarks.workloads`, "Nothing is late").
+    stream_time: bool = False
 
 
 def _loop(kind: str) -> Callable[[Context], list[str]]:
@@ -85,6 +101,10 @@ def _loop(kind: str) -> Callable[[Context], list[str]]:
             ctx.output,
             "--workload",
             ctx.workload,
+            "--window-ms",
+            str(ctx.window_ms or 1),
+            "--group",
+            ctx.group,
         ]
 
     return command
@@ -95,8 +115,9 @@ def _kstream(guarantee: str) -> Callable[[Context], list[str]]:
         spec = (
             "kstream.examples.wordcount:job"
             if ctx.workload == "wordcount"
-            else f"{ROOT / 'jobs.py'}:mapfilter"
+            else f"{ROOT / 'jobs.py'}:{ctx.workload}"
         )
+        window = ["-p", f"size={ctx.window_ms}"] if ctx.workload == "windowed" else []
         return [
             sys.executable,
             "-m",
@@ -109,6 +130,7 @@ def _kstream(guarantee: str) -> Callable[[Context], list[str]]:
             f"output={ctx.output}",
             "-p",
             f"name=bench-{uuid.uuid4().hex[:10]}",
+            *window,
             "--workers",
             str(KSTREAM_WORKERS),
             "--guarantee",
@@ -174,6 +196,9 @@ def _quix(guarantee: str) -> Callable[[Context], list[str]]:
             ctx.workload,
             guarantee,
             str(ctx.scratch / "state"),
+            ctx.group,
+            str(ctx.window_ms),
+            str(ctx.grace_ms),
         ]
 
     return command
@@ -202,11 +227,10 @@ def _prepare_streams(say: Callable[[str], None]) -> None:
         )
     except KStreamError as exc:
         raise ContenderUnavailableError(str(exc)) from exc
-    source = ROOT / "kafka-streams" / "src" / "main" / "java" / "kstream" / "bench"
-    classes = home / "classes"
+    java_file = _streams_source()
+    classes = _streams_classes()
     built = classes / "kstream" / "bench" / "StreamsBench.class"
-    java_file = source / "StreamsBench.java"
-    if built.is_file() and built.stat().st_mtime >= java_file.stat().st_mtime:
+    if built.is_file():
         return
     say("compiling the Kafka Streams program with javac")
     done = subprocess.run(
@@ -219,20 +243,35 @@ def _prepare_streams(say: Callable[[str], None]) -> None:
         raise RuntimeError(f"javac failed: {done.stderr.strip()}")
 
 
+def _streams_source() -> Path:
+    return (
+        ROOT / "kafka-streams" / "src" / "main" / "java" / "kstream" / "bench" / "StreamsBench.java"
+    )
+
+
+def _streams_classes() -> Path:
+    """Where the program is compiled to: named by its source's hash, so checkouts with
+    different versions of it never run each other's classes."""
+    digest = hashlib.sha256(_streams_source().read_bytes()).hexdigest()[:16]
+    return _streams_home() / f"classes-{digest}"
+
+
 def _streams(ctx: Context) -> list[str]:
     home = _streams_home()
     return [
         "java",
         "-cp",
-        f"{home / 'classes'}:{home / 'libs'}/*",
+        f"{_streams_classes()}:{home / 'libs'}/*",
         "kstream.bench.StreamsBench",
         ctx.bootstrap,
         ctx.input,
         ctx.output,
         ctx.workload,
-        f"bench-streams-{uuid.uuid4().hex[:10]}",
+        ctx.group,
         str(ctx.scratch / "state"),
         str(KAFKA_STREAMS_THREADS),
+        str(ctx.window_ms),
+        str(ctx.grace_ms),
     ]
 
 
@@ -250,16 +289,18 @@ CONTENDERS: tuple[Contender, ...] = (
         _quix("exactly-once"),
         _prepare_quix,
         needs_network=True,
+        stream_time=True,
     ),
     Contender(
         "quix-alo",
         "Quix Streams at-least-once",
         1,
         "1",
-        ("wordcount",),
+        ("wordcount", "windowed"),
         _quix("at-least-once"),
         _prepare_quix,
         needs_network=True,
+        stream_time=True,
     ),
     Contender(
         "kafka-streams",
@@ -270,6 +311,7 @@ CONTENDERS: tuple[Contender, ...] = (
         _streams,
         _prepare_streams,
         needs_network=True,
+        stream_time=True,
     ),
     Contender(
         "kstream-eos", "kstream exactly-once", 3, _KSTREAM_NOTE, WORKLOADS, _kstream("exactly-once")
@@ -279,7 +321,7 @@ CONTENDERS: tuple[Contender, ...] = (
         "kstream at-least-once",
         3,
         _KSTREAM_NOTE,
-        ("wordcount",),
+        ("wordcount", "windowed"),
         _kstream("at-least-once"),
     ),
     Contender(
@@ -287,7 +329,7 @@ CONTENDERS: tuple[Contender, ...] = (
         "kstream at-most-once",
         3,
         _KSTREAM_NOTE,
-        ("wordcount",),
+        ("wordcount", "windowed"),
         _kstream("at-most-once"),
     ),
 )

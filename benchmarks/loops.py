@@ -1,7 +1,7 @@
 """Hand-written contenders: the plain confluent-kafka loop and the exactly-once loop.
 
     python -m benchmarks.loops plain|eos --bootstrap-servers B --input T --output T
-        --workload wordcount|mapfilter
+        --workload wordcount|mapfilter|windowed [--window-ms 10000] [--group G]
 
 Each runs as its own process, one thread, until it is terminated (the suite
 stops it once a read_committed reader holds every expected output).
@@ -12,6 +12,12 @@ stops it once a read_committed reader holds every expected output).
   transaction per consumed batch whose input offsets are committed in it with
   ``send_offsets_to_transaction``. (The dict is not restored after a crash; a
   real job would have to rebuild it, which this benchmark never exercises.)
+
+For ``windowed`` both keep the same `Windows`: a dict of counts per window,
+one watermark per input partition (its largest timestamp: they rise per
+partition) and their minimum; after each consumed batch every window whose end
+the minimum reached is emitted and dropped (the plain loop with no
+guarantees, the exactly-once loop inside the batch's transaction).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from benchmarks.workloads import keep
+from benchmarks.workloads import WINDOW_MS, WORKLOADS, keep, window_value
 from kstream.infra.client_settings import client_config
 
 #: Records per consume call: large batches amortise the Python call overhead.
@@ -70,36 +76,80 @@ def _stop_on_term() -> Callable[[], bool]:
     return lambda: stopping[0]
 
 
-def plain(bootstrap: str, src: str, dst: str, workload: str) -> None:
-    """Consume-split-produce with no state and no guarantees."""
+class Windows:
+    """Tumbling window counts with a watermark per partition (see the module docstring)."""
+
+    def __init__(self, size: int, partitions: int) -> None:
+        self.size = size
+        self.partitions = partitions
+        #: Window start -> word -> count.
+        self.counts: dict[int, dict[bytes, int]] = {}
+        self.highest: dict[int, int] = {}
+
+    def add(self, partition: int, timestamp: int, words: list[bytes]) -> None:
+        start = timestamp - timestamp % self.size
+        window = self.counts.get(start)
+        if window is None:
+            window = self.counts[start] = {}
+        for word in words:
+            window[word] = window.get(word, 0) + 1
+        if timestamp > self.highest.get(partition, timestamp - 1):
+            self.highest[partition] = timestamp
+
+    def closed(self) -> list[tuple[bytes, bytes]]:
+        """The results of every window the watermark passed, which are dropped."""
+        if len(self.highest) < self.partitions:
+            return []
+        watermark = min(self.highest.values())
+        out = []
+        for start in sorted(s for s in self.counts if s + self.size <= watermark):
+            for word, n in self.counts.pop(start).items():
+                out.append((word, window_value(start, n)))
+        return out
+
+
+def plain(bootstrap: str, src: str, dst: str, workload: str, window_ms: int, group: str) -> None:
+    """Consume-split-produce with no state and no guarantees (window counts for `windowed`)."""
     stopped = _stop_on_term()
-    consumer = _consumer(bootstrap, src, f"bench-plain-{uuid.uuid4().hex[:8]}")
+    consumer = _consumer(bootstrap, src, group)
     producer = Producer(client_config(bootstrap, PRODUCER))
     counting = workload == "wordcount"
+    windows = _windows(consumer, src, window_ms) if workload == "windowed" else None
     while not stopped():
         for m in consumer.consume(BATCH, 0.1):
             if m.error():
+                continue
+            if windows is not None:
+                windows.add(m.partition() or 0, m.timestamp()[1], (m.value() or b"").split())
                 continue
             for word in (m.value() or b"").decode().split():
                 if counting:
                     _produce(producer, dst, word.encode(), b"1")
                 elif keep(word):
                     _produce(producer, dst, word.encode(), word.upper().encode())
+        if windows is not None:
+            for key, value in windows.closed():
+                _produce(producer, dst, key, value)
         producer.poll(0)
     producer.flush(30)
     consumer.close()
 
 
-def eos(bootstrap: str, src: str, dst: str, workload: str) -> None:
+def _windows(consumer: Consumer, topic: str, window_ms: int) -> Windows:
+    return Windows(window_ms, len(consumer.list_topics(topic, timeout=30).topics[topic].partitions))
+
+
+def eos(bootstrap: str, src: str, dst: str, workload: str, window_ms: int, group: str) -> None:
     """Dict state, one transaction per batch, input offsets committed in the transaction."""
     stopped = _stop_on_term()
-    consumer = _consumer(bootstrap, src, f"bench-eos-{uuid.uuid4().hex[:8]}")
+    consumer = _consumer(bootstrap, src, group)
     producer = Producer(
         client_config(bootstrap, {"transactional.id": f"bench-eos-{uuid.uuid4().hex}"}, PRODUCER)
     )
     producer.init_transactions(30)
     counts: dict[str, int] = {}
     counting = workload == "wordcount"
+    windows = _windows(consumer, src, window_ms) if workload == "windowed" else None
     while not stopped():
         batch = consumer.consume(BATCH, 0.1)
         if not batch:
@@ -108,6 +158,9 @@ def eos(bootstrap: str, src: str, dst: str, workload: str) -> None:
         for m in batch:
             if m.error():
                 continue
+            if windows is not None:
+                windows.add(m.partition() or 0, m.timestamp()[1], (m.value() or b"").split())
+                continue
             for word in (m.value() or b"").decode().split():
                 if counting:
                     n = counts.get(word, 0) + 1
@@ -115,6 +168,9 @@ def eos(bootstrap: str, src: str, dst: str, workload: str) -> None:
                     _produce(producer, dst, word.encode(), str(n).encode())
                 elif keep(word):
                     _produce(producer, dst, word.encode(), word.upper().encode())
+        if windows is not None:
+            for key, value in windows.closed():
+                _produce(producer, dst, key, value)
         producer.send_offsets_to_transaction(
             consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
         )
@@ -128,10 +184,13 @@ def main() -> None:
     ap.add_argument("--bootstrap-servers", required=True)
     ap.add_argument("--input", required=True)
     ap.add_argument("--output", required=True)
-    ap.add_argument("--workload", choices=("wordcount", "mapfilter"), default="wordcount")
+    ap.add_argument("--workload", choices=WORKLOADS, default="wordcount")
+    ap.add_argument("--window-ms", type=int, default=WINDOW_MS)
+    ap.add_argument("--group", help="consumer group (default: a new one)")
     args = ap.parse_args()
     run = plain if args.kind == "plain" else eos
-    run(args.bootstrap_servers, args.input, args.output, args.workload)
+    group = args.group or f"bench-{args.kind}-{uuid.uuid4().hex[:8]}"
+    run(args.bootstrap_servers, args.input, args.output, args.workload, args.window_ms, group)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
-"""The Quix Streams contender: the suite's two jobs written with Quix Streams.
+"""The Quix Streams contender: the suite's jobs written with Quix Streams.
 
     <quix venv>/bin/python benchmarks/quix_job.py \
-        BOOTSTRAP INPUT OUTPUT WORKLOAD GUARANTEE STATE_DIR
+        BOOTSTRAP INPUT OUTPUT WORKLOAD GUARANTEE STATE_DIR GROUP WINDOW_MS GRACE_MS
 
 Runs in its own virtualenv (Quix Streams pins its own confluent-kafka), so it
-imports nothing from kstream or the suite. Runs until SIGTERM.
+imports nothing from kstream or the suite. Runs until SIGTERM. The windowed
+count (event time: the Kafka timestamp) emits each window's count once, when
+the key's stream time passes its end and the grace (`.final()`).
 """
 
 from __future__ import annotations
 
 import sys
-import uuid
+from typing import Any
 
 from quixstreams import Application, State
 
@@ -24,11 +26,16 @@ def count(word: str, state: State) -> str:
     return str(n)
 
 
+def window_value(result: dict[str, Any]) -> str:
+    return f"{result['start']} {result['value']}"
+
+
 def main() -> None:
-    bootstrap, src, dst, workload, guarantee, state_dir = sys.argv[1:7]
+    bootstrap, src, dst, workload, guarantee, state_dir, group = sys.argv[1:8]
+    window_ms, grace_ms = map(int, sys.argv[8:10])
     app = Application(
         broker_address=bootstrap,
-        consumer_group=f"bench-quix-{uuid.uuid4().hex[:8]}",
+        consumer_group=group,
         processing_guarantee=guarantee,
         auto_offset_reset="earliest",
         state_dir=state_dir,
@@ -37,7 +44,16 @@ def main() -> None:
     source = app.topic(src, key_deserializer="bytes", value_deserializer="str")
     sink = app.topic(dst, key_serializer="str", value_serializer="str")
     sdf = app.dataframe(source).apply(lambda line: line.split(), expand=True)
-    if workload == "wordcount":
+    if workload == "windowed":
+        sdf = (
+            sdf.group_by(lambda word: word, name="word")
+            .tumbling_window(duration_ms=window_ms, grace_ms=grace_ms)
+            .count()
+            .final()
+            .apply(window_value)
+        )
+        sdf.to_topic(sink)
+    elif workload == "wordcount":
         sdf = sdf.group_by(lambda word: word, name="word").apply(count, stateful=True)
         sdf.to_topic(sink)
     else:

@@ -6,7 +6,13 @@ read_committed reader in the suite's process reads that topic from process
 start; the contender's time is from process start until the reader holds every
 expected output. The process is then terminated, the rest of the topic read,
 and the whole output compared with the exact expected output (per word: the
-counts 1..N, or N upper-cased words).
+counts 1..N, N upper-cased words, or its count per window).
+
+The windowed workload gives each contender an input topic of its own: the
+timed data lines, then one flush line per partition (`benchmarks.workloads`).
+For a contender with per-partition watermarks the flush is written with the
+data; for one with stream time (`Contender.stream_time`) it is appended once
+its consumer group has committed every data line's offset.
 
 When a contender fails (cannot start, exits early, writes wrong output, does
 not finish within `--timeout`), the failure and its last log lines are
@@ -30,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from rich.progress import Progress
 
 from benchmarks.contenders import Contender, ContenderUnavailableError, Context
-from benchmarks.workloads import Expected, Tally, Workload
+from benchmarks.workloads import EventTime, Expected, Tally, Workload, flush_line
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.testing import unique_name
@@ -50,6 +56,8 @@ DRAIN_S = 30.0
 MIN_FLOWING_S = 1.0
 #: Log lines quoted when a contender fails.
 LOG_TAIL = 8
+#: How often the suite asks whether a stream-time contender committed all its data.
+COMMITTED_POLL_S = 0.2
 
 Status = Literal["ok", "failed", "skipped"]
 
@@ -97,11 +105,26 @@ class Result:
         }
 
 
-def write_input(
-    bootstrap: str, topic: str, lines: list[str], on_progress: Callable[[int], None]
-) -> None:
-    """Append `lines` to `topic` (keyless, so spread over its partitions) and wait for acks."""
-    producer = Producer(
+@dataclass(frozen=True)
+class WindowedInput:
+    """The windowed workload's input: data lines, their timing, the flush that ends them."""
+
+    lines: list[str]
+    timing: EventTime
+    partitions: int
+
+    @property
+    def flush(self) -> str:
+        return flush_line(self.lines)
+
+    def data_ends(self) -> dict[int, int]:
+        """Per partition, the offset after its last data line (line i is in i % partitions)."""
+        n, p = len(self.lines), self.partitions
+        return {q: n // p + (1 if q < n % p else 0) for q in range(p)}
+
+
+def _input_producer(bootstrap: str) -> Producer:
+    return Producer(
         client_config(
             bootstrap,
             {
@@ -109,16 +132,41 @@ def write_input(
                 "batch.size": 1_000_000,
                 "compression.type": "lz4",
                 "queue.buffering.max.messages": 1_000_000,
+                # Retries must not reorder a partition: the windowed input's times rise in it.
+                "enable.idempotence": True,
             },
         )
     )
+
+
+def _append(
+    producer: Producer, topic: str, value: bytes, partition: int = -1, timestamp: int = 0
+) -> None:
+    """Produce one record (partition -1: the partitioner's choice; timestamp 0: now)."""
+    while True:
+        try:
+            producer.produce(topic, value, partition=partition, timestamp=timestamp)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
+def write_input(
+    bootstrap: str,
+    topic: str,
+    lines: list[str],
+    on_progress: Callable[[int], None],
+    windowed: WindowedInput | None = None,
+) -> None:
+    """Append `lines` to `topic` and wait for acks: keyless, so spread over its partitions;
+    for the windowed input, line i to partition i % partitions with its timestamp."""
+    producer = _input_producer(bootstrap)
     for i, line in enumerate(lines):
-        while True:
-            try:
-                producer.produce(topic, line.encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
+        if windowed is None:
+            _append(producer, topic, line.encode())
+        else:
+            p, ts = i % windowed.partitions, windowed.timing.timestamp(i)
+            _append(producer, topic, line.encode(), p, ts)
         if i % 10_000 == 0:
             producer.poll(0)
             on_progress(i)
@@ -126,6 +174,28 @@ def write_input(
     if left:
         raise RuntimeError(f"{left} input records were not acknowledged within 120 s")
     on_progress(len(lines))
+
+
+def write_flush(bootstrap: str, topic: str, windowed: WindowedInput) -> None:
+    """Append the flush line to every partition of the windowed input."""
+    producer = _input_producer(bootstrap)
+    line = windowed.flush.encode()
+    for p in range(windowed.partitions):
+        _append(producer, topic, line, p, windowed.timing.flush_ms)
+    if producer.flush(60):
+        raise RuntimeError("the flush lines were not acknowledged within 60 s")
+
+
+def _committed_all(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> bool:
+    """True once `group` has committed, on every partition, an offset at its data's end."""
+    consumer = Consumer(client_config(bootstrap, {"group.id": group, "enable.auto.commit": False}))
+    try:
+        done = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=10)
+    except KafkaException:
+        return False
+    finally:
+        consumer.close()
+    return all(tp.offset >= ends[tp.partition] for tp in done)
 
 
 def _reader(bootstrap: str, topic: str, partitions: int) -> Consumer:
@@ -192,8 +262,13 @@ def run_contender(
     expect: Expected,
     timeout: float,
     progress: Progress,
+    windowed: WindowedInput | None = None,
 ) -> Result:
-    """Prepare, start, time, stop and verify one contender on one workload."""
+    """Prepare, start, time, stop and verify one contender on one workload.
+
+    For the windowed workload `input_topic` holds this contender's copy of the
+    data; the flush lines are written here (see the module docstring).
+    """
 
     def result(status: Status, reason: str, **figures: Any) -> Result:
         base: dict[str, Any] = {
@@ -230,7 +305,14 @@ def run_contender(
     consumer = _reader(bootstrap, output, partitions)
     with tempfile.TemporaryDirectory(prefix="kstream-bench-") as scratch:
         log = Path(scratch) / "contender.log"
-        ctx = Context(bootstrap, input_topic, output, workload, Path(scratch))
+        group = unique_name(f"bench-{contender.key}")
+        timing = windowed.timing if windowed else None
+        ctx = Context(bootstrap, input_topic, output, workload, Path(scratch), group, timing)
+        flush_pending = windowed is not None
+        if windowed is not None and not contender.stream_time:
+            write_flush(bootstrap, input_topic, windowed)
+            flush_pending = False
+        next_check = 0.0
         load = os.getloadavg()[0]
         with log.open("wb") as out:
             started = time.monotonic()
@@ -252,6 +334,11 @@ def run_contender(
                 progress.update(task, completed=min(tally.received, expect.total))
                 if tally.complete:
                     break
+                if windowed is not None and flush_pending and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + COMMITTED_POLL_S
+                    if _committed_all(bootstrap, group, input_topic, windowed.data_ends()):
+                        write_flush(bootstrap, input_topic, windowed)
+                        flush_pending = False
                 if proc.poll() is not None:
                     failure = f"exited with code {proc.returncode} before writing every output"
                     break

@@ -35,6 +35,7 @@ from kstream.dataflow.state import (
     ReducingState,
 )
 from kstream.dataflow.state_serde import StateSerde
+from kstream.dataflow.windows import session, sliding, tumbling
 from kstream.errors import (
     ConfigurationError,
     JobFailedError,
@@ -76,6 +77,9 @@ __all__ = [
     "Tagged",
     "ValueState",
     "__version__",
+    "session",
+    "sliding",
+    "tumbling",
 ]
 
 __version__ = "0.1.0"

@@ -201,10 +201,15 @@ def window_functions(
             # A fired window may have no state for this key yet (its first
             # record is late but allowed): then this result is its first one.
             emitted = stored is not None and bool(stored[1])
-            ctx.timers.register(cleanup_time(window, allowed_lateness))
+            # A window's timers are registered with its first record of the key: a
+            # stored window has them already (phases only move forward, and only
+            # sessions delete timers), and registering costs a state write per record.
+            if stored is None:
+                ctx.timers.register(cleanup_time(window, allowed_lateness))
             if phase is WindowPhase.OPEN:
                 windows.put(_entry(window), (contents, emitted))
-                ctx.timers.register(window.end)
+                if stored is None:
+                    ctx.timers.register(window.end)
             else:
                 windows.put(_entry(window), (contents, True))
                 result = function.output(key, window, contents)

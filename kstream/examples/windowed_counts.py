@@ -13,9 +13,9 @@ to the late topic.
 
 from __future__ import annotations
 
-from kstream import Job
+from kstream import Job, sliding, tumbling
 from kstream.dataflow.window_operator import LATE
-from kstream.dataflow.windows import Sliding, Tumbling, sliding, tumbling
+from kstream.dataflow.windows import Sliding, Tumbling
 from kstream.examples.event_time import key_of, late_sink, output_sink, source
 
 #: The input generator's bound (`inputs.keyed_events`).

@@ -20,6 +20,10 @@ pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[2]
 #: Small enough for CI, large enough for several batches and checkpoints' worth of data.
 WORDS = 3000
+#: Windows of the windowed workload: 100 lines each, so the input spans several and
+#: most close while the data flows (before the flush lines).
+WINDOW_MS = "100"
+ALL_WORKLOADS = "wordcount,mapfilter,windowed"
 
 
 def _run_suite(
@@ -27,7 +31,7 @@ def _run_suite(
     out: Path,
     contenders: str,
     *,
-    workloads: str = "wordcount,mapfilter",
+    workloads: str = ALL_WORKLOADS,
     env: dict[str, str] | None = None,
 ) -> dict[str, object]:
     done = subprocess.run(
@@ -41,6 +45,8 @@ def _run_suite(
             contenders,
             "--workloads",
             workloads,
+            "--window-ms",
+            WINDOW_MS,
             "--bootstrap-servers",
             bootstrap,
             "--timeout",
@@ -75,9 +81,12 @@ def _check(doc: dict[str, object], expected_rows: set[tuple[str, str]]) -> None:
         assert r["flowing_words_per_s"] is None or r["flowing_words_per_s"] >= r["words_per_s"]
         assert r["ratio_vs_plain"] > 0
         assert r["ratio_vs_kstream_eos"] > 0
+        if r["workload"] == "windowed":
+            assert r["ratio_vs_own_wordcount"] > 0
     plain = [r for r in rows if r["key"] == "plain"]
     assert all(r["ratio_vs_plain"] == 1 for r in plain)
     assert doc["config"]["words"] == WORDS  # type: ignore[index]
+    assert doc["config"]["window_ms"] == int(WINDOW_MS)  # type: ignore[index]
     assert doc["machine"]["cores"]  # type: ignore[index]
 
 
@@ -86,6 +95,7 @@ def test_suite_runs_and_verifies_the_local_contenders(bootstrap: str, tmp_path: 
     both = {"plain", "eos-loop", "kstream-eos"}
     rows = {("wordcount", k) for k in (*both, "kstream-alo", "kstream-amo")}
     rows |= {("mapfilter", k) for k in both}
+    rows |= {("windowed", k) for k in (*both, "kstream-alo", "kstream-amo")}
     _check(doc, rows)
 
 
@@ -112,4 +122,5 @@ def test_suite_runs_and_verifies_quix_and_kafka_streams(bootstrap: str, tmp_path
     both = {"plain", "quix-eos", "kafka-streams", "kstream-eos"}
     rows = {("wordcount", k) for k in (*both, "quix-alo")}
     rows |= {("mapfilter", k) for k in both}
+    rows |= {("windowed", k) for k in (*both, "quix-alo")}
     _check(doc, rows)

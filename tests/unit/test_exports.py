@@ -34,6 +34,9 @@ def test_top_level_exports() -> None:
         "Tagged",
         "ValueState",
         "__version__",
+        "session",
+        "sliding",
+        "tumbling",
     ]
 
 
@@ -41,6 +44,17 @@ def test_every_export_resolves() -> None:
     for name in kstream.__all__:
         assert getattr(kstream, name) is not None, name
     assert set(kstream.__all__) <= set(dir(kstream))
+
+
+def test_window_assigners_come_from_the_front_door_and_their_module() -> None:
+    from kstream.dataflow import windows
+
+    assert (kstream.tumbling, kstream.sliding, kstream.session) == (
+        windows.tumbling,
+        windows.sliding,
+        windows.session,
+    )
+    assert kstream.tumbling(60_000) == windows.Tumbling(60_000)
 
 
 def test_exports_are_the_objects_of_their_layers() -> None:

@@ -48,6 +48,32 @@ def test_ratios_are_throughput_ratios_within_one_workload() -> None:
     assert by["wordcount", "plain"]["flowing_words_per_s"] == 2000.0
 
 
+def test_windowed_rows_are_compared_with_the_same_contender_s_wordcount() -> None:
+    rows = ratios(
+        [
+            _result("kstream-eos", 2.0),
+            _result("plain", 1.0),
+            _result("kstream-eos", 4.0, "windowed"),
+            _result("plain", 1.0, "windowed"),
+            _result("eos-loop", 1.0, "windowed"),
+        ]
+    )
+    by = {(r["workload"], r["key"]): r for r in rows}
+    assert by["windowed", "kstream-eos"]["ratio_vs_own_wordcount"] == 0.5
+    assert by["windowed", "plain"]["ratio_vs_own_wordcount"] == 1.0
+    # No word count of its own in the run: no ratio rather than another's.
+    assert by["windowed", "eos-loop"]["ratio_vs_own_wordcount"] is None
+    assert "ratio_vs_own_wordcount" not in by["wordcount", "kstream-eos"]
+    text = markdown(
+        {
+            "machine": {"cores": 2, "cpu": "x", "memory_gb": 1.0, "os": "y", "python": "3"},
+            "config": {"words": 1000, "partitions": 3},
+            "figures": {"throughput": rows},
+        }
+    )
+    assert "| windowed | kstream-eos | 1 | 250 | 500 | 0.25 | 1.00 | 0.50 |" in text
+
+
 def test_markdown_names_the_machine_and_the_failure() -> None:
     results = [_result("plain", 1.0), _result("quix-eos", None)]
     doc = {
@@ -57,5 +83,5 @@ def test_markdown_names_the_machine_and_the_failure() -> None:
     }
     text = markdown(doc)
     assert "2 cores (x)" in text
-    assert "| wordcount | plain | 1 | 1,000 | 2,000 | 1.00 | — |" in text
+    assert "| wordcount | plain | 1 | 1,000 | 2,000 | 1.00 | — | — |" in text
     assert "failed: wrong output" in text
