@@ -6,13 +6,14 @@
   reads it back from the output.
 - ``state_filler``: keyed state of a chosen size. An input ``fill <first> <n>
   <bytes>`` puts keys ``k<first>`` .. ``k<first+n-1>`` into state, each with a
-  value of `bytes` bytes, and emits nothing; an input ``probe <seq>`` emits
+  random (incompressible) value of `bytes` bytes, and emits nothing; an input ``probe <seq>`` emits
   (``probe``, ``<seq>``) after one state update, so the output shows when the
   job processes input again (recovery time).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from kstream import Job, KafkaSink, KafkaSource, ValueState
@@ -49,7 +50,8 @@ def keep(key: str, value: str, state: ValueState) -> Iterator[tuple[str, str]]:
         state.set(state.get(0) + 1)
         yield key, value
     else:
-        state.set("x" * int(value))
+        # Random hex, so RocksDB's compression cannot shrink the state below its size.
+        state.set(os.urandom(int(value) // 2).hex())
 
 
 def state_filler(params: dict[str, str]) -> Job:
@@ -59,7 +61,7 @@ def state_filler(params: dict[str, str]) -> Job:
         j.source(KafkaSource(params["input"]))
         .flat_map(expand)
         .key_by(lambda kv: kv[0])
-        .process(lambda kv, _k, state: keep(kv[0], kv[1], state), name="keep")
+        .process(lambda key, kv, state: keep(key, kv[1], state), name="keep")
         .sink(KafkaSink(params["output"]))
     )
     return j
