@@ -225,7 +225,7 @@ def main() -> None:
     args = ap.parse_args()
     bootstrap = bootstrap_servers(args.bootstrap_servers, print)
     fig = measure(bootstrap, _generate(args.lines, seed=7), interval=args.interval)
-    print(f"{fig['input_records']:,} input records ({fig['words']:,} words)")
+    print(f"{fig['input_records']:,} input records ({fig['words']:,} words); {fig['how']}")
     print(f"{'category':>10} {'records':>12} {'bytes':>14} {'per input record':>17}")
     for row in rows(fig):
         print(f"{row[0]:>10} {row[1]:>12} {row[2]:>14} {row[3]:>17}")

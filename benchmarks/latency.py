@@ -9,7 +9,7 @@ checkpoint interval. Capacity comes first, in the same process and on the same
 broker: the job over a backlog of `--capacity-words`, its rate taken between
 its first and last completed checkpoints that cover part of the backlog (so
 start-up is left out). Then, per interval, a producer thread appends generated
-lines at `--load` × capacity words per second for `--seconds`, and a
+lines at `--load` times capacity words per second for `--seconds`, and a
 read_committed reader notes, for every output, the wall-clock time it got it
 minus the output's Kafka timestamp: the input record's CreateTime. Those are
 the latencies (p50, p99, max). The target is p99 ≤ interval + 250 ms.
@@ -67,7 +67,11 @@ def _reader(bootstrap: str, topic: str) -> Consumer:
 
 
 def capacity(bootstrap: str, words: int, *, interval: float = 1.0, seed: int = 5) -> float:
-    """Words/s of the timed word count over a backlog of `words` words, start-up left out."""
+    """Words/s of the timed word count over a backlog of `words` words, start-up left out.
+
+    A backlog so small that one checkpoint covers all of it gives no rate between
+    checkpoints: then the rate is over the whole run, start-up included.
+    """
     lines = generate(words, seed)
     admin = Admin(bootstrap)
     src, dst = unique_name("cap-in"), unique_name("cap-out")
@@ -79,6 +83,7 @@ def capacity(bootstrap: str, words: int, *, interval: float = 1.0, seed: int = 5
         #: (time, input records covered) at each completed checkpoint.
         marks: list[tuple[float, int]] = []
         with RunningJob(bootstrap, "timed_wordcount", params, interval=interval) as run:
+            marks.append((time.monotonic(), 0))
             seen = 0
 
             def done() -> bool:
@@ -97,8 +102,8 @@ def capacity(bootstrap: str, words: int, *, interval: float = 1.0, seed: int = 5
     # From the last checkpoint covering nothing to the first covering everything.
     start = max((m for m in marks if m[1] == 0), default=marks[0])
     end = min((m for m in marks if m[1] >= total), default=marks[-1])
-    if end[0] <= start[0]:
-        raise RuntimeError("the backlog was covered by one checkpoint: give more words")
+    if end[0] <= start[0] or end[1] <= start[1]:
+        start, end = marks[0], marks[-1]
     return (end[1] - start[1]) * (words / total) / (end[0] - start[0])
 
 
@@ -234,7 +239,7 @@ def main() -> None:
     ap.add_argument("--intervals", default="0.5,1", help="checkpoint intervals, seconds")
     ap.add_argument("--seconds", type=float, default=30.0, help="input time per interval")
     ap.add_argument("--load", type=float, default=0.5, help="input rate ÷ capacity")
-    ap.add_argument("--rate", type=float, help="input words/s (default: load × capacity)")
+    ap.add_argument("--rate", type=float, help="input words/s (default: load times capacity)")
     ap.add_argument("--capacity-words", type=int, default=1_000_000)
     ap.add_argument("--bootstrap-servers", default=None)
     args = ap.parse_args()
@@ -247,10 +252,11 @@ def main() -> None:
         rate=args.rate,
         capacity_words=args.capacity_words,
     )
-    from benchmarks.report import latency_rows
+    from rich.console import Console
 
-    for row in latency_rows(fig):
-        print(" | ".join(row))
+    from benchmarks.figures_report import tables
+
+    Console().print(*tables({"figures": {"latency": fig}}))
 
 
 if __name__ == "__main__":

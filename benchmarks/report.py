@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks import figures_report
 from benchmarks.suite import Result
 
 #: The two baselines every throughput is compared with.
@@ -58,13 +59,15 @@ def ratios(results: list[Result]) -> list[dict[str, Any]]:
     return out
 
 
-def document(results: list[Result], config: dict[str, Any]) -> dict[str, Any]:
-    """The JSON document of one suite run."""
+def document(
+    results: list[Result], config: dict[str, Any], figures: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON document of one suite run; `figures` are those beyond throughput (by key)."""
     return {
         "suite": "kstream benchmarks",
         "machine": machine(),
         "config": config,
-        "figures": {"throughput": ratios(results)},
+        "figures": {"throughput": ratios(results), **(figures or {})},
     }
 
 
@@ -130,7 +133,7 @@ def markdown(doc: dict[str, Any]) -> str:
         + "\n"
         for r in rows
     )
-    return head + body
+    return head + body + figures_report.markdown(doc)
 
 
 def _plot(doc: dict[str, Any]) -> bytes | None:
@@ -177,7 +180,8 @@ def _plot(doc: dict[str, Any]) -> bytes | None:
 
 
 def write(doc: dict[str, Any], out: Path, console: Console) -> None:
-    """Write results.json, results.md, throughput.png and report.html into `out`."""
+    """Write results.json, results.md, throughput.png, the other figures' PNGs and
+    report.html into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(doc, indent=2))
     (out / "results.md").write_text(markdown(doc))
@@ -186,11 +190,20 @@ def write(doc: dict[str, Any], out: Path, console: Console) -> None:
         (out / "throughput.png").write_bytes(png)
     rec = Console(record=True, width=200, file=io.StringIO())
     rec.print(table(doc))
+    for extra in figures_report.tables(doc):
+        rec.print(extra)
+    others = figures_report.plots(doc)
+    for name, data in others.items():
+        (out / name).write_bytes(data)
     body = rec.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
     img = (
         f'<img alt="throughput" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
         if png
         else "<p>(matplotlib is not installed: no plot)</p>"
+    )
+    img += "".join(
+        f'<img alt="{name}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+        for name, data in others.items()
     )
     m = doc["machine"]
     (out / "report.html").write_text(

@@ -199,10 +199,11 @@ def main() -> None:
         checkpoints=args.checkpoints,
         interval=args.interval,
     )
-    from benchmarks.report import state_rows
+    from rich.console import Console
 
-    for row in state_rows(fig):
-        print(" | ".join(row))
+    from benchmarks.figures_report import tables
+
+    Console().print(*tables({"figures": {"state": fig}}))
 
 
 if __name__ == "__main__":
