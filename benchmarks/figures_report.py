@@ -200,7 +200,9 @@ def plots(doc: dict[str, Any]) -> dict[str, bytes]:
         ax = axes[0]
         for dx, q in ((-0.2, "p50"), (0.2, "p99")):
             ax.bar([x + dx for x in xs], [r["latency_ms"][q] or 0 for r in runs], 0.4, label=q)
-        ax.scatter(xs, [r["target_p99_ms"] for r in runs], marker="_", s=900, c="red")
+        ax.scatter(
+            [x + 0.2 for x in xs], [r["target_p99_ms"] for r in runs], marker="_", s=1500, c="red"
+        )
         ax.set_xticks(list(xs), labels)
         ax.set(title="latency (red: p99 target)", xlabel="checkpoint interval", ylabel="ms")
         ax.legend()

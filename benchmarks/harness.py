@@ -8,6 +8,7 @@ processes are real OS processes, as under ``kstream run``.
 
 from __future__ import annotations
 
+import math
 import tempfile
 import threading
 import time
@@ -31,7 +32,10 @@ def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+    # Nearest rank: the smallest value with at least q of the values at or below it
+    # (rounded first, so that 0.99 * 100 is rank 99 despite binary fractions).
+    rank = math.ceil(round(q * len(ordered), 9))
+    return ordered[min(len(ordered), max(rank, 1)) - 1]
 
 
 def quantiles(values: list[float]) -> dict[str, float | None]:

@@ -16,7 +16,9 @@ the latencies (p50, p99, max). The target is p99 ≤ interval + 250 ms.
 
 The same runs give checkpoint duration and alignment (the control topic's
 completions, as ``kstream checkpoints`` shows them), the synchronous snapshot
-pause (each completed checkpoint's largest ``sync_ms`` over its subtasks' acks)
+pause (each completed checkpoint's largest ``sync_ms`` over its subtasks' acks),
+counting the checkpoints triggered once the input started (the first ones wait
+for the worker processes to start),
 and the bytes written to Kafka per input record (`benchmarks.bytes_bench`).
 """
 
@@ -98,13 +100,22 @@ def capacity(bootstrap: str, words: int, *, interval: float = 1.0, seed: int = 5
             run.wait("a checkpoint covering the backlog", done, 900)
     finally:
         admin.delete_topics([src, dst])
-    total = len(lines)
-    # From the last checkpoint covering nothing to the first covering everything.
+    return steady_rate(marks, len(lines)) * words / len(lines)
+
+
+def steady_rate(marks: list[tuple[float, int]], total: int) -> float:
+    """Input records/s between the last mark covering none of `total` records and the
+    first covering all; `marks` are (time, records covered), in time order, the first
+    at the start. With no mark in between (one checkpoint covered everything), over the
+    whole span, start-up included.
+    """
     start = max((m for m in marks if m[1] == 0), default=marks[0])
     end = min((m for m in marks if m[1] >= total), default=marks[-1])
     if end[0] <= start[0] or end[1] <= start[1]:
         start, end = marks[0], marks[-1]
-    return (end[1] - start[1]) * (words / total) / (end[0] - start[0])
+    if end[0] <= start[0]:
+        raise ValueError("no time passed between the first and the last mark")
+    return (end[1] - start[1]) / (end[0] - start[0])
 
 
 class _Pacer(threading.Thread):
@@ -156,6 +167,8 @@ def run_at_rate(
             stages = len({t.stage for t in run.runner.plan.tasks})
             # Workers up and a first checkpoint through: the input starts on a running job.
             run.wait("the first checkpoint", lambda: run.runner.stats.completed > 0, 300)
+            # Checkpoints up to this one waited for the workers to start: not counted.
+            before = run.runner.stats.latest or 0
             pacer = _Pacer(bootstrap, src, lines, rate * len(lines) / words)
             pacer.start()
             deadline = time.monotonic() + seconds + DRAIN_TIMEOUT_S
@@ -176,7 +189,9 @@ def run_at_rate(
         )
     finally:
         admin.delete_topics([src, dst])
-    done = [r for r in checkpoint_history(messages) if r.status == "completed"]
+    done = [
+        r for r in checkpoint_history(messages) if r.status == "completed" and r.checkpoint > before
+    ]
     sync: dict[int, float] = {}
     for m in messages:
         if isinstance(m, Acked):
