@@ -118,6 +118,12 @@ def markdown(doc: dict[str, Any]) -> str:
     m, c = doc["machine"], doc["config"]
     rows = doc["figures"]["throughput"]
     loads = [r["load_at_start"] for r in rows]
+    if not rows:  # a run of other figures only (`--figures`)
+        machine_line = (
+            f"{m['cores']} cores ({m['cpu']}), {m['memory_gb']} GB, {m['os']}, "
+            f"Python {m['python']}\n"
+        )
+        return machine_line + figures_report.markdown(doc)
     head = (
         f"{c['words']:,} words, {c['partitions']} partitions; {m['cores']} cores ({m['cpu']}), "
         f"{m['memory_gb']} GB, {m['os']}, Python {m['python']}; 1-minute load "
