@@ -5,7 +5,8 @@
 
 Per state size, a fresh job (`benchmarks.figure_jobs.state_filler`,
 exactly-once, 2 workers) is filled with that many keys, each holding a value of
-`--value-bytes` bytes (10 M keys of 100 bytes is about 1 GB). Then, with a
+`--value-bytes` bytes (10 M keys of 100 bytes is about 1 GB), `FILL_GROUP` keys
+at a time. Then, with a
 trickle of probe records keeping it live:
 
 * **synchronous pause**: the part of a snapshot during which a subtask
@@ -43,7 +44,12 @@ from kstream.testing import produce, unique_name
 
 PARTITIONS = 3
 #: Keys per fill record (the flat_map expands each into this many state updates).
-FILL_CHUNK = 10_000
+FILL_CHUNK = 1_000
+#: Keys appended at once; the next group waits for a checkpoint covering this one.
+#: Appended all at once, a poll batch of fill records expands into millions of
+#: updates and its worker sends no heartbeat until done: at 10 M keys on a loaded
+#: machine that outlasted the liveness timeout, and every rollback restarted the fill.
+FILL_GROUP = 100_000
 #: Probes keep the job live while its pause is measured, and time its recovery.
 PROBE_EVERY_S = 0.02
 #: Probes appended after the kill are numbered from here (those before stay below).
@@ -87,15 +93,18 @@ def run_size(
             run.wait("the first checkpoint", lambda: stats.completed > 0, 300)
             started = time.monotonic()
             fill_from = len(stats.sync_ms)
-            fills = [
-                (None, f"fill {i} {min(FILL_CHUNK, keys - i)} {value_bytes}".encode())
-                for i in range(0, keys, FILL_CHUNK)
-            ]
-            produce(bootstrap, src, fills)
-            ends = {p: high for p, (_, high) in admin.watermarks(src).items()}
-            run.wait(
-                "a checkpoint covering the fill", lambda: run.covered(src, ends), FILL_TIMEOUT_S
-            )
+            for group in range(0, keys, FILL_GROUP):
+                fills = [
+                    (None, f"fill {i} {min(FILL_CHUNK, keys - i)} {value_bytes}".encode())
+                    for i in range(group, min(keys, group + FILL_GROUP), FILL_CHUNK)
+                ]
+                produce(bootstrap, src, fills)
+                ends = {p: high for p, (_, high) in admin.watermarks(src).items()}
+                run.wait(
+                    "a checkpoint covering the fill",
+                    lambda: run.covered(src, ends),  # noqa: B023 (waited for at once)
+                    FILL_TIMEOUT_S,
+                )
             fill_s = time.monotonic() - started
             filling = stats.sync_ms[fill_from:]
             full_from = len(stats.sync_ms)
