@@ -3,10 +3,16 @@
     python -m benchmarks [--words 3000000] [--contenders plain,eos-loop,...]
         [--workloads wordcount,mapfilter,windowed] [--window-ms 10000]
         [--bootstrap-servers B] [--out DIR]
+        [--figures throughput,latency,state] [--latency-intervals 0.5,1]
+        [--latency-seconds 30] [--latency-rate R] [--capacity-words N]
+        [--state-keys 10000,1000000] [--state-value-bytes 100]
 
 Contenders (each its own OS process): plain, eos-loop, quix-eos, quix-alo,
 kafka-streams, kstream-eos, kstream-alo, kstream-amo. Writes results.json,
-throughput.png and report.html into --out and prints the table. Exit 1 if any
+throughput.png and report.html into --out and prints the table; the figures
+beyond throughput (`benchmarks.latency`: latency, checkpoints and bytes per
+input record; `benchmarks.state_bench`: pause, recovery and RSS against state
+size) add their tables and PNGs to the same report. Exit 1 if any
 contender failed (crashed, timed out, wrong output); skipped ones (nothing to
 install them from) do not count as failures.
 """
@@ -23,7 +29,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks import report
+from benchmarks import figures_report, latency, report, state_bench
 from benchmarks.contenders import CONTENDERS
 from benchmarks.suite import Result, WindowedInput, run_contender, write_input
 from benchmarks.workloads import (
@@ -55,7 +61,18 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per contender")
     ap.add_argument("--bootstrap-servers")
     ap.add_argument("--out", type=Path, help="report folder (default: <cache>/bench/runs/<time>)")
+    figures = ("throughput", "latency", "state")
+    ap.add_argument("--figures", default=",".join(figures), help=f"comma-separated: {figures}")
+    ap.add_argument("--latency-intervals", default="0.5,1", help="checkpoint intervals, s")
+    ap.add_argument("--latency-seconds", type=float, default=30.0, help="steady input per run")
+    ap.add_argument("--latency-rate", type=float, help="input words/s (default: 50%% capacity)")
+    ap.add_argument("--capacity-words", type=int, default=1_000_000, help="backlog for capacity")
+    ap.add_argument("--state-keys", default="10000,1000000", help="state sizes (10000000: ~1 GB)")
+    ap.add_argument("--state-value-bytes", type=int, default=100)
     args = ap.parse_args()
+    bad_figures = [f for f in args.figures.split(",") if f not in figures]
+    if bad_figures:
+        ap.error(f"unknown figures {bad_figures}; choose from {list(figures)}")
     chosen = args.contenders.split(",")
     unknown = [k for k in chosen if k not in keys]
     if unknown:
@@ -110,7 +127,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             task = progress.add_task("writing the input", total=len(lines))
             write_input(bootstrap, input_topic, lines, lambda n: progress.update(task, completed=n))
             progress.remove_task(task)
-            for workload in workloads:
+            for workload in workloads if "throughput" in args.figures.split(",") else []:
                 for c in contenders:
                     if workload not in c.workloads:
                         continue
@@ -143,6 +160,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                     progress.console.log(f"{workload}: {c.name}: {r.status} {rate}")
     finally:
         admin.delete_topics([input_topic])
+    others = _other_figures(args, bootstrap, console)
     config = {
         "words": args.words,
         "lines": len(lines),
@@ -154,8 +172,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         "windowed_grace_ms": timing.grace_ms,
         "windowed_flush_ms": timing.flush_ms,
     }
-    doc = report.document(results, config)
+    doc = report.document(results, config, others)
     console.print(report.table(doc))
+    for extra in figures_report.tables(doc):
+        console.print(extra)
     report.write(doc, out, console)
     console.print(f"report: {out / 'report.html'} (JSON: {out / 'results.json'})")
     return 1 if any(r.status == "failed" for r in results) else 0
@@ -190,6 +210,31 @@ def _input_of(
         yield topic, windowed
     finally:
         admin.delete_topics([topic])
+
+
+def _other_figures(args: argparse.Namespace, bootstrap: str, console: Console) -> dict[str, object]:
+    """The figures beyond throughput that `--figures` asks for, by key (kstream only)."""
+    chosen = args.figures.split(",")
+    out: dict[str, object] = {}
+    if "latency" in chosen:
+        console.log("latency: capacity, then one steady run per checkpoint interval")
+        out["latency"] = latency.measure(
+            bootstrap,
+            intervals=[float(x) for x in args.latency_intervals.split(",")],
+            seconds=args.latency_seconds,
+            rate=args.latency_rate,
+            capacity_words=args.capacity_words,
+            say=console.log,
+        )
+    if "state" in chosen:
+        console.log("state: pause, RSS and recovery per state size")
+        out["state"] = state_bench.measure(
+            bootstrap,
+            [int(k) for k in args.state_keys.split(",")],
+            value_bytes=args.state_value_bytes,
+            say=console.log,
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 The JSON is ``{"suite", "machine", "config", "figures": {"throughput": [...]}}``;
 a windowed row also carries ``ratio_vs_own_wordcount``: the contender's
-windowed throughput over its own word count's in the same run. Other figures (latency, checkpoints, state size, recovery, RSS) go beside
-``throughput`` under ``figures`` as they are measured.
+windowed throughput over its own word count's in the same run. Other figures
+(latency, checkpoints, state size, recovery, RSS) go beside ``throughput``
+under ``figures`` as they are measured.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks import figures_report
 from benchmarks.suite import Result
 
 #: The two baselines every throughput is compared with.
@@ -67,13 +69,15 @@ def ratios(results: list[Result]) -> list[dict[str, Any]]:
     return out
 
 
-def document(results: list[Result], config: dict[str, Any]) -> dict[str, Any]:
-    """The JSON document of one suite run."""
+def document(
+    results: list[Result], config: dict[str, Any], figures: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON document of one suite run; `figures` are those beyond throughput (by key)."""
     return {
         "suite": "kstream benchmarks",
         "machine": machine(),
         "config": config,
-        "figures": {"throughput": ratios(results)},
+        "figures": {"throughput": ratios(results), **(figures or {})},
     }
 
 
@@ -126,6 +130,12 @@ def markdown(doc: dict[str, Any]) -> str:
     m, c = doc["machine"], doc["config"]
     rows = doc["figures"]["throughput"]
     loads = [r["load_at_start"] for r in rows]
+    if not rows:  # a run of other figures only (`--figures`)
+        machine_line = (
+            f"{m['cores']} cores ({m['cpu']}), {m['memory_gb']} GB, {m['os']}, "
+            f"Python {m['python']}\n"
+        )
+        return machine_line + figures_report.markdown(doc)
     head = (
         f"{c['words']:,} words, {c['partitions']} partitions; {m['cores']} cores ({m['cpu']}), "
         f"{m['memory_gb']} GB, {m['os']}, Python {m['python']}; 1-minute load "
@@ -143,7 +153,7 @@ def markdown(doc: dict[str, Any]) -> str:
         + "\n"
         for r in rows
     )
-    return head + body
+    return head + body + figures_report.markdown(doc)
 
 
 def _plot(doc: dict[str, Any]) -> bytes | None:
@@ -190,7 +200,8 @@ def _plot(doc: dict[str, Any]) -> bytes | None:
 
 
 def write(doc: dict[str, Any], out: Path, console: Console) -> None:
-    """Write results.json, results.md, throughput.png and report.html into `out`."""
+    """Write results.json, results.md, throughput.png, the other figures' PNGs and
+    report.html into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(doc, indent=2))
     (out / "results.md").write_text(markdown(doc))
@@ -199,11 +210,20 @@ def write(doc: dict[str, Any], out: Path, console: Console) -> None:
         (out / "throughput.png").write_bytes(png)
     rec = Console(record=True, width=200, file=io.StringIO())
     rec.print(table(doc))
+    for extra in figures_report.tables(doc):
+        rec.print(extra)
+    others = figures_report.plots(doc)
+    for name, data in others.items():
+        (out / name).write_bytes(data)
     body = rec.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
     img = (
         f'<img alt="throughput" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
         if png
         else "<p>(matplotlib is not installed: no plot)</p>"
+    )
+    img += "".join(
+        f'<img alt="{name}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+        for name, data in others.items()
     )
     m = doc["machine"]
     (out / "report.html").write_text(
