@@ -53,7 +53,7 @@ def _run_suite(
             "600",
             "--out",
             str(out),
-            # The other figures have their own tiny run (test_bench_figures.py).
+            # The other figures have their own tiny run (test_bench_figures_run.py).
             "--figures",
             "throughput",
         ],
