@@ -259,13 +259,14 @@ class _MapState:
         self._memo: dict[Any, bytes] = {}
 
     def _encoded(self, entry: Any) -> bytes:
-        encoded = self._memo.get(entry) if _memoizable(entry) else None
+        if not _memoizable(entry):
+            return self._e.dumps(entry)
+        encoded = self._memo.get(entry)
         if encoded is None:
             encoded = self._e.dumps(entry)
-            if _memoizable(entry):
-                if len(self._memo) >= ENTRY_MEMO_LIMIT:
-                    self._memo.clear()
-                self._memo[entry] = encoded
+            if len(self._memo) >= ENTRY_MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[entry] = encoded
         return encoded
 
     def get(self, entry: Any, default: Any = None) -> Any:
