@@ -12,8 +12,9 @@ restores them:
   into it) was already emitted;
 * an event-time timer at ``end`` (the result) and at ``end +
   allowed_lateness`` (the cleanup) of every window; a timer is a set member,
-  so windows sharing a timestamp share its timer, and `on_timer` scans the
-  key's windows for what is due at that timestamp.
+  so windows sharing a timestamp share its timer; `on_timer` looks up the
+  window ending and the one cleaned at that timestamp (windows of one size),
+  or scans the key's sessions for what is due.
 
 What a record does, in this order: a record too late at its partition
 (`kstream.protocol.watermarks.lateness`) goes to the ``late`` side output
