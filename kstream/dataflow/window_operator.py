@@ -12,8 +12,9 @@ restores them:
   into it) was already emitted;
 * an event-time timer at ``end`` (the result) and at ``end +
   allowed_lateness`` (the cleanup) of every window; a timer is a set member,
-  so windows sharing a timestamp share its timer, and `on_timer` scans the
-  key's windows for what is due at that timestamp.
+  so windows sharing a timestamp share its timer; `on_timer` looks up the
+  window ending and the one cleaned at that timestamp (windows of one size),
+  or scans the key's sessions for what is due.
 
 What a record does, in this order: a record too late at its partition
 (`kstream.protocol.watermarks.lateness`) goes to the ``late`` side output
@@ -95,6 +96,15 @@ def event_time(ctx: KeyedContext) -> int:
     return ts
 
 
+#: Accumulator types that cannot be mutated: they need no copy (a deepcopy of an
+#: int costs as much as the rest of adding a record to its window).
+_IMMUTABLE: Final = frozenset({int, float, bool, str, bytes, type(None)})
+
+
+def _copy(contents: Any) -> Any:
+    return contents if type(contents) in _IMMUTABLE else copy.deepcopy(contents)
+
+
 @dataclass(frozen=True, slots=True)
 class Aggregation:
     """Incremental contents: ``add(acc, value)`` from `initial`; `result(acc)` is emitted.
@@ -109,14 +119,14 @@ class Aggregation:
     merge: Callable[[Any, Any], Any] | None = None
 
     def start(self) -> Any:
-        return copy.deepcopy(self.initial)
+        return _copy(self.initial)
 
     def added(self, contents: Any, value: Any) -> Any:
-        return self.add(copy.deepcopy(contents), value)
+        return self.add(_copy(contents), value)
 
     def merged(self, contents: Any, other: Any) -> Any:
         assert self.merge is not None, "checked by window_functions"
-        return self.merge(copy.deepcopy(contents), other)
+        return self.merge(_copy(contents), other)
 
     def output(self, key: Any, window: TimeWindow, contents: Any) -> Any:
         return contents if self.result is None else self.result(contents)
@@ -172,6 +182,8 @@ def window_functions(
     if allowed_lateness < 0:
         raise ConfigurationError(f"allowed_lateness must be >= 0 ms, got {allowed_lateness}")
     merging = isinstance(assigner, Session)
+    # The one size of a non-merging assigner's windows (sessions have none).
+    size = 0 if isinstance(assigner, Session) else assigner.size
     if merging and isinstance(function, Aggregation) and function.merge is None:
         raise ConfigurationError(
             "session windows merge: give the aggregation a merge(acc, other) function"
@@ -189,43 +201,73 @@ def window_functions(
                 key, value, ts, ctx, windows, assigner, allowed_lateness, function
             )
             return
+        watermark = ctx.watermark
         targets = assigner.assign(ts)
-        phases = [window_phase(w, ctx.watermark, allowed_lateness) for w in targets]
-        if WindowPhase.CLEANED in phases:
-            yield _cleaned(key, ts, value, ctx.watermark)
-            return
-        for window, phase in zip(targets, phases, strict=True):
-            stored = windows.get(_entry(window))
-            contents = function.start() if stored is None else stored[0]
-            contents = function.added(contents, value)
-            # A fired window may have no state for this key yet (its first
-            # record is late but allowed): then this result is its first one.
-            emitted = stored is not None and bool(stored[1])
-            # A window's timers are registered with its first record of the key: a
-            # stored window has them already (phases only move forward, and only
-            # sessions delete timers), and registering costs a state write per record.
+        # A record goes into all its windows or into none: one `WindowPhase.CLEANED`
+        # refuses it (the phases of `window_phase`, inlined: this runs per record).
+        for window in targets:
+            if watermark >= window.end + allowed_lateness:
+                yield _cleaned(key, ts, value, watermark)
+                return
+        for window in targets:
+            entry = (window.start, window.end)
+            stored = windows.get(entry)
             if stored is None:
+                # A window's timers are registered with its first record of the key:
+                # a stored window has them already (phases only move forward, and only
+                # sessions delete timers), and registering costs a state write.
                 ctx.timers.register(cleanup_time(window, allowed_lateness))
-            if phase is WindowPhase.OPEN:
-                windows.put(_entry(window), (contents, emitted))
+                contents = function.added(function.start(), value)
+                # A fired window may have no state for this key yet (its first
+                # record is late but allowed): then this result is its first one.
+                emitted = False
+            else:
+                contents = function.added(stored[0], value)
+                emitted = bool(stored[1])
+            if watermark < window.end:  # WindowPhase.OPEN
+                windows.put(entry, (contents, emitted))
                 if stored is None:
                     ctx.timers.register(window.end)
             else:
-                windows.put(_entry(window), (contents, True))
+                windows.put(entry, (contents, True))
                 result = function.output(key, window, contents)
                 yield window_result(key, window, result, emitted)
 
     def on_timer(key: Any, timestamp: int, ctx: KeyedContext) -> Iterator[Any]:
         windows = ctx.map(_WINDOWS)
-        for entry, (contents, emitted) in list(windows.items()):
-            window = TimeWindow(*entry)
-            if window.end == timestamp:
-                yield window_result(key, window, function.output(key, window, contents), emitted)
-                windows.put(_entry(window), (contents, True))
-            if cleanup_time(window, allowed_lateness) <= timestamp:
-                windows.remove(_entry(window))
+        if merging:
+            yield from _session_timer(key, timestamp, windows, allowed_lateness, function)
+            return
+        # Windows of one size: the window ending at `timestamp` fires, the one
+        # whose cleanup time it is goes. No other window is due: each window
+        # registered both timers with its first record, and timers fire in
+        # timestamp order, so an earlier-due one went at its own timer. Two
+        # lookups instead of a scan of the key's windows in RocksDB.
+        fire = (timestamp - size, timestamp)
+        stored = windows.get(fire)
+        if stored is not None:
+            window = TimeWindow(*fire)
+            contents = stored[0]
+            yield window_result(key, window, function.output(key, window, contents), stored[1])
+            windows.put(fire, (contents, True))
+        end = timestamp - allowed_lateness
+        if windows.contains((end - size, end)):
+            windows.remove((end - size, end))
 
     return process, on_timer
+
+
+def _session_timer(
+    key: Any, timestamp: int, windows: Any, allowed_lateness: int, function: WindowFunction
+) -> Iterator[Any]:
+    """A key's session timer at `timestamp`: fire the sessions ending then, drop the expired."""
+    for entry, (contents, emitted) in list(windows.items()):
+        window = TimeWindow(*entry)
+        if window.end == timestamp:
+            yield window_result(key, window, function.output(key, window, contents), emitted)
+            windows.put(_entry(window), (contents, True))
+        if cleanup_time(window, allowed_lateness) <= timestamp:
+            windows.remove(_entry(window))
 
 
 def _session_add(

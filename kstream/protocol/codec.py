@@ -138,7 +138,7 @@ class Codec:
                     t, f"values nested more than {MAX_DEPTH} tuples/sets deep"
                 )
             if t is tuple:
-                return msgpack.ExtType(EXT_TUPLE, self._pack(list(obj), depth + 1))
+                return _ext(EXT_TUPLE, self._pack(list(obj), depth + 1))
             if t is set or t is frozenset:
                 items = list(obj)
                 if self._canonical:
@@ -237,6 +237,14 @@ class Codec:
             raise DecodeError("not a kstream-encoded batch: pairs of an odd number of values")
         it = iter(flat)
         return list(zip(it, it, strict=True))
+
+
+def _ext(code: int, data: bytes) -> msgpack.ExtType:
+    """`msgpack.ExtType` without its argument checks: tuples are the common extension
+    (window entries, keyed pairs' values), and the checks cost a third of its encoding;
+    `code` is one of ours and `data` comes from a packer."""
+    ext: msgpack.ExtType = tuple.__new__(msgpack.ExtType, (code, data))
+    return ext
 
 
 def _a_list(value: Any) -> list[Any]:

@@ -17,9 +17,12 @@ Writes go to a write-back cache; `flush_into` encodes them into the batch's
 `WriteBatch` (a key written many times in a batch is encoded once), so the
 per-record cost of value state stays a dict operation. A value the serde
 cannot encode fails that flush with `StateValueError`. Map entry keys are
-encoded when used (they are looked up by their encoding). Reads merge RocksDB
-with the cache: cached entries (written, removed, or a whole key's map
-cleared) win.
+encoded when used (they are looked up by their encoding); the encodings of
+entries whose equality fixes their encoding (str, bytes, and pairs of ints:
+a window's ``(start, end)``) are remembered, so a map read and written for
+every record, as a window's, pays no serde call for its entry. Reads merge
+RocksDB with the cache: cached entries (written, removed, or a whole key's
+map cleared) win.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ _S = TypeVar("_S")
 CACHE_LIMIT = 200_000
 #: Entry of a list that holds its length (sorts before every element).
 _LIST_LENGTH = b""
+#: Remembered map entry encodings kept; beyond this they are forgotten (they
+#: are few in practice: a window map has one per live window, shared by all keys).
+ENTRY_MEMO_LIMIT = 10_000
 
 
 class Flushable(Protocol):
@@ -157,9 +163,13 @@ class _Entries:
 
     def write(self, entry: bytes, value: Any) -> None:
         ke = self._entries(self.ctx.key)
-        ke.values[entry] = value
+        values = ke.values
+        # Count entries, not writes: a hot entry rewritten per record must not
+        # drop the whole read cache at every flush past the limit.
+        if entry not in values:
+            self._cached += 1
+        values[entry] = value
         ke.dirty.add(entry)
-        self._cached += 1
 
     def delete(self, entry: bytes) -> None:
         ke = self._entries(self.ctx.key)
@@ -228,24 +238,49 @@ def _after(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
+def _memoizable(entry: Any) -> bool:
+    """Whether every entry equal to `entry` has its encoding (so it may key a memo).
+
+    Equal values of different types encode differently (``1``, ``1.0``,
+    ``True``; ``(1, 2)`` and ``(1.0, 2)``), so only exact types qualify.
+    """
+    t = type(entry)
+    if t is str or t is bytes:
+        return True
+    return t is tuple and len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is int
+
+
 class _MapState:
-    __slots__ = ("_e",)
+    __slots__ = ("_e", "_memo")
 
     def __init__(self, entries: _Entries) -> None:
         self._e = entries
+        #: Entry -> its encoding, for `_memoizable` entries.
+        self._memo: dict[Any, bytes] = {}
+
+    def _encoded(self, entry: Any) -> bytes:
+        if not _memoizable(entry):
+            return self._e.dumps(entry)
+        encoded = self._memo.get(entry)
+        if encoded is None:
+            encoded = self._e.dumps(entry)
+            if len(self._memo) >= ENTRY_MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[entry] = encoded
+        return encoded
 
     def get(self, entry: Any, default: Any = None) -> Any:
-        value = self._e.read(self._e.dumps(entry))
+        value = self._e.read(self._encoded(entry))
         return default if value is _MISSING else value
 
     def put(self, entry: Any, value: Any) -> None:
-        self._e.write(self._e.dumps(entry), value)
+        self._e.write(self._encoded(entry), value)
 
     def remove(self, entry: Any) -> None:
-        self._e.delete(self._e.dumps(entry))
+        self._e.delete(self._encoded(entry))
 
     def contains(self, entry: Any) -> bool:
-        return self._e.read(self._e.dumps(entry)) is not _MISSING
+        return self._e.read(self._encoded(entry)) is not _MISSING
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         loads = self._e.loads

@@ -87,6 +87,31 @@ def test_map_state_entries_survive_flush_and_reopen(store: StateStore) -> None:
     store.close()
 
 
+def test_equal_entries_of_other_types_stay_apart_through_the_entry_memo(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (1, 2) == (1.0, 2) == (True, 2), but they are three entries: the memo of
+    # encodings must not hand one's encoding to another (nor forget any, at its limit).
+    monkeypatch.setattr(keyed_state, "ENTRY_MEMO_LIMIT", 2)
+    entries = [(1, 2), (1.0, 2), (True, 2), "s", b"s", (3, 4), 1]
+    ctx = at(store.context(OP), "k")
+    for _ in range(2):  # the second round finds the encodings remembered
+        for i, e in enumerate(entries):
+            ctx.map("m").put(e, i)
+        assert [ctx.map("m").get(e) for e in entries] == list(range(len(entries)))
+    stored = list(ctx.map("m").items())
+    assert len(stored) == len(entries)
+    assert {(repr(e), v) for e, v in stored} == {(repr(e), i) for i, e in enumerate(entries)}
+    ctx.map("m").remove((1.0, 2))
+    store = reopen(store)
+    m = at(store.context(OP), "k").map("m")
+    assert {repr(e) for e, _ in m.items()} == {repr(e) for e in entries if repr(e) != "(1.0, 2)"}
+    assert m.get((1, 2)) == 0
+    assert m.get((True, 2)) == 2
+    assert not m.contains((1.0, 2))
+    store.close()
+
+
 def test_map_clear_deletes_flushed_entries_of_that_key_only(store: StateStore) -> None:
     ctx = store.context(OP)
     at(ctx, "a").map("m").put(1, "a1")
