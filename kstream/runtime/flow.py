@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-defined]
 
 from kstream.dataflow.job import Node, children
-from kstream.dataflow.plan import Plan, TaskSpec
+from kstream.dataflow.plan import Plan, TaskSpec, input_topic
 from kstream.protocol.barrier import Channel
 from kstream.protocol.flow import (
     FlowConfig,
@@ -49,7 +49,7 @@ from kstream.protocol.flow import (
     Tick,
     Wrote,
 )
-from kstream.protocol.names import channel_topic, task_group
+from kstream.protocol.names import task_group
 from kstream.runtime.kafka import client_config
 
 __all__ = [
@@ -74,13 +74,21 @@ PROBE_TIMEOUT_S = 5.0
 
 
 def written_channels(plan: Plan, spec: TaskSpec) -> dict[Channel, str]:
-    """The channels subtask `spec` writes, each with the consumer group of its reader."""
+    """The channels subtask `spec` writes, each with the consumer group of its reader.
+
+    Loop channels (feedback edges) are left out: their reader, a loop head,
+    never pauses them, and a writer waiting on one would wait on its own
+    loop (docs/architecture.md, "Cycles").
+    """
     out: dict[Channel, str] = {}
     for node in _edges(plan.stage(spec).root):
         target = node.edge_to
         assert target is not None
+        inp = target.inputs[node.edge_input]
+        if inp.loop:
+            continue
         d = plan.parallelism[target.index]
-        topic = channel_topic(plan.job.name, target.index, node.edge_input)
+        topic = input_topic(plan.job.name, target.index, inp)
         for j in range(d):
             reader = TaskSpec(target.index, j, d).id
             out[Channel(topic, spec.index * d + j)] = task_group(plan.job.name, reader)

@@ -35,7 +35,7 @@ from confluent_kafka import (
 )
 
 from kstream.dataflow.job import Node
-from kstream.dataflow.plan import Plan, TaskSpec
+from kstream.dataflow.plan import Plan, TaskSpec, input_topic
 from kstream.errors import (
     CheckpointError,
     DecodeError,
@@ -67,7 +67,6 @@ from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.flow import FlowConfig
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage, Declined
-from kstream.protocol.names import channel_topic
 from kstream.protocol.timers import TimerDomain
 from kstream.protocol.watermarks import InputWatermarks, SourceWatermarks, Unusable
 from kstream.runtime.chain import (
@@ -298,7 +297,7 @@ class Subtask:
         target = node.edge_to
         cw = ChannelWriter(
             self.flow.counted(self.rt.producer),
-            channel_topic(self.job.name, target.index, node.edge_input),
+            input_topic(self.job.name, target.index, target.inputs[node.edge_input]),
             self.spec.index,
             self.rt.plan.parallelism[target.index],
             self.rt.generation,
