@@ -249,7 +249,9 @@ class FlowControl:
 
     `held` names the input partitions the subtask holds paused for another
     reason (a blocked channel while aligning): a resume leaves them paused;
-    `on_resume` is called after every resume.
+    `on_resume` is called after every resume. `never_paused` are input
+    partitions a pause leaves alone: a loop head's loop channels, which must
+    drain for its own writes (and its loop's) to drain.
     A subtask that writes no channels gets a control that never pauses.
     """
 
@@ -261,8 +263,10 @@ class FlowControl:
         config: FlowConfig,
         held: Callable[[], set[tuple[str, int]]] = set,
         on_resume: Callable[[], None] = lambda: None,
+        never_paused: frozenset[tuple[str, int]] = frozenset(),
     ) -> None:
         self.gate = FlowGate(config)
+        self._never_paused = never_paused
         self._held = held
         self._on_resume = on_resume
         channels = written_channels(plan, spec) if config.enabled else {}
@@ -300,7 +304,13 @@ class FlowControl:
                 case Pause():
                     self.pauses += 1
                     log.debug("pausing: %s holds %d records", action.channel or "?", action.lag)
-                    consumer.pause(consumer.assignment())
+                    consumer.pause(
+                        [
+                            tp
+                            for tp in consumer.assignment()
+                            if (tp.topic, tp.partition) not in self._never_paused
+                        ]
+                    )
                 case Resume():
                     held = self._held()
                     free = [

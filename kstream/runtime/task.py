@@ -225,6 +225,8 @@ class Subtask:
             rt.flow,
             held=self._held_inputs,
             on_resume=self._on_flow_resume,
+            # A loop head reads its loop channels on while paused (see `written_channels`).
+            never_paused=frozenset(rt.plan.loop_channels(spec)),
         )
         self.errors = RecordErrors(
             self.job.on_error, self.job.name, self.id, rt.producer, rt.max_record_bytes, self.stats
@@ -734,8 +736,15 @@ class ChannelTask(Subtask):
                             "which is not one of its inputs"
                         )
                     replay[self.channels[topic, p]] = tuple(Replay(e, g) for e, g in windows)
+        #: The feedback channels of a loop head: logged, never aligned or paused.
+        self.loops = {self.channels[tp] for tp in rt.plan.loop_channels(spec)}
         self.aligner = Aligner.over(
-            self.channels.values(), rt.generation, restore_from or 0, rt.alignment, replay
+            self.channels.values(),
+            rt.generation,
+            restore_from or 0,
+            rt.alignment,
+            replay,
+            logged=self.loops,
         )
         assigned = []
         #: Per channel, the next offset to process: an unaligned snapshot's range
