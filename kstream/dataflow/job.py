@@ -658,11 +658,11 @@ def _downstream(head: Stage, stage: Stage) -> bool:
         if s is stage:
             return True
         seen.add(id(s))
-        todo += [t for t in stage_successors(s) if id(t) not in seen]
+        todo += [t for t in _successors(s) if id(t) not in seen]
     return False
 
 
-def stage_successors(stage: Stage) -> list[Stage]:
+def _successors(stage: Stage) -> list[Stage]:
     """The stages `stage`'s forward edges feed."""
     out: list[Stage] = []
 
