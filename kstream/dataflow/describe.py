@@ -10,8 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kstream.dataflow.job import Input, Node, Source
-from kstream.dataflow.plan import Plan
-from kstream.protocol.names import channel_topic
+from kstream.dataflow.plan import Plan, input_topic
 
 __all__ = ["describe"]
 
@@ -30,7 +29,8 @@ def describe(p: Plan) -> list[str]:
     ]
     for stage in job.stages:
         timed = ", event time" if stage.timed else ""
-        lines.append(f"stage {stage.index} (parallelism {p.parallelism[stage.index]}{timed})")
+        head = f", iterate {stage.iterate}" if stage.iterate is not None else ""
+        lines.append(f"stage {stage.index} (parallelism {p.parallelism[stage.index]}{timed}{head})")
         if stage.source is not None:
             src = stage.source
             stamps = "" if src.timestamps is None else f", timestamps {_timestamps(src)}"
@@ -56,11 +56,12 @@ def _timestamps(src: Source) -> str:
 
 def _input(p: Plan, inp: Input, stage: int, connected: bool) -> str:
     kind = f"keyed by {_name(inp.key_fn)}" if inp.key_fn is not None else "round-robin"
-    topic = channel_topic(p.job.name, stage, inp.index)
+    topic = input_topic(p.job.name, stage, inp)
     partitions = p.parallelism[inp.upstream.index] * p.parallelism[stage]
     side = f", side {inp.side}" if connected else ""
+    loop = ", loop (logged, not aligned)" if inp.loop else ""
     return (
-        f"input {inp.index}: {kind} from stage {inp.upstream.index}{side}, "
+        f"input {inp.index}: {kind} from stage {inp.upstream.index}{side}{loop}, "
         f"channel {topic} ({partitions} partitions)"
     )
 
@@ -83,7 +84,8 @@ def _operator(node: Node) -> str:
             return f"sink {node.name}"
         case "edge":
             target = node.edge_to.index if node.edge_to is not None else "?"
-            return f"-> stage {target} input {node.edge_input}"
+            loop = node.edge_to is not None and node.edge_to.inputs[node.edge_input].loop
+            return f"-> stage {target} input {node.edge_input}{' (loop)' if loop else ''}"
         case "co_process":
             timers = f", on_timer {_name(node.on_timer)}" if node.on_timer is not None else ""
             return f"co_process {node.name} ({', '.join(_name(f) for f in node.fns)}{timers})"

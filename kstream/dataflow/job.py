@@ -19,9 +19,16 @@ several **inputs** (`Input`), each an edge with its own channel topic:
 co-process whose two functions share the key's state; a stream may feed
 several operators, edges and sinks (fan-out); a process function may yield
 `Tagged(tag, value)` to send a value to the side output `tag`, consumed by
-`stream.side_output(tag)` in the same stage. Every edge goes from an existing
-stage to a newer one, so a job built with this API has no cycle: stage order
-is a topological order.
+`stream.side_output(tag)` in the same stage. Every forward edge goes from an
+existing stage to a newer one, so stage order is a topological order of them.
+
+A job may also hold **loops**: `head = stream.iterate(name)` starts a stage
+whose values are the stream's and those fed back by `head.feed_back(later)`,
+where `later` is a stream downstream of the head (in its stage or a later
+one). The feedback edge is the only edge from a later stage to an earlier (or
+the same) one; it is marked `loop` (`Input.loop`) and carried by its own
+channel topic. `Job.validate` refuses a loop that is never closed and loops
+that cross (docs/architecture.md, "Cycles").
 
 Every function must be deterministic in its inputs and state for exactly-once
 results; functions are shipped to worker processes by importing the job spec,
@@ -55,6 +62,7 @@ __all__ = [
     "ConnectedStreams",
     "ErrorPolicy",
     "Input",
+    "IterationHead",
     "Job",
     "KeyedStream",
     "Node",
@@ -260,7 +268,9 @@ class Input:
 
     `index` numbers the stage's inputs from 0 (it names the input's channel
     topic); `edge` is the ``edge`` node in the upstream stage that writes it;
-    `side` is which function of a co-process receives its values (0 otherwise).
+    `side` is which function of a co-process receives its values (0 otherwise);
+    `loop` marks a feedback edge (`IterationHead.feed_back`): its upstream is
+    the stage itself or a later one.
     """
 
     upstream: Stage
@@ -268,6 +278,7 @@ class Input:
     index: int
     edge: Node
     side: int = 0
+    loop: bool = False
 
 
 @dataclass(eq=False)
@@ -283,6 +294,13 @@ class Stage:
     parallelism: int | None
     source: Source | None = None
     inputs: list[Input] = field(default_factory=list)
+    #: An iteration head (`Stream.iterate`): the loop's name, else None.
+    iterate: str | None = None
+
+    @property
+    def forward_inputs(self) -> list[Input]:
+        """Its inputs without the feedback edges (`Input.loop`)."""
+        return [i for i in self.inputs if not i.loop]
 
     @property
     def keyed(self) -> bool:
@@ -304,7 +322,8 @@ class Stage:
         inputs come from timed stages (`Job.validate` refuses a mix)."""
         if self.source is not None:
             return self.source.timestamps is not None
-        return bool(self.inputs) and all(i.upstream.timed for i in self.inputs)
+        inputs = self.forward_inputs
+        return bool(inputs) and all(i.upstream.timed for i in inputs)
 
 
 def sink_nodes(node: Node) -> list[Node]:
@@ -425,15 +444,49 @@ class Job:
                 raise ConfigurationError(f"stage {stage.index} of job {self.name} has no sink")
             if stage.parallelism is not None and stage.parallelism < 1:
                 raise ConfigurationError(f"parallelism must be >= 1, got {stage.parallelism}")
-            for inp in stage.inputs:
-                # The API only adds edges from existing stages to new ones; a
-                # backward edge would be a cycle, which the runtime cannot align.
+            for inp in stage.forward_inputs:
+                # The API only adds forward edges from existing stages to new ones;
+                # the only backward edges are the loops' feedback edges.
                 if inp.upstream.index >= stage.index:
                     raise ConfigurationError(
                         f"stage {stage.index} of job {self.name} reads stage "
-                        f"{inp.upstream.index}: a cycle (feedback edges are not supported)"
+                        f"{inp.upstream.index}: a cycle that is not a loop "
+                        "(close loops with iterate/feed_back)"
                     )
             _check_event_time(stage, self.name)
+        _check_loops(self)
+
+
+def _check_loops(job: Job) -> None:
+    """Refuse loops never closed, event time in a loop, and loops that cross.
+
+    Loop i spans the stages [head, tail]; two loops may be disjoint or one
+    nested in the other, never overlap partly: the barriers of crossing loops
+    would each wait on the other's channel state.
+    """
+    spans: list[tuple[int, int, str]] = []
+    for stage in job.stages:
+        if stage.iterate is None:
+            continue
+        loops = [i for i in stage.inputs if i.loop]
+        if not loops:
+            raise ConfigurationError(
+                f"iterate {stage.iterate!r} of job {job.name} is never closed: "
+                "call feed_back(stream) on it"
+            )
+        if stage.timed:
+            raise ConfigurationError(
+                f"iterate {stage.iterate!r} of job {job.name} reads a stream with timestamps: "
+                "loops do not carry event time yet"
+            )
+        spans.append((stage.index, loops[0].upstream.index, stage.iterate))
+    for h1, t1, a in spans:
+        for h2, t2, b in spans:
+            if h1 < h2 <= t1 < t2:
+                raise ConfigurationError(
+                    f"loops {a!r} (stages {h1}-{t1}) and {b!r} (stages {h2}-{t2}) of job "
+                    f"{job.name} cross: nest one loop inside the other or keep them apart"
+                )
 
 
 def _check_event_time(stage: Stage, job: str) -> None:
@@ -536,6 +589,31 @@ class Stream:
             node = self._node.side_outputs[tag] = Node("side", name=tag)
         return Stream(self._job, self._stage, node)
 
+    def iterate(self, name: str, *, parallelism: int | None = None) -> IterationHead:
+        """The head of a loop: a new stage (fed round-robin, like `rebalance`) whose
+        values are this stream's and those `feed_back` returns to it.
+
+        Close the loop with ``head.feed_back(stream)``, `stream` downstream of the
+        head. The head's snapshot waits for barriers on its forward inputs only
+        and logs its loop channel as channel state (docs/architecture.md, "Cycles").
+        """
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"an iterate's name is a non-empty string, got {name!r}")
+        taken = [s.iterate for s in self._job.stages if s.iterate is not None]
+        if name in taken:
+            raise ConfigurationError(f"job {self._job.name} has two loops named {name!r}")
+        stage = self._job._edge(self._stage, self._node, None, parallelism)
+        stage.iterate = name
+        stage.root.name = f"iterate {name}"
+        return IterationHead(self._job, stage, stage.root)
+
+    def feed_back(self, stream: Stream) -> None:
+        """Refused: only the stream `iterate` returned takes a feedback edge."""
+        raise ConfigurationError(
+            "feed_back closes a loop: call it on the stream iterate(...) returned, "
+            "not on a stream derived from it"
+        )
+
     def sink(self, sink: Sink) -> None:
         """Write every value to `sink`."""
         if not isinstance(sink, Sink):
@@ -543,6 +621,61 @@ class Stream:
                 f"{sink!r} is not a kstream Sink (subclass kstream.Sink, e.g. KafkaSink)"
             )
         self._node.children.append(Node("sink", sink=sink, name=sink.name))
+
+
+class IterationHead(Stream):
+    """The head of a loop (`Stream.iterate`): its values, then `feed_back` to close it."""
+
+    def feed_back(self, stream: Stream) -> None:
+        """Send every value of `stream` back into this head (the loop's feedback edge).
+
+        `stream` must be downstream of the head: in the head's stage or in a
+        stage fed (through forward edges) by it. A head is closed once.
+        """
+        head, name = self._stage, self._stage.iterate
+        if not isinstance(stream, Stream):
+            raise ConfigurationError(
+                f"feed_back of iterate {name!r} takes an unkeyed stream, got {stream!r}"
+            )
+        if stream._job is not self._job:
+            raise ConfigurationError(f"feed_back of iterate {name!r} from another job's stream")
+        if any(i.loop for i in head.inputs):
+            raise ConfigurationError(f"iterate {name!r} is closed already (feed_back twice)")
+        if not _downstream(head, stream._stage):
+            raise ConfigurationError(
+                f"feed_back of iterate {name!r} from stage {stream._stage.index}, which the "
+                f"head (stage {head.index}) does not feed: a loop returns what the head sent on"
+            )
+        self._job._connect(stream._stage, stream._node, head, None)
+        head.inputs[-1].loop = True
+
+
+def _downstream(head: Stage, stage: Stage) -> bool:
+    """Whether `stage` is `head` or reached from it through forward edges."""
+    seen, todo = set(), [head]
+    while todo:
+        s = todo.pop()
+        if s is stage:
+            return True
+        seen.add(id(s))
+        todo += [t for t in _successors(s) if id(t) not in seen]
+    return False
+
+
+def _successors(stage: Stage) -> list[Stage]:
+    """The stages `stage`'s forward edges feed."""
+    out: list[Stage] = []
+
+    def walk(node: Node) -> None:
+        if node.kind == "edge" and node.edge_to is not None:
+            inp = node.edge_to.inputs[node.edge_input]
+            if not inp.loop:
+                out.append(node.edge_to)
+        for c in children(node):
+            walk(c)
+
+    walk(stage.root)
+    return out
 
 
 def _not_unkeyed(other: object) -> str:

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kstream.dataflow.job import Job, Stage, sink_nodes
+from kstream.dataflow.job import Input, Job, Stage, sink_nodes
 from kstream.errors import ConfigurationError
-from kstream.protocol.names import channel_topic, commit_topic, control_topic, dead_letter_topic
+from kstream.protocol.names import (
+    channel_topic,
+    commit_topic,
+    control_topic,
+    dead_letter_topic,
+    loop_topic,
+)
 
 __all__ = [
     "MAX_INTERNAL_PARTITIONS",
     "Plan",
     "TaskSpec",
+    "input_topic",
     "plan",
     "started_with",
 ]
@@ -24,6 +31,11 @@ __all__ = [
 def channel_partitions(downstream: int, upstream_count: int, downstream_count: int) -> list[int]:
     """The partitions (channels) downstream subtask `downstream` reads, one per upstream."""
     return [i * downstream_count + downstream for i in range(upstream_count)]
+
+
+def input_topic(job: str, stage: int, inp: Input) -> str:
+    """The channel topic of input `inp` of `stage`: a loop's own topic for a feedback edge."""
+    return loop_topic(job, stage) if inp.loop else channel_topic(job, stage, inp.index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +76,7 @@ class Plan:
         for s in self.job.stages:
             for inp in s.inputs:
                 up, down = self.parallelism[inp.upstream.index], self.parallelism[s.index]
-                out[channel_topic(self.job.name, s.index, inp.index)] = up * down
+                out[input_topic(self.job.name, s.index, inp)] = up * down
         return out
 
     def input_channels(self, task: TaskSpec) -> list[tuple[str, list[int]]]:
@@ -76,11 +88,20 @@ class Plan:
         name, par = self.job.name, self.parallelism
         return [
             (
-                channel_topic(name, stage.index, inp.index),
+                input_topic(name, stage.index, inp),
                 channel_partitions(task.index, par[inp.upstream.index], task.parallelism),
             )
             for inp in stage.inputs
         ]
+
+    def loop_channels(self, task: TaskSpec) -> set[tuple[str, int]]:
+        """The channels (topic, partition) `task` reads through a feedback edge: the
+        ones its snapshot logs instead of aligning (empty unless it heads a loop)."""
+        stage = self.job.stages[task.stage]
+        loops = {input_topic(self.job.name, stage.index, i) for i in stage.inputs if i.loop}
+        if not loops:
+            return set()
+        return {(t, p) for t, parts in self.input_channels(task) if t in loops for p in parts}
 
     def marker_partition(self, task: TaskSpec, ordinal: int) -> int:
         """Commit-marker partition of the `ordinal`-th sink (in `sink_nodes` order) of `task`."""

@@ -33,6 +33,15 @@ the snapshot to its barrier n - and once every channel delivered n,
 mode, `AlignmentTimedOut` switches the alignment in progress to that rule.
 Recording never closes the fast path: every record is processed.
 
+**Loop channels** (docs/architecture.md, "Cycles"). A loop head's feedback
+channels are `logged`: barrier n comes back on them only after the head
+forwarded it, so waiting for it would never end. In aligned mode the head
+aligns its other channels only; once barrier n arrived on all of them it
+snapshots with the logged channels `recording` from their positions, exactly
+as an unaligned snapshot records, and `ChannelStateComplete` follows when n
+came back on every loop channel. A barrier on a logged channel never starts
+a snapshot: in a correct run it is the head's own, coming back.
+
 **Replay windows.** A subtask restored from an unaligned snapshot must
 process the records of an old generation that the snapshot names (its
 channel state). `Aligner.replay` holds them per channel as `Replay(end,
@@ -236,6 +245,7 @@ _PROCESS = Process()
 _DROP_BLOCKED = Drop("channel blocked for alignment; re-read after the barrier")
 _DROP_GENERATION = Drop("written by another generation")
 _DROP_STALE_BARRIER = Drop("barrier of a checkpoint already taken or aborted")
+_DROP_LOOP_BARRIER = Drop("barrier on a loop channel of a checkpoint not recorded here")
 
 
 @dataclass(slots=True)
@@ -255,8 +265,10 @@ class Aligner:
 
     `last_checkpoint` is the checkpoint the subtask was restored from (0 for a
     fresh start): barriers up to it are stale. `replay` holds the replay
-    windows of that restore. Create a new `Aligner` when the generation
-    changes (recovery); an old one must not be reused.
+    windows of that restore. `logged` are the loop channels of a loop head:
+    never aligned, always recorded from the snapshot to their barrier. Create
+    a new `Aligner` when the generation changes (recovery); an old one must
+    not be reused.
     """
 
     channels: frozenset[Channel]
@@ -264,12 +276,16 @@ class Aligner:
     last_checkpoint: int = 0
     mode: Alignment = Alignment.ALIGNED
     replay: Mapping[Channel, tuple[Replay, ...]] = field(default_factory=dict)
+    logged: frozenset[Channel] = frozenset()
     #: Checkpoint being aligned, or None.
     aligning: int | None = field(default=None, init=False)
     #: Channel → offset after its barrier, for channels that delivered `aligning`.
     _arrived: dict[Channel, int] = field(default_factory=dict, init=False)
     #: Aborted checkpoints newer than `last_checkpoint`, whose barriers may still come.
     _aborted: set[int] = field(default_factory=set, init=False)
+    #: How many channels barrier n must arrive on before an aligned snapshot
+    #: (all but the `logged` ones).
+    _aligned: int = field(default=0, init=False)
     #: Taken snapshots whose channel state is being recorded, oldest first.
     _recordings: dict[int, _Recording] = field(default_factory=dict, init=False)
     #: Records of this generation may be processed without calling `handle`
@@ -283,6 +299,12 @@ class Aligner:
         unknown = sorted(set(self.replay) - self.channels)
         if unknown:
             raise ProtocolError(f"replay window for {unknown[0]}, not an input of this subtask")
+        if not self.logged <= self.channels:
+            stray = sorted(self.logged - self.channels)[0]
+            raise ProtocolError(f"loop channel {stray}, not an input of this subtask")
+        if self.logged == self.channels:
+            raise ProtocolError("a loop head needs an input besides its loop channels")
+        self._aligned = len(self.channels - self.logged)
         self.open_generation = self.generation
 
     @classmethod
@@ -293,8 +315,16 @@ class Aligner:
         last: int = 0,
         mode: Alignment = Alignment.ALIGNED,
         replay: Mapping[Channel, tuple[Replay, ...]] | None = None,
+        logged: Iterable[Channel] = (),
     ) -> Aligner:
-        return cls(frozenset(channels), generation, last, Alignment(mode), dict(replay or {}))
+        return cls(
+            frozenset(channels),
+            generation,
+            last,
+            Alignment(mode),
+            dict(replay or {}),
+            frozenset(logged),
+        )
 
     @property
     def blocked(self) -> frozenset[Channel]:
@@ -352,7 +382,8 @@ class Aligner:
             if event.channel not in rec.pending:
                 continue
             if n == m:
-                return self._recorded(m, rec, event)
+                # With any recording abandoned above: a skipped barrier is declined.
+                return [*actions, *self._recorded(m, rec, event)]
             if n < m:
                 # Barrier n never came on the channels that delivered m: stale.
                 return [_DROP_STALE_BARRIER]
@@ -360,6 +391,9 @@ class Aligner:
             actions += self._abandon_recording(m)
         if n <= self.last_checkpoint or n in self._aborted:
             return [*actions, _DROP_STALE_BARRIER]
+        if event.channel in self.logged:
+            # Its own barrier comes back only while recorded (handled above).
+            return [*actions, _DROP_LOOP_BARRIER]
         if self.aligning is not None and n < self.aligning:
             # A channel can only carry barrier n before barrier `aligning` if the
             # current alignment began with a barrier newer than n: n is overtaken.
@@ -373,13 +407,17 @@ class Aligner:
             return actions
         self._set_aligning(n)
         self._arrived[event.channel] = event.offset + 1
-        if len(self._arrived) < len(self.channels):
+        if len(self._arrived) < self._aligned:
             actions.append(Block(event.channel, event.offset + 1))
             return actions
-        offsets = MappingProxyType(dict(self._arrived))
         others = sorted(c for c in self._arrived if c != event.channel)
-        self._finish(n)
-        actions.append(TakeSnapshot(n, offsets))
+        if self.logged:
+            # A loop head: every forward channel delivered n; log the loop channels.
+            actions += self._record(n, dict(self._arrived), event.positions)
+        else:
+            offsets = MappingProxyType(dict(self._arrived))
+            self._finish(n)
+            actions.append(TakeSnapshot(n, offsets))
         actions += [Unblock(c) for c in others]
         return actions
 

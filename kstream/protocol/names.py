@@ -13,6 +13,9 @@ what                 name                                     used by
 channel topic        ``kstream.<job>.s<stage>``               tasks (input 0 of
                                                               `stage`)
                      ``kstream.<job>.s<stage>.i<k>``          tasks (input k >= 1)
+loop channel topic   ``kstream.<job>.s<stage>.loop``          tasks (the feedback
+                                                              edge of an iterate
+                                                              head `stage`)
 control topic        ``kstream.<job>.control``                runner, workers
 dead-letter topic    ``kstream.<job>.dead-letters``           tasks
 commit-marker topic  ``kstream.<job>.commits``                transactional sinks
@@ -45,6 +48,7 @@ __all__ = [
     "control_topic",
     "dead_letter_topic",
     "history_group",
+    "loop_topic",
     "marker_reader_group",
     "runner_group",
     "sink_transactional_id",
@@ -64,6 +68,11 @@ def channel_topic(job: str, stage: int, input: int = 0) -> str:
     input per stage has the topics it always had.
     """
     return f"kstream.{job}.s{stage}" if input == 0 else f"kstream.{job}.s{stage}.i{input}"
+
+
+def loop_topic(job: str, stage: int) -> str:
+    """The internal topic carrying the feedback edge into iterate head `stage`."""
+    return f"kstream.{job}.s{stage}.loop"
 
 
 def control_topic(job: str) -> str:

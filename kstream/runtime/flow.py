@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-defined]
 
 from kstream.dataflow.job import Node, children
-from kstream.dataflow.plan import Plan, TaskSpec
+from kstream.dataflow.plan import Plan, TaskSpec, input_topic
 from kstream.protocol.barrier import Channel
 from kstream.protocol.flow import (
     FlowConfig,
@@ -49,7 +49,7 @@ from kstream.protocol.flow import (
     Tick,
     Wrote,
 )
-from kstream.protocol.names import channel_topic, task_group
+from kstream.protocol.names import task_group
 from kstream.runtime.kafka import client_config
 
 __all__ = [
@@ -74,13 +74,21 @@ PROBE_TIMEOUT_S = 5.0
 
 
 def written_channels(plan: Plan, spec: TaskSpec) -> dict[Channel, str]:
-    """The channels subtask `spec` writes, each with the consumer group of its reader."""
+    """The channels subtask `spec` writes, each with the consumer group of its reader.
+
+    Loop channels (feedback edges) are left out: their reader, a loop head,
+    never pauses them, and a writer waiting on one would wait on its own
+    loop (docs/architecture.md, "Cycles").
+    """
     out: dict[Channel, str] = {}
     for node in _edges(plan.stage(spec).root):
         target = node.edge_to
         assert target is not None
+        inp = target.inputs[node.edge_input]
+        if inp.loop:
+            continue
         d = plan.parallelism[target.index]
-        topic = channel_topic(plan.job.name, target.index, node.edge_input)
+        topic = input_topic(plan.job.name, target.index, inp)
         for j in range(d):
             reader = TaskSpec(target.index, j, d).id
             out[Channel(topic, spec.index * d + j)] = task_group(plan.job.name, reader)
@@ -241,7 +249,9 @@ class FlowControl:
 
     `held` names the input partitions the subtask holds paused for another
     reason (a blocked channel while aligning): a resume leaves them paused;
-    `on_resume` is called after every resume.
+    `on_resume` is called after every resume. `never_paused` are input
+    partitions a pause leaves alone: a loop head's loop channels, which must
+    drain for its own writes (and its loop's) to drain.
     A subtask that writes no channels gets a control that never pauses.
     """
 
@@ -253,8 +263,10 @@ class FlowControl:
         config: FlowConfig,
         held: Callable[[], set[tuple[str, int]]] = set,
         on_resume: Callable[[], None] = lambda: None,
+        never_paused: frozenset[tuple[str, int]] = frozenset(),
     ) -> None:
         self.gate = FlowGate(config)
+        self._never_paused = never_paused
         self._held = held
         self._on_resume = on_resume
         channels = written_channels(plan, spec) if config.enabled else {}
@@ -292,7 +304,13 @@ class FlowControl:
                 case Pause():
                     self.pauses += 1
                     log.debug("pausing: %s holds %d records", action.channel or "?", action.lag)
-                    consumer.pause(consumer.assignment())
+                    consumer.pause(
+                        [
+                            tp
+                            for tp in consumer.assignment()
+                            if (tp.topic, tp.partition) not in self._never_paused
+                        ]
+                    )
                 case Resume():
                     held = self._held()
                     free = [

@@ -35,7 +35,7 @@ from confluent_kafka import (
 )
 
 from kstream.dataflow.job import Node
-from kstream.dataflow.plan import Plan, TaskSpec
+from kstream.dataflow.plan import Plan, TaskSpec, input_topic
 from kstream.errors import (
     CheckpointError,
     DecodeError,
@@ -67,7 +67,6 @@ from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.flow import FlowConfig
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage, Declined
-from kstream.protocol.names import channel_topic
 from kstream.protocol.timers import TimerDomain
 from kstream.protocol.watermarks import InputWatermarks, SourceWatermarks, Unusable
 from kstream.runtime.chain import (
@@ -226,6 +225,8 @@ class Subtask:
             rt.flow,
             held=self._held_inputs,
             on_resume=self._on_flow_resume,
+            # A loop head reads its loop channels on while paused (see `written_channels`).
+            never_paused=frozenset(rt.plan.loop_channels(spec)),
         )
         self.errors = RecordErrors(
             self.job.on_error, self.job.name, self.id, rt.producer, rt.max_record_bytes, self.stats
@@ -298,7 +299,7 @@ class Subtask:
         target = node.edge_to
         cw = ChannelWriter(
             self.flow.counted(self.rt.producer),
-            channel_topic(self.job.name, target.index, node.edge_input),
+            input_topic(self.job.name, target.index, target.inputs[node.edge_input]),
             self.spec.index,
             self.rt.plan.parallelism[target.index],
             self.rt.generation,
@@ -735,8 +736,15 @@ class ChannelTask(Subtask):
                             "which is not one of its inputs"
                         )
                     replay[self.channels[topic, p]] = tuple(Replay(e, g) for e, g in windows)
+        #: The feedback channels of a loop head: logged, never aligned or paused.
+        self.loops = {self.channels[tp] for tp in rt.plan.loop_channels(spec)}
         self.aligner = Aligner.over(
-            self.channels.values(), rt.generation, restore_from or 0, rt.alignment, replay
+            self.channels.values(),
+            rt.generation,
+            restore_from or 0,
+            rt.alignment,
+            replay,
+            logged=self.loops,
         )
         assigned = []
         #: Per channel, the next offset to process: an unaligned snapshot's range

@@ -7,7 +7,8 @@ kills itself with SIGKILL, as a crash would (no cleanup, no flush). Points:
 ``aligning``                some barriers of the checkpoint arrived, not all
 ``snapshotting``            during the local snapshot
 ``pre-committed``           after the sinks' pre-commit, before the ack
-``recording``               an unaligned snapshot taken (barriers forwarded),
+``recording``               a snapshot that records channel state taken
+                            (unaligned, or a loop head's; barriers forwarded),
                             its channel state not yet recorded
 ``completed-before-commit`` checkpoint complete, before the sinks committed it
 ``committed``               right after the sinks' commit

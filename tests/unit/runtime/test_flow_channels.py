@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from kstream.dataflow.plan import TaskSpec, plan
-from kstream.examples import wordcount
+from kstream.examples import collatz, wordcount
 from kstream.protocol.barrier import Channel
 from kstream.protocol.flow import FlowConfig
 from kstream.runtime.flow import ChannelProbe, FlowControl, _CountingProducer, written_channels
@@ -73,3 +73,17 @@ def test_a_probe_that_gets_no_answer_keeps_probing() -> None:
         assert probe.latest is None
     finally:
         probe.close()
+
+
+def test_a_loop_channel_is_never_counted_by_its_writer() -> None:
+    p = plan(collatz.job({"name": "cz"}), 2)
+    # The head writes the body's channel (counted) ...
+    assert written_channels(p, TaskSpec(1, 0, 2)) == {
+        Channel("kstream.cz.s2", j): f"kstream.cz.s2-{j}" for j in range(2)
+    }
+    # ... the tail writes only the loop channel, which it must not wait on.
+    assert written_channels(p, TaskSpec(2, 1, 2)) == {}
+    assert p.loop_channels(TaskSpec(1, 1, 2)) == {
+        ("kstream.cz.s1.loop", 1),
+        ("kstream.cz.s1.loop", 3),
+    }
