@@ -12,11 +12,12 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kstream.dataflow.job import Sink
 from kstream.errors import CheckpointError, KafkaUnavailableError, RecordLostError
 from kstream.infra.admin import Admin
 from kstream.runtime.kafka import (
@@ -30,6 +31,7 @@ from kstream.runtime.kafka import (
     transact,
 )
 from kstream.runtime.kafka import produce as produce_one
+from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
 
 if TYPE_CHECKING:
     from kstream.runtime.runner import Runner
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Feeder",
     "ReadRecord",
+    "RecordingSink",
     "in_flight_at",
     "produce",
     "read_all",
@@ -49,6 +52,29 @@ __all__ = [
 READ_TIMEOUT_S = 60.0
 #: How long a `Feeder` may wait for the broker's acknowledgements of its last records.
 FEED_TIMEOUT_S = 120.0
+
+
+@dataclass
+class RecordingSink(Sink):
+    """A sink that keeps what it is written in `writes`, in memory, without guarantees:
+    for tests that run subtasks in their own process and look at their output."""
+
+    name: str = "recording"
+    writes: list[Any] = field(default_factory=list)
+
+    def open(self, ctx: SinkContext) -> SinkWriter:
+        return _RecordingWriter(self.writes)
+
+
+class _RecordingWriter(SinkWriter):
+    def __init__(self, writes: list[Any]) -> None:
+        self._writes = writes
+
+    def write(self, value: Any) -> None:
+        self._writes.append(value)
+
+    def pre_commit(self, epoch: int) -> SinkSnapshot:
+        return SinkSnapshot()
 
 
 @dataclass(frozen=True, slots=True)

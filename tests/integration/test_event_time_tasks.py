@@ -7,49 +7,26 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
 from kstream.connectors.kafka import KafkaSource
-from kstream.dataflow.job import Job, Sink
+from kstream.dataflow.job import Job
 from kstream.dataflow.plan import TaskSpec, plan
 from kstream.dataflow.state import KeyedContext
 from kstream.infra.admin import Admin
 from kstream.protocol.names import channel_topic
 from kstream.runtime.channel import ChannelWriter
 from kstream.runtime.event_time import ElementContext
-from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import LocalCheckpointStorage
 from kstream.runtime.task import ChannelTask, TaskRuntime, open_task
-from kstream.testing import unique_name
+from kstream.testing import RecordingSink, unique_name
 
 pytestmark = pytest.mark.broker
 
 REACH_TIMEOUT_S = 60.0
-
-
-@dataclass
-class Recording(Sink):
-    name: str = "recording"
-    writes: list[Any] = field(default_factory=list)
-
-    def open(self, ctx: SinkContext) -> SinkWriter:
-        return _Writer(self.writes)
-
-
-class _Writer(SinkWriter):
-    def __init__(self, writes: list[Any]) -> None:
-        self._writes = writes
-
-    def write(self, value: Any) -> None:
-        self._writes.append(value)
-
-    def pre_commit(self, epoch: int) -> SinkSnapshot:
-        return SinkSnapshot()
 
 
 def note(key: str, value: int, ctx: KeyedContext) -> Iterator[tuple[str, str, int, int]]:
@@ -65,7 +42,7 @@ def fired(key: str, ts: int, ctx: KeyedContext) -> Iterator[tuple[str, str, int,
 def test_a_restored_channel_subtask_keeps_its_input_watermark_and_pending_timers(
     bootstrap: str, tmp_path: Path
 ) -> None:
-    sink = Recording()
+    sink = RecordingSink()
     job = Job(unique_name("et-task"))
     source = KafkaSource(unique_name("et-unused"), timestamps="kafka")
     job.source(source).key_by(str).process(note, on_timer=fired, name="note").sink(sink)

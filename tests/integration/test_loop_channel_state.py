@@ -16,49 +16,26 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
 from kstream.connectors.kafka import KafkaSource
-from kstream.dataflow.job import Job, Sink
+from kstream.dataflow.job import Job
 from kstream.dataflow.plan import TaskSpec, plan
 from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.flow import FlowConfig
 from kstream.protocol.names import channel_topic, loop_topic
 from kstream.runtime.channel import ChannelWriter
-from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import LocalCheckpointStorage
 from kstream.runtime.task import ChannelTask, TaskRuntime, open_task
-from kstream.testing import unique_name
+from kstream.testing import RecordingSink, unique_name
 
 pytestmark = pytest.mark.broker
 
 REACH_TIMEOUT_S = 60.0
-
-
-@dataclass
-class Recording(Sink):
-    name: str = "recording"
-    writes: list[Any] = field(default_factory=list)
-
-    def open(self, ctx: SinkContext) -> SinkWriter:
-        return _Writer(self.writes)
-
-
-class _Writer(SinkWriter):
-    def __init__(self, writes: list[Any]) -> None:
-        self._writes = writes
-
-    def write(self, value: Any) -> None:
-        self._writes.append(value)
-
-    def pre_commit(self, epoch: int) -> SinkSnapshot:
-        return SinkSnapshot()
 
 
 def poll_until(task: ChannelTask, done: Callable[[], bool], what: str) -> None:
@@ -81,7 +58,7 @@ def positive(n: int) -> bool:
 def test_the_loop_channel_is_recorded_from_the_snapshot_to_its_barrier_and_replayed(
     bootstrap: str, tmp_path: Path, alignment: Alignment
 ) -> None:
-    sink = Recording()
+    sink = RecordingSink()
     job = Job(unique_name("loop-task"))
     source = KafkaSource(unique_name("loop-unused"))
     head = job.source(source).iterate("count-down")
