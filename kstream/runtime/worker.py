@@ -63,6 +63,7 @@ from kstream.protocol.recovery import (
     WorkerRecovery,
 )
 from kstream.runtime.control import ControlReader, ControlWriter
+from kstream.runtime.heartbeat import Heartbeat
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import runner_gone, runner_pid
@@ -145,7 +146,13 @@ class Worker:
         self.alignment = alignment
         self.alignment_timeout_s = alignment_timeout_s
         self.tasks: list[Subtask] = []
-        self._last_heartbeat = 0.0
+        #: Heartbeats go out from the main loop and, while it is busy, from a thread.
+        self.heartbeat = Heartbeat(
+            HEARTBEAT_S,
+            lambda message, flush: self.control.send(message, flush=flush),
+            lambda: self.generation,
+            self._die_if_orphaned,
+        )
         #: Identifies this process in heartbeats: its counters start at zero.
         self.process = uuid.uuid4().hex[:12]
         #: Counters of the subtasks this process closed (earlier generations).
@@ -327,16 +334,12 @@ class Worker:
         return total
 
     def _heartbeat(self, force: bool = False, flush: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self._last_heartbeat >= HEARTBEAT_S:
-            self._last_heartbeat = now
-            if runner_gone(self.runner_pid):
-                # Where the kernel cannot kill orphans for us (`kstream.runtime.parent`).
-                os.kill(os.getpid(), signal.SIGKILL)
+        if force or self.heartbeat.due(time.monotonic()):
+            self._die_if_orphaned()
             latest = self._last_dead_letter
             for t in self.tasks:
                 latest = t.stats.last_dead_letter or latest
-            self.control.send(
+            self.heartbeat.publish(
                 WorkerAlive(
                     self.name,
                     self.generation,
@@ -347,6 +350,11 @@ class Worker:
                 ),
                 flush=flush,
             )
+
+    def _die_if_orphaned(self) -> None:
+        if runner_gone(self.runner_pid):
+            # Where the kernel cannot kill orphans for us (`kstream.runtime.parent`).
+            os.kill(os.getpid(), signal.SIGKILL)
 
     # -- main loop ----------------------------------------------------------
 
@@ -360,6 +368,9 @@ class Worker:
         shutil.rmtree(self.state_root / "staging", ignore_errors=True)
         reader = ControlReader(self.bootstrap, self.job.name, group=worker_group(self.job.name))
         self._reader = reader
+        self.heartbeat.start(
+            WorkerAlive(self.name, self.generation, process=self.process, counters=self.counters())
+        )
         try:
             self._join(reader)
             idle = False
@@ -392,6 +403,7 @@ class Worker:
             self.control.send(WorkerFailed(self.name, str(exc)))
             raise
         finally:
+            self.heartbeat.stop()
             self._retire_tasks()
             reader.close()
             self.executor.shutdown(wait=True)

@@ -79,6 +79,14 @@ def run_command(
         int,
         typer.Option("--max-in-flight", help="Checkpoints pending at once.", callback=AT_LEAST_ONE),
     ] = 1,
+    liveness_timeout: Annotated[
+        float,
+        typer.Option(
+            "--liveness-timeout",
+            help="Seconds without a heartbeat before a worker is declared dead.",
+            callback=POSITIVE,
+        ),
+    ] = 15.0,
     retained: Annotated[
         int,
         typer.Option(
@@ -156,6 +164,7 @@ def run_command(
             timeout=checkpoint_timeout,
             max_in_flight=max_in_flight,
             retained=retained,
+            liveness_timeout=liveness_timeout,
         ),
         spawn=spawn,
         say=say,

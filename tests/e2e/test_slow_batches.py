@@ -1,0 +1,58 @@
+"""A batch that takes longer than the liveness timeout is not a worker's death.
+
+The worker's main loop sends heartbeats between batches; one user call slower
+than the timeout used to make the coordinator declare the worker dead, roll
+the job back, and meet the same slow record again after the restore: the job
+retried it for ever. A thread of the worker now repeats the heartbeat while
+the main loop is busy.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kstream.infra.admin import Admin
+from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.runtime.runner import Runner
+from kstream.testing import produce, read_all, run_until_consumed, unique_name
+from kstream.tools.spec import load_job
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+JOB_FILE = Path(__file__).with_name("slow_record_job.py")
+#: The coordinator's liveness timeout in this test (the default is 15 s).
+LIVENESS_S = 6.0
+#: How long the user function takes on the slow line: well over the timeout.
+PAUSE_S = 2.5 * LIVENESS_S
+
+
+def test_a_user_call_slower_than_the_liveness_timeout_is_waited_for(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    run_id = unique_name("slow-batch")
+    src, dst = f"{run_id}-in", f"{run_id}-out"
+    Admin(bootstrap).create_topics({src: 1, dst: 1})
+    lines = [f"line {i}" for i in range(200)]
+    lines[100] = "slow"
+    produce(bootstrap, src, [(None, line.encode()) for line in lines], partition=0)
+    params = {"name": run_id, "input": src, "output": dst, "pause": str(PAUSE_S)}
+    spec = f"{JOB_FILE}:job"
+    runner = Runner(
+        load_job(spec, params),
+        spec=spec,
+        params=params,
+        bootstrap=bootstrap,
+        workers=1,
+        state_dir=tmp_path,
+        config=CoordinatorConfig(interval=0.5, timeout=120.0, liveness_timeout=LIVENESS_S),
+        say=lambda _: None,
+    )
+    runner.prepare()
+    run_until_consumed(runner, src, {0: len(lines)}, timeout=240)
+
+    assert runner.stats.recoveries == 0, "the busy worker was declared dead"
+    out = Counter(r.value.decode() for r in read_all(bootstrap, dst) if r.value is not None)
+    assert out == Counter(line.upper() for line in lines)
