@@ -147,16 +147,21 @@ class _Taken:
 
     meta: SnapshotMeta
     staged: Path | None
+    #: The RocksDB checkpoint into `staged`, being created on the executor (its size).
+    state: Future[int] | None
     payloads: dict[str, Any]
     finishers: list[Callable[[], None]]
 
 
 @dataclass
 class PendingAck:
-    """A snapshot whose durable copy is being written; ack once `future` is done."""
+    """A snapshot whose durable copy is being written; ack once `future` is done.
+
+    The future gives the stored meta (with the state's size, known only then).
+    """
 
     meta: SnapshotMeta
-    future: Future[None]
+    future: Future[SnapshotMeta]
     task: str
 
 
@@ -362,18 +367,20 @@ class Subtask:
     ) -> None:
         """Take checkpoint `checkpoint` now: state, sinks' pre-commit, barriers downstream.
 
-        The synchronous part is a RocksDB checkpoint (flush + hard links) and the
-        sinks' pre-commit; the durable copy is written on the executor, and the
-        worker acks once it is done. With `hold` (an unaligned snapshot whose
-        channel state is still being recorded) the copy waits for
-        `store_held`, or is dropped by `drop_held`: it must not be acked before.
+        The synchronous part moves cached state changes into RocksDB's memtable,
+        pre-commits the sinks and sends the barriers; the RocksDB checkpoint
+        (flush + hard links, synced) and the durable copy are made on the
+        executor (`StateStore.checkpoint_later`), and the worker acks once
+        both are done. With `hold` (an unaligned snapshot whose channel state
+        is still being recorded) the copy waits for `store_held`, or is dropped
+        by `drop_held`: it must not be acked before.
         """
         t0 = time.perf_counter()
         staged: Path | None = None
-        size = 0
+        state: Future[int] | None = None
         if self.state is not None:
             staged = self._staging / f"chk-{checkpoint}-{self.id}-{time.monotonic_ns()}"
-            size = self.state.checkpoint(staged)
+            state = self.state.checkpoint_later(staged, self.rt.executor)
         self.rt.faults.hit("snapshotting", checkpoint)
         kept = {name: w.pre_commit(checkpoint) for name, w in self.sinks.items()}
         self.rt.faults.hit("pre-committed", checkpoint)
@@ -390,7 +397,6 @@ class Subtask:
             source_offsets=source_offsets or {},
             channel_offsets=channel_offsets or {},
             has_state=staged is not None,
-            size=size,
             alignment_ms=alignment_ms,
             sync_ms=sync_ms,
             sink={name: k.meta for name, k in kept.items()},
@@ -404,6 +410,7 @@ class Subtask:
         taken = _Taken(
             meta,
             staged,
+            state,
             {name: k.payload for name, k in kept.items()},
             [k.finish for k in kept.values() if k.finish is not None],
         )
@@ -422,6 +429,7 @@ class Subtask:
                     self.rt.storage,
                     taken.meta,
                     taken.staged,
+                    taken.state,
                     taken.payloads,
                     taken.finishers,
                 ),
@@ -450,7 +458,8 @@ class Subtask:
         """Held snapshot `checkpoint` will never be complete: forget it (never acked)."""
         taken = self._held.pop(checkpoint, None)
         if taken is not None and taken.staged is not None:
-            shutil.rmtree(taken.staged, ignore_errors=True)
+            # On the executor, after the checkpoint being created there (first in, first out).
+            self.rt.executor.submit(shutil.rmtree, taken.staged, ignore_errors=True)
 
     def decline(self, checkpoint: int, reason: str) -> None:
         self.rt.send_control(Declined(checkpoint, self.rt.generation, self.id, reason))
@@ -502,13 +511,21 @@ def _finish_and_store(
     storage: CheckpointStorage,
     meta: SnapshotMeta,
     staged: Path | None,
+    state: Future[int] | None,
     payloads: dict[str, Any],
     finishers: list[Callable[[], None]],
-) -> None:
-    """The asynchronous part of a snapshot: the sinks' finishing work, then the copy."""
+) -> SnapshotMeta:
+    """The asynchronous part of a snapshot: the sinks' finishing work, then the copy.
+
+    Runs on the executor after the state's checkpoint (submitted before it), so
+    `state` is done: its failure fails the snapshot, with its own cause.
+    """
+    if state is not None:
+        meta = dataclasses.replace(meta, size=state.result())
     for finish in finishers:
         finish()
     storage.store(meta, staged, payloads)
+    return meta
 
 
 class SourceTask(Subtask):

@@ -304,7 +304,7 @@ class Worker:
                 if exc is not None:
                     t.decline(p.meta.checkpoint, f"snapshot not stored: {exc}")
                     continue
-                m = p.meta
+                m = p.future.result()
                 self._send(
                     Acked(
                         m.checkpoint,

@@ -6,7 +6,8 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -341,3 +342,76 @@ def test_key_bytes_are_the_same_in_another_process() -> None:
         timeout=120,
     )
     assert pickle.loads(done.stdout) == here
+
+
+class HeldExecutor(Executor):
+    """Runs what is submitted only when told to: a checkpoint still being created."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[Future[Any], Callable[[], Any]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.queue.append((future, lambda: fn(*args, **kwargs)))
+        return future
+
+    def run(self) -> None:
+        while self.queue:
+            future, call = self.queue.pop(0)
+            future.set_result(call())
+
+
+def restored_value(checkpoint: Path, tmp_path: Path, key: bytes) -> Any:
+    path = tmp_path / "restored" / checkpoint.name / "db"
+    StateStore.restore(checkpoint, path)
+    restored = StateStore(path)
+    st = restored.value_state("count")
+    st.key = key
+    try:
+        return st.get()
+    finally:
+        restored.close()
+
+
+def test_a_checkpoint_made_later_holds_the_state_of_its_call_not_of_its_creation(
+    store: StateStore, tmp_path: Path
+) -> None:
+    st = store.value_state("count")
+    st.key = b"k"
+    st.set("at the barrier")
+    executor = HeldExecutor()
+    created = store.checkpoint_later(tmp_path / "staging" / "chk-1", executor)
+    st.set("after the barrier")
+    st.key = b"new"
+    st.set("after the barrier")
+    assert store.flush() == 0  # deferred: the database must not change yet
+    assert st.get() == "after the barrier"  # reads find the deferred writes in the cache
+    st.key = b"k"
+    assert st.get() == "after the barrier"
+
+    executor.run()
+    assert created.result() > 0
+    chk = tmp_path / "staging" / "chk-1"
+    assert restored_value(chk, tmp_path, b"k") == "at the barrier"
+    assert restored_value(chk, tmp_path, b"new") is None
+    assert store.flush() == 2  # once created, the deferred writes go in
+    store.checkpoint(tmp_path / "staging" / "chk-2")
+    assert restored_value(tmp_path / "staging" / "chk-2", tmp_path, b"new") == "after the barrier"
+
+
+def test_a_second_checkpoint_waits_for_the_first_and_holds_what_was_deferred(
+    store: StateStore, tmp_path: Path
+) -> None:
+    st = store.value_state("count")
+    st.key = b"k"
+    st.set(1)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = store.checkpoint_later(tmp_path / "chk-1", pool)
+        st.set(2)
+        store.flush()
+        second = store.checkpoint_later(tmp_path / "chk-2", pool)
+        st.set(3)
+        assert first.result() > 0
+        assert second.result() > 0
+    assert restored_value(tmp_path / "chk-1", tmp_path, b"k") == 1
+    assert restored_value(tmp_path / "chk-2", tmp_path, b"k") == 2
