@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -65,6 +66,8 @@ class RingRun:
     kills: int
     recoveries: int
     aborted: int
+    #: The run's state and checkpoints (`_clean_up` deletes them).
+    state_dir: Path
 
 
 def _trigger(interval: float) -> CoordinatorConfig:
@@ -155,8 +158,17 @@ def _run_ring(
     snapshots = read_snapshots(
         RingLayout.of(runner.plan), runner.storage, servers, completed, alignment
     )
-    shutil.rmtree(state_dir, ignore_errors=True)
-    return RingRun(snapshots, seconds, done_kills, runner.stats.recoveries, runner.report.aborted)
+    return RingRun(
+        snapshots, seconds, done_kills, runner.stats.recoveries, runner.report.aborted, state_dir
+    )
+
+
+def _clean_up(run: RingRun, ok: bool, say: Say) -> None:
+    """Delete the run's state and checkpoints, or keep them when a verification failed."""
+    if ok:
+        shutil.rmtree(run.state_dir, ignore_errors=True)
+    else:
+        say(f"checkpoints kept for inspection in {run.state_dir}")
 
 
 # -- the token ring ---------------------------------------------------------------
@@ -169,11 +181,12 @@ def _tokens(values: list[Any]) -> int:
 def token_snapshot(s: RingSnapshot) -> TokenSnapshot:
     """Where checkpoint `s` puts the token."""
     # Before p read its source's first record the token is still in that source.
-    elsewhere = int(s.p_source_offset == 0) + sum(
+    # (A negative offset is Kafka's "from the beginning": nothing read yet.)
+    elsewhere = int(s.p_source_offset < 1) + sum(
         _tokens(v) for e, v in s.channels.items() if e not in (Element.P_TO_Q, Element.Q_TO_P)
     )
     return TokenSnapshot(
-        f"checkpoint {s.checkpoint}",
+        f"chk {s.checkpoint}",
         p_holds=TOKEN_KEY in s.p_state,
         q_holds=TOKEN_KEY in s.q_state,
         p_to_q=_tokens(s.channels.get(Element.P_TO_Q, [])),
@@ -266,19 +279,24 @@ def token_ring_demo(
         Counter(s.verdict for s in snapshots),
     )
     _print_token_ring(outcome, alignment, console)
+    _clean_up(run, outcome.ok, say)
     return outcome
 
 
 def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Console) -> None:
     scheme = "naive: no markers, each process on its own clock" if o.naive else alignment.value
     table = Table(title=f"token ring, {scheme}: one row per global snapshot")
-    for column in ("snapshot", "started by", *Element, "verdict"):
+    # The "elsewhere" column only when a snapshot has the token there.
+    elements = [
+        e for e in Element if e != Element.ELSEWHERE or any(s.elsewhere for s in o.snapshots)
+    ]
+    for column in ("snapshot", "started by", *elements, "verdict"):
         table.add_column(str(column))
     for s in o.snapshots:
         style = "" if s.verdict is Verdict.ONCE else "bold red"
         states = dict(s.rows())
         table.add_row(
-            s.label, s.started_by, *(states.get(e, "") for e in Element), s.verdict, style=style
+            s.label, s.started_by, *(states.get(e, "") for e in elements), s.verdict, style=style
         )
     console.print(table)
     example = next((s for s in o.snapshots if s.verdict is not Verdict.ONCE), None)
@@ -329,14 +347,14 @@ def payments(n: int, payer: str, seed: int) -> list[list[Any]]:
 def bank_snapshot(s: RingSnapshot) -> BankSnapshot:
     """The balances and credits in flight of checkpoint `s`; untouched accounts at opening."""
     balances = {
-        process: {a: int(state.get(a, OPENING_BALANCE)) for a in ACCOUNTS[process]}
-        for process, state in ((P, s.p_state), (Q, s.q_state))
+        f"{name} ({process})": {a: int(state.get(a, OPENING_BALANCE)) for a in ACCOUNTS[process]}
+        for name, process, state in (("P1", P, s.p_state), ("P2", Q, s.q_state))
     }
     in_flight = {
         element: tuple((str(v[1]), int(v[2])) for v in values if v[:1] == ["credit"])
         for element, values in s.channels.items()
     }
-    return BankSnapshot(f"checkpoint {s.checkpoint}", balances, in_flight, s.started_by)
+    return BankSnapshot(f"chk {s.checkpoint}", balances, in_flight, s.started_by)
 
 
 @dataclass
@@ -396,6 +414,7 @@ def bank_demo(
         run.recoveries,
     )
     _print_bank(outcome, console)
+    _clean_up(run, outcome.ok, say)
     return outcome
 
 
@@ -413,8 +432,8 @@ def _print_bank(o: BankOutcome, console: Console) -> None:
         o.snapshots[-1] if o.snapshots else None
     )
     if shown is not None:
-        caught = "a credit caught in flight, as seed 001's M" if shown.caught_in_flight else ""
-        console.print(f"[bold]{shown.label}[/bold] in seed 001's shape {caught}", highlight=False)
+        caught = ", credits caught in flight as seed 001's M" if shown.caught_in_flight else ""
+        console.print(f"[bold]{shown.label}[/bold] in seed 001's shape{caught}:", highlight=False)
         for line in shown.lines():
             console.print(f"  {line}", highlight=False)
     summary = Table(title="kstream bank demo", show_header=False)

@@ -110,7 +110,8 @@ class RingSnapshot:
     element (`RingLayout.element`) -> the stream records its recorded state
     holds, in channel order (only channels with a non-empty range appear);
     `started_by`: `initiators`; `p_source_offset`: where the snapshot resumes
-    p's source (0: its first record, the token ring's token, is still unread).
+    p's source (below 1: its first record, the token ring's token, is still unread;
+    a negative offset is Kafka's "from the beginning").
     """
 
     checkpoint: int

@@ -121,10 +121,10 @@ def initiators(q_own_first: bool, q_marker_first: bool) -> str:
     Both before q's snapshot is an aligned snapshot: q waited for both.
     """
     if q_own_first and not q_marker_first:
-        return "p and q"
+        return "p+q"
     if q_marker_first and not q_own_first:
         return "p"
-    return "p (q aligned)"
+    return "p, q aligned"
 
 
 def location(event: int) -> Element:
