@@ -10,6 +10,7 @@ as a barrier takes to go around, some always do.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,9 @@ MIN_SNAPSHOTS = 6
 
 
 @pytest.fixture
-def console(tmp_path: Path) -> Console:
-    return Console(file=(tmp_path / "out.txt").open("w"), width=120)
+def console(tmp_path: Path) -> Iterator[Console]:
+    with (tmp_path / "out.txt").open("w") as f:
+        yield Console(file=f, width=120)
 
 
 def test_the_token_is_once_in_every_unaligned_snapshot_across_a_kill(

@@ -22,7 +22,6 @@ from rocksdict import Options, Rdict
 
 from kstream.dataflow.job import Node, Stage, children
 from kstream.dataflow.plan import Plan, TaskSpec
-from kstream.errors import CheckpointError
 from kstream.examples.seed_ring import P, Q
 from kstream.protocol.barrier import Alignment
 from kstream.runtime.channel import BARRIER, RECORD, BatchFormat, barrier_checkpoint, decode_header
@@ -140,8 +139,9 @@ class _Log:
             }
         return self._read[channel]
 
-    def barrier_time(self, channel: Channel, checkpoint: int) -> int:
-        """When barrier `checkpoint` was written into `channel` (Kafka timestamp, ms)."""
+    def barrier_time(self, channel: Channel, checkpoint: int) -> int | None:
+        """When barrier `checkpoint` was written into `channel` (Kafka timestamp, ms);
+        None once purged (records before the oldest retained snapshot's offsets)."""
         for record in self.records(channel).values():
             value = record.value
             if (
@@ -150,7 +150,7 @@ class _Log:
                 and barrier_checkpoint(value) == checkpoint
             ):
                 return record.timestamp
-        raise CheckpointError(f"barrier {checkpoint} is not in {channel[0]}[{channel[1]}]")
+        return None
 
 
 def _range(
@@ -231,9 +231,13 @@ def read_snapshots(
             # The channel q recorded delivered its barrier last.
             own, marker = layout.p_to_q in q_recorded, layout.q_own in q_recorded
         else:
-            # Nothing came between the two barriers: the one written first came first.
+            # Nothing came between the two barriers: the one written first came first
+            # (unknown once purged).
             mine, theirs = (log.barrier_time(c, n) for c in (layout.q_own, layout.p_to_q))
-            own, marker = mine <= theirs, theirs < mine
+            if mine is None or theirs is None:
+                own = marker = False
+            else:
+                own, marker = mine <= theirs, theirs < mine
         started = initiators(own, marker)
         source = metas[layout.p_source.id].source_offsets
         out.append(

@@ -118,13 +118,16 @@ def initiators(q_own_first: bool, q_marker_first: bool) -> str:
     delivered the barrier and never on the loop channel. q did if its own
     source's barrier reached it before p's marker (`q_own_first`: it then
     recorded p→q); if p's marker came first (`q_marker_first`), q followed p.
-    Both before q's snapshot is an aligned snapshot: q waited for both.
+    Both is an aligned snapshot: q waited for both; neither, not known (the
+    barriers' order could not be read back).
     """
-    if q_own_first and not q_marker_first:
+    if q_own_first and q_marker_first:
+        return "p, q aligned"
+    if q_own_first:
         return "p+q"
-    if q_marker_first and not q_own_first:
+    if q_marker_first:
         return "p"
-    return "p, q aligned"
+    return "p, q unknown"
 
 
 def location(event: int) -> Element:

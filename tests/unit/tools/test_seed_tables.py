@@ -110,7 +110,12 @@ def test_verdicts_count_every_place_the_token_is() -> None:
 
 @pytest.mark.parametrize(
     ("own", "marker", "who"),
-    [(True, False, "p+q"), (False, True, "p"), (True, True, "p, q aligned")],
+    [
+        (True, False, "p+q"),
+        (False, True, "p"),
+        (True, True, "p, q aligned"),
+        (False, False, "p, q unknown"),
+    ],
 )
 def test_who_started_a_snapshot(own: bool, marker: bool, who: str) -> None:
     assert initiators(own, marker) == who
