@@ -37,8 +37,8 @@ def test_the_token_is_once_in_every_unaligned_snapshot_across_a_kill(
 ) -> None:
     messages: list[str] = []
     outcome = token_ring_demo(
-        ticks=200,
-        rate=25.0,
+        ticks=240,
+        rate=40.0,
         alignment=Alignment.UNALIGNED,
         naive=False,
         kills=1,

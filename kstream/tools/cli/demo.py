@@ -92,6 +92,10 @@ def demo_wordcount(
         raise JobFailedError("exactly-once output has duplicates, gaps or disorder")
 
 
+_NO_SNAPSHOTS = (
+    "no checkpoint completed during the run: give it more records or a shorter "
+    "--checkpoint-interval"
+)
 #: A seeds' demo's checkpoint interval: short, so a run of seconds takes dozens.
 SEED_INTERVAL_S = 0.25
 
@@ -106,7 +110,7 @@ def demo_token_ring(
     ] = 300,
     rate: Annotated[
         float, typer.Option("--rate", help="Ticks per second of each process.", callback=POSITIVE)
-    ] = 40.0,
+    ] = 25.0,
     alignment: AlignmentOption = "unaligned",
     naive: Annotated[
         bool,
@@ -142,6 +146,8 @@ def demo_token_ring(
         say=say,
         console=out,
     )
+    if not outcome.snapshots:
+        raise JobFailedError(_NO_SNAPSHOTS)
     if not outcome.ok:
         raise JobFailedError(
             "the naive scheme kept the token in every snapshot: the demo did not show its failure"
@@ -158,7 +164,7 @@ def demo_bank(
     ] = 300,
     rate: Annotated[
         float, typer.Option("--rate", help="Payments per second from each.", callback=POSITIVE)
-    ] = 40.0,
+    ] = 25.0,
     alignment: AlignmentOption = "unaligned",
     kill: Annotated[
         int, typer.Option("--kill", help="Worker SIGKILLs mid-run.", callback=NON_NEGATIVE)
@@ -185,6 +191,8 @@ def demo_bank(
         say=say,
         console=out,
     )
+    if not outcome.snapshots:
+        raise JobFailedError(_NO_SNAPSHOTS)
     if not outcome.ok:
         raise JobFailedError("a snapshot's total differs from the opening total")
 

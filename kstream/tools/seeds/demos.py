@@ -28,6 +28,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kstream.dataflow.job import Job
+from kstream.errors import ConfigurationError
 from kstream.examples.seed_ring import ACCOUNTS, OPENING_BALANCE, TOKEN_KEY, P, Q, bank, token_ring
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
@@ -265,6 +266,11 @@ def token_ring_demo(
     )
     events = token_events(run.snapshots[-1]) if run.snapshots else 0
     if naive:
+        if events < 3:
+            raise ConfigurationError(
+                f"the token made {events} of the 3 moves the naive scheme needs "
+                "(received, sent, received): give the run more --ticks"
+            )
         pairs = naive_schedule(events, max(2, len(run.snapshots)), seed)
         snapshots = [naive_snapshot(f"naive {i}", p, q) for i, (p, q) in enumerate(pairs, 1)]
     else:
