@@ -123,7 +123,10 @@ def demo_token_ring(
     kill: Annotated[
         int, typer.Option("--kill", help="Worker SIGKILLs mid-run.", callback=NON_NEGATIVE)
     ] = 1,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the holding times and kills.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the holding times and kills.", callback=NON_NEGATIVE),
+    ] = 0,
     checkpoint_interval: Annotated[
         float, typer.Option("--checkpoint-interval", callback=POSITIVE)
     ] = SEED_INTERVAL_S,
@@ -169,7 +172,9 @@ def demo_bank(
     kill: Annotated[
         int, typer.Option("--kill", help="Worker SIGKILLs mid-run.", callback=NON_NEGATIVE)
     ] = 1,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the payments and kills.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the payments and kills.", callback=NON_NEGATIVE)
+    ] = 0,
     checkpoint_interval: Annotated[
         float, typer.Option("--checkpoint-interval", callback=POSITIVE)
     ] = SEED_INTERVAL_S,
