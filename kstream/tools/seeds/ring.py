@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from kstream.runtime.snapshot import LocalCheckpointStorage, SnapshotMeta
 from kstream.testing import ReadRecord, read_all
 from kstream.tools.seeds.tables import Element, initiators
 
-__all__ = ["RingLayout", "RingSnapshot", "read_snapshots"]
+__all__ = ["RingLayout", "RingSnapshot", "read_snapshots", "recorded_range"]
 
 Channel = tuple[str, int]
 
@@ -153,14 +153,18 @@ class _Log:
         return None
 
 
-def _range(
-    log: _Log, fmt: BatchFormat, channel: Channel, keyed: bool, start: int, windows: list[list[int]]
+def recorded_range(
+    records: Mapping[int, ReadRecord],
+    fmt: BatchFormat,
+    keyed: bool,
+    start: int,
+    windows: list[list[int]],
 ) -> list[Any]:
-    """The stream records of a recorded range: from `start` to the last window's end,
-    the data records of a generation whose window covers their offset."""
+    """The stream records of a recorded range of a channel whose log is `records`
+    (offset -> record): from `start` to the last window's end, the data records
+    of a generation whose window (``[end, generation]``) covers their offset."""
     end = max(e for e, _ in windows)
     out: list[Any] = []
-    records = log.records(channel)
     for offset in range(start, end):
         record = records.get(offset)
         if record is None or record.value is None:
@@ -218,8 +222,12 @@ def read_snapshots(
                 for partition, windows in parts.items():
                     channel = (topic, partition)
                     start = meta.channel_offsets[topic][partition]
-                    records = _range(
-                        log, fmt, channel, layout.keyed.get(channel, False), start, windows
+                    records = recorded_range(
+                        log.records(channel),
+                        fmt,
+                        layout.keyed.get(channel, False),
+                        start,
+                        windows,
                     )
                     channels.setdefault(layout.element(channel), []).extend(records)
         q_recorded = {
