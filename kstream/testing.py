@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from kstream.dataflow.job import Sink
 from kstream.errors import CheckpointError, KafkaUnavailableError, RecordLostError
@@ -229,7 +229,8 @@ def read_all(
                 timeout,
             )
             ends[p] = high
-        consumer.assign([TopicPartition(topic, p, 0) for p in wanted])
+        # From the log start, not offset 0: purged or deleted records move it on.
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted])
         out: list[ReadRecord] = []
         deadline = time.monotonic() + timeout
         pending = {p for p in wanted if ends[p] > 0}

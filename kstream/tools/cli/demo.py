@@ -1,4 +1,5 @@
-"""`kstream demo smoke|wordcount`: the demonstrations of `kstream.tools.demo`."""
+"""`kstream demo smoke|wordcount|token-ring|bank`: the demonstrations of `kstream.tools.demo`
+and of the seeds' examples (`kstream.tools.seeds`)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from kstream.tools.cli.options import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
     POSITIVE,
+    AlignmentOption,
     BootstrapOption,
     GuaranteeOption,
     KafkaConfigOption,
+    parse_alignment,
     parse_guarantee,
 )
 
@@ -87,6 +90,116 @@ def demo_wordcount(
         raise JobFailedError("word counts do not match the input")
     if chosen == "exactly-once" and not (outcome.check.output_exact and audited_clean):
         raise JobFailedError("exactly-once output has duplicates, gaps or disorder")
+
+
+_NO_SNAPSHOTS = (
+    "no checkpoint completed during the run: give it more records or a shorter "
+    "--checkpoint-interval"
+)
+#: A seeds' demo's checkpoint interval: short, so a run of seconds takes dozens.
+SEED_INTERVAL_S = 0.25
+
+
+@demo_app.command("token-ring")
+def demo_token_ring(
+    ticks: Annotated[
+        int,
+        typer.Option(
+            "--ticks", help="Ticks of each process's clock (its source).", callback=AT_LEAST_ONE
+        ),
+    ] = 300,
+    rate: Annotated[
+        float, typer.Option("--rate", help="Ticks per second of each process.", callback=POSITIVE)
+    ] = 25.0,
+    alignment: AlignmentOption = "unaligned",
+    naive: Annotated[
+        bool,
+        typer.Option(
+            "--naive",
+            help="No markers: each process records its state and input on its own clock "
+            "(shows the token vanish or double).",
+        ),
+    ] = False,
+    kill: Annotated[
+        int, typer.Option("--kill", help="Worker SIGKILLs mid-run.", callback=NON_NEGATIVE)
+    ] = 1,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the holding times and kills.", callback=NON_NEGATIVE),
+    ] = 0,
+    checkpoint_interval: Annotated[
+        float, typer.Option("--checkpoint-interval", callback=POSITIVE)
+    ] = SEED_INTERVAL_S,
+    bootstrap_servers: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+) -> None:
+    """Seed 000: p and q pass one token over Kafka channels; every snapshot holds it once."""
+    from kstream.tools.seeds.demos import token_ring_demo
+
+    logging.basicConfig(level=logging.WARNING)
+    outcome = token_ring_demo(
+        ticks=ticks,
+        rate=rate,
+        alignment=parse_alignment(alignment, None),
+        naive=naive,
+        kills=kill,
+        seed=seed,
+        interval=checkpoint_interval,
+        bootstrap=bootstrap_servers,
+        say=say,
+        console=out,
+    )
+    if not outcome.snapshots:
+        raise JobFailedError(_NO_SNAPSHOTS)
+    if not outcome.ok:
+        raise JobFailedError(
+            "the naive scheme kept the token in every snapshot: the demo did not show its failure"
+            if naive
+            else "a snapshot lost or doubled the token"
+        )
+
+
+@demo_app.command("bank")
+def demo_bank(
+    transfers: Annotated[
+        int,
+        typer.Option("--transfers", help="Payments from each process.", callback=AT_LEAST_ONE),
+    ] = 300,
+    rate: Annotated[
+        float, typer.Option("--rate", help="Payments per second from each.", callback=POSITIVE)
+    ] = 25.0,
+    alignment: AlignmentOption = "unaligned",
+    kill: Annotated[
+        int, typer.Option("--kill", help="Worker SIGKILLs mid-run.", callback=NON_NEGATIVE)
+    ] = 1,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the payments and kills.", callback=NON_NEGATIVE)
+    ] = 0,
+    checkpoint_interval: Annotated[
+        float, typer.Option("--checkpoint-interval", callback=POSITIVE)
+    ] = SEED_INTERVAL_S,
+    bootstrap_servers: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+) -> None:
+    """Seed 001: P1 and P2 transfer money over Kafka channels; every snapshot's total holds."""
+    from kstream.tools.seeds.demos import bank_demo
+
+    logging.basicConfig(level=logging.WARNING)
+    outcome = bank_demo(
+        transfers=transfers,
+        rate=rate,
+        alignment=parse_alignment(alignment, None),
+        kills=kill,
+        seed=seed,
+        interval=checkpoint_interval,
+        bootstrap=bootstrap_servers,
+        say=say,
+        console=out,
+    )
+    if not outcome.snapshots:
+        raise JobFailedError(_NO_SNAPSHOTS)
+    if not outcome.ok:
+        raise JobFailedError("a snapshot's total differs from the opening total")
 
 
 def _demo_audit(input_topic: str, output_topic: str, bootstrap: str, wanted: bool) -> bool:

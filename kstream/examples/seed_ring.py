@@ -1,0 +1,158 @@
+"""Two processes p and q in a ring over Kafka channels: the jobs behind the seeds' demos.
+
+    kstream demo token-ring      (Chandy-Lamport's token example: one token passed around)
+    kstream demo bank            (the P1/P2 example: amounts transferred between accounts)
+
+Each demo is one kstream job whose processes are stages joined by real
+channels, so its snapshots are the job's own checkpoints::
+
+    p's source ─► p·in (iterate head) ─key_by─► p (keyed) ─key_by─► q (keyed) ─┐
+                       ▲                                       q's source ─┘   │
+                       └───────────── q→p: the loop channel (feed_back) ◄──────┘
+
+* p is the loop head ``p·in`` (which receives, from p's source and from q)
+  followed by the keyed stage ``p`` that holds p's state; the channel between
+  them is p's own (a single FIFO input, so a snapshot never records anything
+  in it). A loop head holds no keyed state yet, hence the two stages.
+* p→q is the channel from ``p`` into ``q``; q→p is the loop channel
+  (``kstream.<job>.s1.loop``), which the head logs as channel state.
+* Each process has its own source (p's injects the token or p's transfers, q's
+  brings q's ticks or transfers), so in unaligned mode a snapshot may reach q
+  through q's own source before p's marker: q then records p→q.
+
+Every record is keyed by `key`: the token ring has one key, the bank one key
+per account. Every parallelism is 1: p and q are one subtask each.
+
+Token ring: p's source writes ``"token"`` once, then ``"tick"``s; q's source
+writes ticks. A process that receives the token (``["token", hop]``) holds it
+for a seeded number of its own ticks (1 to `MAX_HOLD`), then passes it on as
+hop + 1. Its state is ``[hop, ticks left]`` while it holds the token (s1) and
+absent otherwise (s0).
+
+Bank: each process owns three accounts (p: X1, Y1, Z1; q: X2, Y2, Z2), each
+starting at `OPENING_BALANCE`. A source record ``["pay", from, to, amount]``
+debits the process's account `from` (if it holds enough) and sends
+``["credit", to, amount]`` to the other process, which credits `to`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kstream import Job, KafkaSource
+from kstream.dataflow.job import Stream
+from kstream.dataflow.state import KeyedContext
+
+__all__ = [
+    "ACCOUNTS",
+    "OPENING_BALANCE",
+    "TOKEN_KEY",
+    "P",
+    "Q",
+    "bank",
+    "hold_ticks",
+    "ring",
+    "token_ring",
+]
+
+#: The processes' operator names (their state is ``s<stage>.<name>`` in a snapshot).
+P, Q = "p", "q"
+#: Name of the loop (`Stream.iterate`): the head is p's receiving side.
+LOOP = "p-in"
+#: The token ring's one key.
+TOKEN_KEY = "token"
+#: A holder passes the token after 1 to MAX_HOLD of its own ticks.
+MAX_HOLD = 3
+#: Each process's accounts, in the seed's names.
+ACCOUNTS = {P: ("X1", "Y1", "Z1"), Q: ("X2", "Y2", "Z2")}
+#: What every account holds before its first transfer.
+OPENING_BALANCE = 1000
+
+ProcessFn = Callable[[Any, Any, KeyedContext], Iterator[Any]]
+
+
+def ring(
+    params: dict[str, str],
+    key: Callable[[Any], Any],
+    p_fn: ProcessFn,
+    q_fn: ProcessFn,
+    default_name: str,
+) -> Job:
+    """The ring of the module docstring; `p_fn` and `q_fn` are the processes.
+
+    Parameters: `p-input`, `q-input` (the sources' topics, JSON values) and
+    optionally `name`.
+    """
+    j = Job(params.get("name", default_name), parallelism=1)
+    head = j.source(KafkaSource(params["p-input"], value_serde="json")).iterate(LOOP)
+    p_out = head.key_by(key).process(p_fn, name=P)
+    q_in = j.source(KafkaSource(params["q-input"], value_serde="json"))
+    q_out: Stream = p_out.key_by(key).union(q_in.key_by(key)).process(q_fn, name=Q)
+    head.feed_back(q_out)
+    return j
+
+
+# -- the token ring ---------------------------------------------------------------
+
+
+def hold_ticks(seed: int, hop: int) -> int:
+    """How many of its own ticks the receiver of hop `hop` holds the token: seeded,
+    and the same on every replay (a restore makes the same decisions again)."""
+    return 1 + random.Random(seed * 1_000_003 + hop).randrange(MAX_HOLD)
+
+
+def _token_process(seed: int) -> ProcessFn:
+    def process(_key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
+        if value == "token":  # injected by p's source: hop 0
+            ctx.set([0, hold_ticks(seed, 0)])
+        elif isinstance(value, list) and value[:1] == ["token"]:
+            hop = int(value[1])
+            ctx.set([hop, hold_ticks(seed, hop)])
+        else:  # a tick of this process's own clock
+            held = ctx.get()
+            if held is not None:
+                hop, left = held
+                if left > 1:
+                    ctx.set([hop, left - 1])
+                else:
+                    ctx.clear()
+                    yield ["token", hop + 1]
+
+    return process
+
+
+def _token_key(_value: Any) -> str:
+    return TOKEN_KEY
+
+
+def token_ring(params: dict[str, str]) -> Job:
+    """The token ring; `seed` (default 0) fixes how long each holder keeps the token."""
+    seed = int(params.get("seed", "0"))
+    process = _token_process(seed)
+    return ring(params, _token_key, process, process, "token-ring")
+
+
+# -- the bank ---------------------------------------------------------------------
+
+
+def _bank_process(_key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
+    balance = int(ctx.get(OPENING_BALANCE))
+    if value[0] == "pay":
+        _, _, to, amount = value
+        if amount <= balance:  # a transfer that would overdraw is refused
+            ctx.set(balance - amount)
+            yield ["credit", to, amount]
+    else:  # ["credit", account, amount] from the other process
+        ctx.set(balance + int(value[2]))
+
+
+def _account(value: Any) -> str:
+    """The account a message is about: a payment's debited one, a credit's credited one."""
+    return str(value[1])
+
+
+def bank(params: dict[str, str]) -> Job:
+    """The bank: p owns X1, Y1, Z1 and q owns X2, Y2, Z2; payments cross the ring."""
+    return ring(params, _account, _bank_process, _bank_process, "bank")

@@ -1,0 +1,458 @@
+"""`kstream demo token-ring` and `kstream demo bank`: the seeds' worked examples on a real job.
+
+Both run a ring of `kstream.examples.seed_ring` with one worker on Kafka,
+retain every checkpoint of the run, optionally SIGKILL the worker mid-run,
+then read each completed checkpoint back (`kstream.tools.seeds.ring`) and
+check the property its seed states: the token is in exactly one place
+(seed 000), the money is all there (seed 001).
+
+Which source initiates a snapshot is one choice, `_trigger`: today the
+coordinator's interval triggers both sources at once; a source-initiated
+snapshot (a source's own interval) plugs in there.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kstream.dataflow.job import Job
+from kstream.errors import ConfigurationError
+from kstream.examples.seed_ring import ACCOUNTS, OPENING_BALANCE, TOKEN_KEY, P, Q, bank, token_ring
+from kstream.infra.admin import Admin
+from kstream.infra.cluster import bootstrap_servers
+from kstream.infra.paths import cache_dir
+from kstream.protocol.barrier import Alignment
+from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.runtime.runner import Runner
+from kstream.testing import Feeder, run_until_consumed, unique_name
+from kstream.tools.seeds.ring import RingLayout, RingSnapshot, read_snapshots
+from kstream.tools.seeds.tables import (
+    BankSnapshot,
+    Element,
+    TokenSnapshot,
+    Verdict,
+    naive_schedule,
+    naive_snapshot,
+)
+
+__all__ = ["BankOutcome", "TokenRingOutcome", "bank_demo", "token_ring_demo"]
+
+Say = Callable[[str], None]
+#: The demos give up if the ring has not processed its sources within this time.
+DEMO_TIMEOUT_S = 300.0
+#: Retain every checkpoint of a demo run: the demo reads them all back afterwards.
+RETAIN_ALL = 1_000_000
+#: A kill waits for this checkpoint, so the run has snapshots before and after it.
+KILL_AFTER = 3
+
+
+@dataclass(frozen=True)
+class RingRun:
+    """What running a ring produced: its checkpoints read back, and what happened."""
+
+    snapshots: list[RingSnapshot]
+    seconds: float
+    kills: int
+    recoveries: int
+    aborted: int
+    #: The run's state and checkpoints (`_clean_up` deletes them).
+    state_dir: Path
+
+
+def _trigger(interval: float) -> CoordinatorConfig:
+    """How snapshots start: the coordinator's interval, barriers into both sources at once.
+
+    With source-initiated snapshots, one source's own interval would start
+    them instead (q's, to make every snapshot reach q first); the rest of
+    the demo reads whatever completed.
+    """
+    return CoordinatorConfig(interval=interval, timeout=60.0, retained=RETAIN_ALL)
+
+
+def _run_ring(
+    job_fn: Callable[[dict[str, str]], Job],
+    spec: str,
+    *,
+    p_values: list[Any],
+    q_values: list[Any],
+    rate: float,
+    alignment: Alignment,
+    kills: int,
+    seed: int,
+    interval: float,
+    bootstrap: str | None,
+    say: Say,
+    console: Console,
+) -> RingRun:
+    servers = bootstrap_servers(bootstrap, say)
+    admin = Admin(servers)
+    admin.check_reachable()
+    run_id = unique_name(spec.rsplit(":", 1)[1].replace("_", "-"))
+    p_topic, q_topic = f"{run_id}-p", f"{run_id}-q"
+    admin.create_topics({p_topic: 1, q_topic: 1})
+    feeders = [
+        Feeder(servers, topic, [json.dumps(v).encode() for v in values], 1, rate)
+        for topic, values in ((p_topic, p_values), (q_topic, q_values))
+    ]
+    params = {"p-input": p_topic, "q-input": q_topic, "name": run_id, "seed": str(seed)}
+    state_dir = cache_dir() / "demo" / run_id
+    runner = Runner(
+        job_fn(params),
+        spec=spec,
+        params=params,
+        bootstrap=servers,
+        workers=1,  # every stage has one subtask: they all run on worker 0
+        state_dir=state_dir,
+        config=_trigger(interval),
+        say=say,
+        alignment=alignment,
+    )
+    runner.prepare()
+    say(
+        f"ring {run_id}: {len(p_values)} records for p, {len(q_values)} for q at {rate:g}/s each, "
+        f"{alignment.value} snapshots every {interval:g} s"
+    )
+
+    def feed(_: Runner) -> None:
+        for f in feeders:
+            f.feed()
+
+    started = time.monotonic()
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} of p's records"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        bar = progress.add_task("ring", total=len(p_values))
+        done_kills = run_until_consumed(
+            runner,
+            p_topic,
+            feeders[0].ends,
+            also={q_topic: feeders[1].ends},
+            kills=kills,
+            kill_after=KILL_AFTER,
+            seed=seed,
+            say=say,
+            chaos=feed,
+            on_progress=lambda done: progress.update(bar, completed=done),
+            timeout=DEMO_TIMEOUT_S,
+        )
+    seconds = time.monotonic() - started
+    assert runner.coordinator is not None  # started by run_until_consumed
+    completed = list(runner.coordinator.completed)
+    say(f"reading back {len(completed)} completed checkpoints (state and recorded channel state)")
+    snapshots = read_snapshots(
+        RingLayout.of(runner.plan), runner.storage, servers, completed, alignment
+    )
+    return RingRun(
+        snapshots, seconds, done_kills, runner.stats.recoveries, runner.report.aborted, state_dir
+    )
+
+
+def _clean_up(run: RingRun, ok: bool, say: Say) -> None:
+    """Delete the run's state and checkpoints, or keep them when a verification failed."""
+    if ok:
+        shutil.rmtree(run.state_dir, ignore_errors=True)
+    else:
+        say(f"checkpoints kept for inspection in {run.state_dir}")
+
+
+# -- the token ring ---------------------------------------------------------------
+
+
+def _tokens(values: list[Any]) -> int:
+    return sum(1 for v in values if isinstance(v, list) and v[:1] == ["token"])
+
+
+def token_snapshot(s: RingSnapshot) -> TokenSnapshot:
+    """Where checkpoint `s` puts the token."""
+    # Before p read its source's first record the token is still in that source.
+    # (A negative offset is Kafka's "from the beginning": nothing read yet.)
+    elsewhere = int(s.p_source_offset < 1) + sum(
+        _tokens(v) for e, v in s.channels.items() if e not in (Element.P_TO_Q, Element.Q_TO_P)
+    )
+    return TokenSnapshot(
+        f"chk {s.checkpoint}",
+        p_holds=TOKEN_KEY in s.p_state,
+        q_holds=TOKEN_KEY in s.q_state,
+        p_to_q=_tokens(s.channels.get(Element.P_TO_Q, [])),
+        q_to_p=_tokens(s.channels.get(Element.Q_TO_P, [])),
+        started_by=s.started_by,
+        elsewhere=elsewhere,
+    )
+
+
+def token_events(s: RingSnapshot) -> int:
+    """How many events of the token's chain (`kstream.tools.seeds.tables`) happened by `s`."""
+    for state in (s.p_state, s.q_state):
+        if TOKEN_KEY in state:
+            return 2 * int(state[TOKEN_KEY][0]) + 1  # hop h received: events 0..2h
+    hops = [int(v[1]) for vs in s.channels.values() for v in vs if isinstance(v, list)]
+    return 2 * max(hops) if hops else 0  # hop h sent, not received: events 0..2h-1
+
+
+@dataclass
+class TokenRingOutcome:
+    snapshots: list[TokenSnapshot]
+    naive: bool
+    seconds: float
+    kills: int
+    recoveries: int
+    #: Events of the token's chain in the run (hops sent and received).
+    events: int
+    verdicts: Counter[Verdict] = field(default_factory=Counter)
+
+    @property
+    def in_flight(self) -> int:
+        """Snapshots whose recorded channel state holds the token."""
+        return sum(1 for s in self.snapshots if s.in_channel_state)
+
+    @property
+    def ok(self) -> bool:
+        """Markers: every snapshot holds the token once. Naive: the failure showed."""
+        if self.naive:
+            return self.verdicts[Verdict.ONCE] < len(self.snapshots)
+        return bool(self.snapshots) and self.verdicts[Verdict.ONCE] == len(self.snapshots)
+
+
+def token_ring_demo(
+    *,
+    ticks: int,
+    rate: float,
+    alignment: Alignment,
+    naive: bool,
+    kills: int,
+    seed: int,
+    interval: float,
+    bootstrap: str | None,
+    say: Say,
+    console: Console,
+) -> TokenRingOutcome:
+    """Pass the token around p and q for `ticks` ticks of each process; check every snapshot.
+
+    With `naive`, the run's checkpoints are not used: the snapshots are the
+    naive scheme's (`kstream.tools.seeds.tables.naive_snapshot`), as many as
+    the run completed checkpoints (at least two), placed on the run's token
+    chain by `naive_schedule`.
+    """
+    run = _run_ring(
+        token_ring,
+        "kstream.examples.seed_ring:token_ring",
+        p_values=["token"] + ["tick"] * ticks,
+        q_values=["tick"] * ticks,
+        rate=rate,
+        alignment=alignment,
+        kills=kills,
+        seed=seed,
+        interval=interval,
+        bootstrap=bootstrap,
+        say=say,
+        console=console,
+    )
+    events = token_events(run.snapshots[-1]) if run.snapshots else 0
+    if naive:
+        if events < 3:
+            raise ConfigurationError(
+                f"the token made {events} of the 3 moves the naive scheme needs "
+                "(received, sent, received): give the run more --ticks"
+            )
+        pairs = naive_schedule(events, max(2, len(run.snapshots)), seed)
+        snapshots = [naive_snapshot(f"naive {i}", p, q) for i, (p, q) in enumerate(pairs, 1)]
+    else:
+        snapshots = [token_snapshot(s) for s in run.snapshots]
+    outcome = TokenRingOutcome(
+        snapshots,
+        naive,
+        run.seconds,
+        run.kills,
+        run.recoveries,
+        events,
+        Counter(s.verdict for s in snapshots),
+    )
+    _print_token_ring(outcome, alignment, console)
+    _clean_up(run, outcome.ok, say)
+    return outcome
+
+
+def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Console) -> None:
+    scheme = "naive: no markers, each process on its own clock" if o.naive else alignment.value
+    table = Table(title=f"token ring, {scheme}: one row per global snapshot")
+    # The "elsewhere" column only when a snapshot has the token there.
+    elements = [
+        e for e in Element if e != Element.ELSEWHERE or any(s.elsewhere for s in o.snapshots)
+    ]
+    for column in ("snapshot", "started by", *elements, "verdict"):
+        table.add_column(str(column))
+    for s in o.snapshots:
+        style = "" if s.verdict is Verdict.ONCE else "bold red"
+        states = dict(s.rows())
+        table.add_row(
+            s.label, s.started_by, *(states.get(e, "") for e in elements), s.verdict, style=style
+        )
+    console.print(table)
+    example = next((s for s in o.snapshots if s.verdict is not Verdict.ONCE), None)
+    if example is None:
+        example = next((s for s in o.snapshots if s.in_channel_state), None)
+    if example is not None:
+        console.print(f"[bold]{example.label}[/bold] as in seed 000 ({example.verdict}):")
+        seed = Table()
+        seed.add_column("element")
+        seed.add_column("state")
+        for element, state in example.rows():
+            seed.add_row(str(element), state)
+        console.print(seed)
+    summary = Table(title="kstream token ring demo", show_header=False)
+    summary.add_row("run", f"{o.seconds:.1f} s, {o.events} token events (hops sent and received)")
+    summary.add_row("faults", f"{o.kills} worker SIGKILLed, {o.recoveries} recoveries")
+    summary.add_row(
+        "snapshots",
+        f"{len(o.snapshots)}: "
+        + ", ".join(f"{o.verdicts[v]} {v}" for v in Verdict)
+        + f"; {o.in_flight} caught the token in recorded channel state",
+    )
+    if not o.naive:
+        started = Counter(s.started_by for s in o.snapshots)
+        summary.add_row("started by", ", ".join(f"{n} {who}" for who, n in sorted(started.items())))
+    verdict = (
+        ("the naive scheme lost or doubled the token" if o.ok else "the naive scheme did NOT fail")
+        if o.naive
+        else ("the token is exactly once in every snapshot" if o.ok else "VERIFICATION FAILED")
+    )
+    summary.add_row("verdict", verdict)
+    console.print(summary)
+
+
+# -- the bank ---------------------------------------------------------------------
+
+
+def payments(n: int, payer: str, seed: int) -> list[list[Any]]:
+    """`n` seeded payments from `payer`'s accounts to the other process's."""
+    rnd = random.Random(f"{seed}-{payer}")
+    other = Q if payer == P else P
+    return [
+        ["pay", rnd.choice(ACCOUNTS[payer]), rnd.choice(ACCOUNTS[other]), rnd.randint(1, 200)]
+        for _ in range(n)
+    ]
+
+
+def bank_snapshot(s: RingSnapshot) -> BankSnapshot:
+    """The balances and credits in flight of checkpoint `s`; untouched accounts at opening."""
+    balances = {
+        f"{name} ({process})": {a: int(state.get(a, OPENING_BALANCE)) for a in ACCOUNTS[process]}
+        for name, process, state in (("P1", P, s.p_state), ("P2", Q, s.q_state))
+    }
+    in_flight = {
+        element: tuple((str(v[1]), int(v[2])) for v in values if v[:1] == ["credit"])
+        for element, values in s.channels.items()
+    }
+    return BankSnapshot(f"chk {s.checkpoint}", balances, in_flight, s.started_by)
+
+
+@dataclass
+class BankOutcome:
+    snapshots: list[BankSnapshot]
+    expected_total: int
+    seconds: float
+    kills: int
+    recoveries: int
+
+    @property
+    def wrong(self) -> list[BankSnapshot]:
+        return [s for s in self.snapshots if s.total != self.expected_total]
+
+    @property
+    def in_flight(self) -> int:
+        return sum(1 for s in self.snapshots if s.caught_in_flight)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.snapshots) and not self.wrong
+
+
+def bank_demo(
+    *,
+    transfers: int,
+    rate: float,
+    alignment: Alignment,
+    kills: int,
+    seed: int,
+    interval: float,
+    bootstrap: str | None,
+    say: Say,
+    console: Console,
+) -> BankOutcome:
+    """`transfers` payments each way between P1 (p) and P2 (q); check every snapshot's total."""
+    run = _run_ring(
+        bank,
+        "kstream.examples.seed_ring:bank",
+        p_values=payments(transfers, P, seed),
+        q_values=payments(transfers, Q, seed),
+        rate=rate,
+        alignment=alignment,
+        kills=kills,
+        seed=seed,
+        interval=interval,
+        bootstrap=bootstrap,
+        say=say,
+        console=console,
+    )
+    expected = OPENING_BALANCE * sum(len(a) for a in ACCOUNTS.values())
+    outcome = BankOutcome(
+        [bank_snapshot(s) for s in run.snapshots],
+        expected,
+        run.seconds,
+        run.kills,
+        run.recoveries,
+    )
+    _print_bank(outcome, console)
+    _clean_up(run, outcome.ok, say)
+    return outcome
+
+
+def _print_bank(o: BankOutcome, console: Console) -> None:
+    table = Table(title="bank: one row per global snapshot")
+    for column in ("snapshot", "started by", "in accounts", "in flight", "total"):
+        table.add_column(column)
+    for s in o.snapshots:
+        style = "" if s.total == o.expected_total else "bold red"
+        table.add_row(
+            s.label, s.started_by, f"{s.held:,}", f"{s.moving:,}", f"{s.total:,}", style=style
+        )
+    console.print(table)
+    shown = next((s for s in o.snapshots if s.caught_in_flight), None) or (
+        o.snapshots[-1] if o.snapshots else None
+    )
+    if shown is not None:
+        caught = ", credits caught in flight as seed 001's M" if shown.caught_in_flight else ""
+        console.print(f"[bold]{shown.label}[/bold] in seed 001's shape{caught}:", highlight=False)
+        for line in shown.lines():
+            console.print(f"  {line}", highlight=False)
+    summary = Table(title="kstream bank demo", show_header=False)
+    summary.add_row("run", f"{o.seconds:.1f} s")
+    summary.add_row("faults", f"{o.kills} worker SIGKILLed, {o.recoveries} recoveries")
+    summary.add_row(
+        "snapshots",
+        f"{len(o.snapshots)}, {o.in_flight} with credits in recorded channel state",
+    )
+    summary.add_row(
+        "verdict",
+        f"every snapshot's total is {o.expected_total:,}"
+        if o.ok
+        else f"VERIFICATION FAILED: {len(o.wrong)} snapshots with a wrong total",
+    )
+    console.print(summary)

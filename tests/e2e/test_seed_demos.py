@@ -1,0 +1,99 @@
+"""The seeds' demos on real Kafka with a real worker process, SIGKILLed mid-run.
+
+Each run reads every completed checkpoint back (state from the stored
+databases, channel state from the offset ranges in the Kafka log) and checks
+the seed's property on every one, before and after the recovery. Whether a
+given checkpoint catches the token in a channel depends on timing; over a
+run's dozen or more checkpoints, each with a loop range recorded for as long
+as a barrier takes to go around, some always do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from kstream.protocol.barrier import Alignment
+from kstream.tools.seeds.demos import bank_demo, token_ring_demo
+from kstream.tools.seeds.tables import Verdict
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+#: At least this many completed checkpoints per run (the runs take about 10 s).
+MIN_SNAPSHOTS = 6
+
+
+@pytest.fixture
+def console(tmp_path: Path) -> Iterator[Console]:
+    with (tmp_path / "out.txt").open("w") as f:
+        yield Console(file=f, width=120)
+
+
+def test_the_token_is_once_in_every_unaligned_snapshot_across_a_kill(
+    bootstrap: str, console: Console
+) -> None:
+    messages: list[str] = []
+    outcome = token_ring_demo(
+        ticks=240,
+        rate=40.0,
+        alignment=Alignment.UNALIGNED,
+        naive=False,
+        kills=1,
+        seed=3,
+        interval=0.25,
+        bootstrap=bootstrap,
+        say=messages.append,
+        console=console,
+    )
+    log = "\n".join(messages)
+    assert outcome.kills == 1, log
+    assert outcome.recoveries >= 1, log
+    assert len(outcome.snapshots) >= MIN_SNAPSHOTS, log
+    assert all(s.verdict is Verdict.ONCE for s in outcome.snapshots), outcome.snapshots
+    assert outcome.ok
+    assert outcome.in_flight >= 1, outcome.snapshots  # caught in recorded channel state
+    assert outcome.events >= 3  # the token went around
+
+
+def test_the_naive_scheme_loses_or_doubles_the_token(bootstrap: str, console: Console) -> None:
+    outcome = token_ring_demo(
+        ticks=100,
+        rate=25.0,
+        alignment=Alignment.ALIGNED,
+        naive=True,
+        kills=0,
+        seed=4,
+        interval=0.25,
+        bootstrap=bootstrap,
+        say=lambda _: None,
+        console=console,
+    )
+    assert outcome.verdicts[Verdict.VANISHED] >= 1
+    assert outcome.verdicts[Verdict.DOUBLED] >= 1
+    assert outcome.ok  # for the naive mode: the failure showed
+
+
+def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
+    bootstrap: str, console: Console
+) -> None:
+    messages: list[str] = []
+    outcome = bank_demo(
+        transfers=200,
+        rate=25.0,
+        alignment=Alignment.UNALIGNED,
+        kills=1,
+        seed=5,
+        interval=0.25,
+        bootstrap=bootstrap,
+        say=messages.append,
+        console=console,
+    )
+    log = "\n".join(messages)
+    assert outcome.recoveries >= 1, log
+    assert len(outcome.snapshots) >= MIN_SNAPSHOTS, log
+    assert [s.total for s in outcome.snapshots] == [6000] * len(outcome.snapshots)
+    assert outcome.ok
+    assert outcome.in_flight >= 1  # seed 001's M: credits in recorded channel state
