@@ -219,6 +219,7 @@ class Worker:
             flow=self.flow,
             alignment=self.alignment,
             alignment_timeout_s=self.alignment_timeout_s,
+            clock=self.recovery.clock,
         )
         self.tasks = []
         try:
