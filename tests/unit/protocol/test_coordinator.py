@@ -116,9 +116,9 @@ def test_acks_from_every_task_complete_the_checkpoint() -> None:
     first, second, last = acks(c(1), 1, 2.0)
     assert coordinator.handle(first) == []
     assert coordinator.handle(second) == []
-    assert coordinator.handle(
-        AckReceived(c(1), 1, last.task, 3.5, size=10, alignment_ms=7.0)
-    ) == [Complete(c(1), 1, duration_s=2.5, size=10, alignment_ms=7.0)]
+    assert coordinator.handle(AckReceived(c(1), 1, last.task, 3.5, size=10, alignment_ms=7.0)) == [
+        Complete(c(1), 1, duration_s=2.5, size=10, alignment_ms=7.0)
+    ]
     assert coordinator.latest_completed == c(1)
     assert coordinator.pending == {}
 
