@@ -121,6 +121,7 @@ class Runner:
         max_channel_lag: int | None = None,
         alignment: Alignment = Alignment.ALIGNED,
         alignment_timeout_s: float | None = None,
+        source_snapshot_interval_s: float | None = None,
         fresh: bool = False,
         accept_changes: bool = False,
         create_topics: bool = False,
@@ -142,6 +143,8 @@ class Runner:
         #: How the workers' subtasks snapshot (`kstream.protocol.barrier.Alignment`).
         self.alignment = alignment
         self.alignment_timeout_s = alignment_timeout_s
+        #: Every source subtask starts a snapshot itself this often (None: as its source says).
+        self.source_snapshot_interval_s = source_snapshot_interval_s
         self.plan: Plan = plan(job, workers)
         self.identity = JobIdentity.of(self.plan)
         #: Start from scratch, forgetting the job name's earlier checkpoints.
@@ -395,6 +398,8 @@ class Runner:
         cmd += ["--alignment", self.alignment.value]
         if self.alignment_timeout_s is not None:
             cmd += ["--alignment-timeout", str(self.alignment_timeout_s)]
+        if self.source_snapshot_interval_s is not None:
+            cmd += ["--source-snapshot-interval", str(self.source_snapshot_interval_s)]
         for k, v in self.params.items():
             cmd += ["-p", f"{k}={v}"]
         return cmd

@@ -146,6 +146,9 @@ class TaskRuntime:
     alignment_timeout_s: float | None = None
     #: The worker's snapshot clock: the largest checkpoint id it has seen.
     clock: LamportClock = field(default_factory=LamportClock)
+    #: Seconds between the snapshots each source subtask starts itself, for every
+    #: source (``--source-snapshot-interval``; None: each source's `snapshot_every`).
+    source_snapshot_every: float | None = None
 
 
 @dataclass(frozen=True)
@@ -556,7 +559,7 @@ class SourceTask(Subtask):
         self.initiation = SourceInitiation(
             source_initiator(sources.index(spec)),
             restore_from or 0,
-            source.snapshot_every,
+            rt.source_snapshot_every or source.snapshot_every,
             time.monotonic(),
         )
         if self.positions:

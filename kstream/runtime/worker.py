@@ -99,6 +99,7 @@ class Worker:
         flow: FlowConfig | None = None,
         alignment: Alignment = Alignment.ALIGNED,
         alignment_timeout_s: float | None = None,
+        source_snapshot_interval_s: float | None = None,
     ) -> None:
         self.job = job
         self.index = index
@@ -144,6 +145,7 @@ class Worker:
         self.flow = flow or FlowConfig()
         self.alignment = alignment
         self.alignment_timeout_s = alignment_timeout_s
+        self.source_snapshot_interval_s = source_snapshot_interval_s
         self.tasks: list[Subtask] = []
         self._last_heartbeat = 0.0
         #: Identifies this process in heartbeats: its counters start at zero.
@@ -220,6 +222,7 @@ class Worker:
             alignment=self.alignment,
             alignment_timeout_s=self.alignment_timeout_s,
             clock=self.recovery.clock,
+            source_snapshot_every=self.source_snapshot_interval_s,
         )
         self.tasks = []
         try:
