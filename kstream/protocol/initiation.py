@@ -16,6 +16,15 @@ committed output the other's cut does not cover.) So a trigger of an id
 below one this subtask took already is declined: that snapshot can never be
 a cut here. A trigger of an id it took itself (the relay of its own
 initiation) is ignored.
+
+**One at a time.** A subtask starts a snapshot of its own only while no
+snapshot it knows of is in flight (one it took or was triggered for that has
+not completed or been aborted): at the default ``--max-in-flight 1`` the
+coordinator would abort it at once, and two initiators that keep starting
+snapshots together would keep aborting each other (each declines the other's
+smaller id, or the limit aborts the later one). A due interval or a request
+waits until then. The runtime gives an interval to the first subtask of a
+source only (one snapshot per interval per source, not one per subtask).
 """
 
 from __future__ import annotations
@@ -71,6 +80,8 @@ class SourceInitiation:
     _requested: bool = field(default=False, init=False)
     #: The newest checkpoint known complete: a trigger up to it is news of the past.
     _complete: int = field(default=0, init=False)
+    #: Snapshots it took that are neither complete nor aborted yet.
+    _in_flight: set[int] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         if self.every is not None and not self.every > 0:
@@ -90,10 +101,12 @@ class SourceInitiation:
                 "(snapshots are taken in id order)",
             )
         self.last = checkpoint
+        self._in_flight.add(checkpoint)
         return Take(checkpoint)
 
     def request(self) -> None:
-        """User code asked for a snapshot: start one at the next batch boundary."""
+        """User code asked for a snapshot: start one at the next batch boundary
+        with nothing in flight."""
         self._requested = True
 
     def start(self, now: float, clock: LamportClock) -> int | None:
@@ -103,7 +116,7 @@ class SourceInitiation:
         barrier, then takes the snapshot.
         """
         due = self.every is not None and now - self._started_at >= self.every
-        if not (due or self._requested):
+        if not (due or self._requested) or self._in_flight:
             return None
         self._requested = False
         self._started_at = now
@@ -111,9 +124,21 @@ class SourceInitiation:
         n = clock.tick(self.initiator)
         self.last = n
         self._own.add(n)
+        self._in_flight.add(n)
         return n
 
     def on_complete(self, checkpoint: int) -> None:
         """`checkpoint` completed: no relay of an id up to it can come any more."""
         self._complete = max(self._complete, checkpoint)
         self._own = {n for n in self._own if n > checkpoint}
+        # Older ones are aborted (subsumed) anyway; their aborts may come later.
+        self._in_flight = {n for n in self._in_flight if n > checkpoint}
+
+    def on_abort(self, checkpoint: int) -> None:
+        """`checkpoint` was aborted: it is no longer in flight."""
+        self._in_flight.discard(checkpoint)
+
+    @property
+    def in_flight(self) -> frozenset[int]:
+        """Snapshots this subtask took that are neither complete nor aborted yet."""
+        return frozenset(self._in_flight)

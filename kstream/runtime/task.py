@@ -555,11 +555,13 @@ class SourceTask(Subtask):
                     self.positions[tp.partition] = tp.offset
         self._triggered: list[int] = []
         sources = [t for t in rt.plan.tasks if rt.plan.stage(t).source is not None]
-        #: When this subtask snapshots (`kstream.protocol.initiation`).
+        every = rt.source_snapshot_every or source.snapshot_every
+        #: When this subtask snapshots (`kstream.protocol.initiation`). A source's
+        #: interval is its first subtask's: one snapshot per interval, not one per subtask.
         self.initiation = SourceInitiation(
             source_initiator(sources.index(spec)),
             restore_from or 0,
-            rt.source_snapshot_every or source.snapshot_every,
+            every if spec.index == 0 else None,
             time.monotonic(),
         )
         if self.positions:
@@ -600,6 +602,10 @@ class SourceTask(Subtask):
     def on_complete(self, checkpoint: int) -> None:
         self.initiation.on_complete(checkpoint)
         super().on_complete(checkpoint)
+
+    def on_abort(self, checkpoint: int) -> None:
+        self.initiation.on_abort(checkpoint)
+        super().on_abort(checkpoint)
 
     def _snapshot_between_batches(self) -> None:
         """Take the snapshots triggered, then one this subtask starts itself, if due."""

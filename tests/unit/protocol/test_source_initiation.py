@@ -49,6 +49,7 @@ def test_its_own_interval_starts_snapshots_after_the_largest_id_seen() -> None:
     # Above the restored snapshot even though the clock had seen nothing.
     assert first == c(8, 3)
     assert source.start(13.0, clock) is None
+    source.on_complete(first)
     clock.observe(c(20, 5))  # another initiator's, read on the control topic
     assert source.start(14.0, clock) == c(21, 3)
     assert clock.seen == c(21, 3)
@@ -67,11 +68,33 @@ def test_a_request_starts_one_snapshot_at_the_next_batch_boundary() -> None:
 def test_ids_a_source_starts_grow_and_never_repeat() -> None:
     clock = LamportClock()
     source = SourceInitiation(initiator=INITIATORS - 1, every=0.5)
-    started = [source.start(float(t), clock) for t in range(1, 50)]
-    assert all(n is not None for n in started)
+    started = []
+    for t in range(1, 50):
+        n = source.start(float(t), clock)
+        assert n is not None
+        started.append(n)
+        source.on_complete(n)
     assert started == sorted(set(started))
 
 
 def test_a_bad_interval_is_refused() -> None:
     with pytest.raises(ConfigurationError):
         SourceInitiation(initiator=1, every=0.0)
+
+
+def test_it_starts_none_while_a_snapshot_it_knows_of_is_in_flight() -> None:
+    clock = LamportClock()
+    source = SourceInitiation(initiator=1, every=1.0)
+    assert source.on_trigger(c(1)) == Take(c(1))
+    source.request()
+    assert source.start(5.0, clock) is None  # c(1) in flight: interval and request wait
+    source.on_abort(c(1))
+    own = source.start(5.0, clock)
+    assert own == c(2, 1)
+    assert source.in_flight == {own}
+    assert source.start(9.0, clock) is None
+    # A newer completion ends everything older (its aborts may come later).
+    assert source.on_trigger(c(3)) == Take(c(3))
+    source.on_complete(c(3))
+    assert source.in_flight == frozenset()
+    assert source.start(9.0, clock) == c(4, 1)
