@@ -435,6 +435,10 @@ class Coordinator:
                 )
             ]
         self.pending[n] = _Pending(triggered_at=event.now)
+        # A snapshot started anywhere restarts the interval: the coordinator's
+        # own come only when no source started one for an interval, and do not
+        # race a source's into the in-flight limit right after it.
+        self.last_trigger = event.now
         return [Trigger(n, self.generation)]
 
     def _on_decline(self, decline: DeclineReceived) -> list[Command]:

@@ -50,7 +50,7 @@ def test_a_source_initiated_checkpoint_is_registered_and_its_trigger_relayed() -
     assert (complete.checkpoint, complete.duration_s) == (n, 1.0)
     assert coordinator.latest_completed == n
     # The coordinator's next id comes after it (its clock saw it).
-    assert coordinator.handle(Tick(100.0)) == [Trigger(c(2), 1)]
+    assert coordinator.handle(Tick(200.0)) == [Trigger(c(2), 1)]
 
 
 def test_stale_unknown_and_known_announcements_are_ignored() -> None:
@@ -63,7 +63,7 @@ def test_stale_unknown_and_known_announcements_are_ignored() -> None:
     all_ack(coordinator, c(2, 1), 1.0)
     assert coordinator.handle(InitiatedReceived(c(2, 1), 1, "src-0", 1.1)) == []  # completed
     # Even ignored ids move the clock: the next id is above every one of them.
-    assert coordinator.handle(Tick(100.0)) == [Trigger(c(3), 1)]
+    assert coordinator.handle(Tick(200.0)) == [Trigger(c(3), 1)]
 
 
 def test_beyond_max_in_flight_a_source_initiated_checkpoint_is_aborted_at_once() -> None:
@@ -135,3 +135,10 @@ def test_a_restarted_coordinator_replays_initiations_and_never_reuses_their_ids(
     coordinator = Coordinator(TASKS, CONFIG, history)
     assert coordinator.start(0.0) == [Recover(2, c(2, 2), "job started")]
     assert coordinator.handle(Tick(100.0)) == [Trigger(next_after(c(5, 1), COORDINATOR), 2)]
+
+
+def test_a_source_initiated_checkpoint_restarts_the_coordinators_interval() -> None:
+    coordinator = started(CoordinatorConfig(interval=1.0, timeout=60.0, max_in_flight=2))
+    coordinator.handle(InitiatedReceived(c(1, 1), 1, "src-0", 0.8))
+    assert coordinator.handle(Tick(1.0)) == []  # due by its own trigger, not since c(1, 1)
+    assert coordinator.handle(Tick(1.8)) == [Trigger(c(2), 1)]
