@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+import requesting_job
 from wordcount_runs import assert_exactly_once, run_wordcount
 
+from kstream.errors import JobFailedError
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
@@ -33,7 +35,7 @@ from kstream.protocol.messages import (
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.control import read_messages
 from kstream.runtime.runner import Runner
-from kstream.testing import produce, unique_name
+from kstream.testing import produce, read_all, unique_name, wait_settled
 from kstream.tools.demo import WordcountOutcome
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -185,3 +187,61 @@ def test_ids_keep_growing_across_a_restart_of_the_runner(bootstrap: str, tmp_pat
     # The restarted worker's clock starts at the largest id the topic names.
     assert min(started) > largest
     assert started == sorted(set(started))
+
+
+def requesting(bootstrap: str, tmp_path: Path, **extra: str) -> tuple[Runner, dict[str, str]]:
+    src, dst = unique_name("ask-in"), unique_name("ask-out")
+    Admin(bootstrap).create_topics({src: 1, dst: 1})
+    params = {"input": src, "output": dst, "name": unique_name("ask"), **extra}
+    runner = Runner(
+        requesting_job.job(params),
+        spec=f"{Path(requesting_job.__file__)}:job",
+        params=params,
+        bootstrap=bootstrap,
+        workers=1,
+        state_dir=tmp_path / "state",
+        config=CoordinatorConfig(interval=COORDINATOR_OFF_S, timeout=60.0),
+        say=lambda _: None,
+    )
+    runner.prepare()
+    runner.start()
+    return runner, params
+
+
+def test_a_snapshot_requested_in_the_source_stage_completes_and_commits_the_output(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    runner, params = requesting(bootstrap, tmp_path)
+    try:
+        produce(bootstrap, params["input"], [(None, b"a b"), (None, b"a")])
+        produce(bootstrap, params["input"], [(None, requesting_job.ASK.encode())])
+        run_until_completed(runner, 1)
+    finally:
+        runner.stop()
+    control = read_messages(bootstrap, params["name"])
+    [initiated] = [m for m in control if isinstance(m, Initiated)]
+    assert initiated.task == "s0-0"
+    assert [m.checkpoint for m in control if isinstance(m, Completed)] == [initiated.checkpoint]
+    # The only checkpoint, so its commit is what a read_committed reader sees:
+    # everything up to the request.
+    wait_settled(bootstrap, params["output"])
+    got = sorted((r.key, r.value) for r in read_all(bootstrap, params["output"]))
+    assert got == [(b"a", b"1"), (b"a", b"2"), (b"b", b"1"), (b"snapshot", b"1")]
+
+
+def step_until_it_fails(runner: Runner, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        runner.step()
+
+
+def test_a_snapshot_requested_outside_a_source_stage_fails_the_job_with_one_line(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    runner, params = requesting(bootstrap, tmp_path, misplaced="1")
+    try:
+        produce(bootstrap, params["input"], [(None, requesting_job.ASK.encode())])
+        with pytest.raises(JobFailedError, match="outside a source's stage") as failed:
+            step_until_it_fails(runner, deadline=time.monotonic() + 120)
+        assert "\n" not in str(failed.value)
+    finally:
+        runner.stop()
