@@ -123,9 +123,9 @@ def test_checkpoints_lists_rolled_back_checkpoints_as_aborted(
     out, err = listing.communicate(timeout=60)
     assert listing.returncode == 0, err
     status = {
-        int(cells[0]): cells[2]
+        int(cells[0]): cells[3]
         for row in out.splitlines()
-        if len(cells := [c.strip() for c in row.split("│")[1:-1]]) == 7 and cells[0].isdigit()
+        if len(cells := [c.strip() for c in row.split("│")[1:-1]]) == 8 and cells[0].isdigit()
     }
     assert re.fullmatch(
         r"aborted: rolled back in generation 2 \(worker w[01] lost: killed by signal 9\)",
