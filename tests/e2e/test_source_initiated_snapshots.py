@@ -71,8 +71,9 @@ def test_word_count_snapshotted_by_its_source_alone_is_exactly_once_across_kills
         bootstrap,
         messages,
         workers=2,
-        lines=12_000,
-        rate=3000.0,
+        # Fed over ten seconds: the kills must come before the input is covered.
+        lines=20_000,
+        rate=2000.0,
         kills=2,
         kill_after=1,
         checkpoint_interval=COORDINATOR_OFF_S,
