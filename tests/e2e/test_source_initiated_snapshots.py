@@ -167,11 +167,18 @@ def test_ids_keep_growing_across_a_restart_of_the_runner(bootstrap: str, tmp_pat
     first.start()
     try:
         run_until_completed(first, 2)
+        # Stop while a snapshot is in flight: the largest id is then one that never
+        # completed, above the restore point, and the next run must not reuse it.
+        deadline = time.monotonic() + 120
+        while not first.coordinator or not first.coordinator.pending:
+            assert time.monotonic() < deadline, "no snapshot started after the second"
+            first.step()
     finally:
         first.stop()
     before = read_messages(bootstrap, params["name"])
     largest = max(n for m in before if (n := checkpoint_of(m)) is not None)
     restore_point = max(m.checkpoint for m in before if isinstance(m, Completed))
+    assert largest > restore_point
 
     second = runner()
     second.prepare()
