@@ -163,7 +163,7 @@ SourceSnapshotIntervalOption = Annotated[
     float | None,
     typer.Option(
         "--source-snapshot-interval",
-        help="Seconds between the snapshots every source subtask starts itself, besides "
+        help="Seconds between the snapshots each source (its first subtask) starts itself, besides "
         "the coordinator's checkpoints (default: the sources' own snapshot_every).",
         callback=POSITIVE,
     ),
