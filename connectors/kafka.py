@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -99,6 +100,10 @@ class KafkaSource(Source):
     `idle_timeout_ms` of processing time stops holding them back; a record
     without a usable timestamp, or more than `max_future_ms` ahead of its
     partition's watermark, is a record error (`TimestampError`).
+
+    `snapshot_every` (seconds): each subtask of the source starts a snapshot
+    of the whole job itself at that interval, besides the coordinator's
+    checkpoints (docs/architecture.md, "Snapshot ids").
     """
 
     topic: str
@@ -108,8 +113,16 @@ class KafkaSource(Source):
     out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS
     idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
     max_future_ms: int = DEFAULT_MAX_FUTURE_MS
+    snapshot_every: float | None = None
 
     def __post_init__(self) -> None:
+        every = self.snapshot_every
+        if every is not None and (
+            isinstance(every, bool) or not (isinstance(every, int | float) and 0 < every < math.inf)
+        ):
+            raise ConfigurationError(
+                f"snapshot_every must be a positive number of seconds or None, got {every!r}"
+            )
         ts = self.timestamps
         if ts is not None and ts != "kafka" and not callable(ts):
             raise ConfigurationError(

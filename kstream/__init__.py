@@ -27,6 +27,7 @@ from kstream.dataflow.job import (
     ValueState,
 )
 from kstream.dataflow.serde import DecodeError, Serde
+from kstream.dataflow.snapshot_request import request_snapshot
 from kstream.dataflow.state import (
     AggregatingState,
     KeyedContext,
@@ -77,6 +78,7 @@ __all__ = [
     "Tagged",
     "ValueState",
     "__version__",
+    "request_snapshot",
     "session",
     "sliding",
     "tumbling",

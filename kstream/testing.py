@@ -303,9 +303,9 @@ def run_until_consumed(
     `also` (a job with several sources) up to its ends, and recorded no channel
     state (`in_flight_at`); then stop it.
 
-    Meanwhile SIGKILL a random worker `kills` times: the first once checkpoint
-    `kill_after` has completed, each next one once a checkpoint completed after
-    the previous kill (so every kill hits a job that made progress, not one
+    Meanwhile SIGKILL a random worker `kills` times: the first once more than
+    `kill_after` checkpoints have completed, each next one once a checkpoint
+    completed after the previous kill (so every kill hits a job that made progress, not one
     still restoring). `chaos(runner)` runs on every supervision round (tests
     kill and restart the broker from it); `on_progress` gets the number of input
     records a completed checkpoint covers. Returns the number of kills done;
@@ -313,7 +313,8 @@ def run_until_consumed(
     """
     rnd = random.Random(seed)
     done_kills = 0
-    kill_after_checkpoint = kill_after
+    # Counted, not compared with ids: ids are Lamport clocks, not 1, 2, 3, ...
+    kill_after_completed = kill_after
     started = time.monotonic()
     runner.start()
     try:
@@ -334,13 +335,13 @@ def run_until_consumed(
             if time.monotonic() - started > timeout:
                 raise TimeoutError(f"the job did not finish within {timeout:.0f}s")
             latest = runner.stats.latest or 0
-            if done_kills < kills and latest > kill_after_checkpoint:
+            if done_kills < kills and runner.stats.completed > kill_after_completed:
                 pids = runner.worker_pids()
                 if pids:
                     index = rnd.choice(sorted(pids))
                     os.kill(pids[index], signal.SIGKILL)
                     done_kills += 1
-                    kill_after_checkpoint = latest
+                    kill_after_completed = runner.stats.completed
                     say(f"SIGKILLed worker {index} (pid {pids[index]}) after checkpoint {latest}")
     finally:
         runner.stop()

@@ -128,6 +128,7 @@ class Source(ABC):
                       job's error policy)
     `start`           by every source subtask that opens without a checkpoint
                       to restore (a restored subtask resumes at its offsets)
+    `snapshot_every`  by every source subtask once when it opens
     ================= ========================================================
 
     Implemented by `kstream.connectors.kafka.KafkaSource`.
@@ -139,6 +140,9 @@ class Source(ABC):
     start: StartPosition
     #: Event time of its records (None: the stream has none; see `watermark_config`).
     timestamps: Timestamps = None
+    #: Seconds between the snapshots each of its subtasks starts itself (None:
+    #: only the coordinator's and requested ones; `kstream.protocol.initiation`).
+    snapshot_every: float | None = None
 
     def watermark_config(self) -> WatermarkConfig:
         """How its subtasks make watermarks from the timestamps (read when one opens)."""

@@ -29,6 +29,7 @@ from kstream.protocol.messages import (
     Completed,
     ControlMessage,
     Declined,
+    Initiated,
     Presence,
     Recovered,
     RestoreFailed,
@@ -47,7 +48,8 @@ class CheckpointRecord:
     """One checkpoint as the control topic tells it.
 
     `reason` says why an aborted checkpoint was given up; `triggered_at` is the
-    wall-clock time of its trigger (None when the trigger is not in the history).
+    wall-clock time of its trigger (None when the trigger is not in the history);
+    `started_by` is the source subtask that started it ("": the coordinator).
     """
 
     checkpoint: int
@@ -58,6 +60,7 @@ class CheckpointRecord:
     duration_s: float | None = None
     alignment_ms: float | None = None
     size: int | None = None
+    started_by: str = ""
 
     @property
     def label(self) -> str:
@@ -88,7 +91,16 @@ class CheckpointTracker:
                 return self._end_older_than(g, f"rolled back in generation {g} ({why})")
             case Triggered(checkpoint=n, generation=g):
                 self.generation = max(self.generation, g)
-                self.pending[n] = CheckpointRecord(n, g, triggered_at=message.time)
+                # A source-initiated checkpoint is pending already: this is its relay.
+                self.pending.setdefault(n, CheckpointRecord(n, g, triggered_at=message.time))
+                return []
+            case Initiated(checkpoint=n, generation=g):
+                self.generation = max(self.generation, g)
+                if g == self.generation:
+                    # Registered by the coordinator, or aborted at once (an abort follows).
+                    self.pending[n] = CheckpointRecord(
+                        n, g, triggered_at=message.time, started_by=message.task
+                    )
                 return []
             case Completed(checkpoint=n, generation=g):
                 self.generation = max(self.generation, g)

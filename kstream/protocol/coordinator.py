@@ -1,15 +1,25 @@
 """The checkpoint coordinator and the recovery decision, as a pure state machine.
 
-The coordinator triggers checkpoints at an interval, collects one acknowledgement
-per subtask, declares a checkpoint complete when all have acked, aborts it when
-it times out or a subtask declines it, and rolls the whole job back to the latest
-completed checkpoint when a worker is lost. `Coordinator.handle` takes one event
+The coordinator triggers checkpoints at an interval, registers the ones a
+source subtask started itself (`InitiatedReceived`) and relays their trigger
+to the other sources, collects one acknowledgement per subtask, declares a
+checkpoint complete when all have acked, aborts it when it times out or a
+subtask declines it, and rolls the whole job back to the completed checkpoint
+with the largest id when a worker is lost. Ids are Lamport clocks
+(`kstream.protocol.snapshot_id`): the coordinator's own are
+``next_after(largest id seen, COORDINATOR)``. `Coordinator.handle` takes one event
 and returns commands; the caller does the I/O (the control topic, deleting
 retained checkpoints) and supplies the clock through the events.
 
 Invariants (checked by the tests):
 
-* checkpoint ids are unique and increasing, across recoveries and restarts;
+* checkpoint ids are unique, and the coordinator's own increase, across
+  recoveries and restarts (it has seen every id in the control topic);
+* a source-initiated checkpoint is registered once, in its generation, and
+  only within `max_in_flight`; otherwise it is aborted at once (never left
+  pending, so it cannot hold up anything);
+* completions come in increasing id order (a completion aborts every older
+  pending checkpoint), so the newest completed is the one with the largest id;
 * a checkpoint completes only with an ack from every subtask, all from the
   current generation;
 * after `Recover(g, n)` nothing of generation < g is acted upon, and `n` is
@@ -35,6 +45,7 @@ from kstream.protocol.messages import (
     Completed,
     ControlMessage,
     Declined,
+    Initiated,
     Presence,
     Recovered,
     RestoreFailed,
@@ -44,6 +55,7 @@ from kstream.protocol.messages import (
     checkpoint_of,
     generation_of,
 )
+from kstream.protocol.snapshot_id import COORDINATOR, LamportClock
 
 __all__ = [
     "Abort",
@@ -59,6 +71,7 @@ __all__ = [
     "Halt",
     "Heartbeat",
     "History",
+    "InitiatedReceived",
     "Recover",
     "Tick",
     "Trigger",
@@ -125,14 +138,40 @@ class CheckpointDamaged:
     now: float
 
 
-Event = Tick | AckReceived | DeclineReceived | Heartbeat | WorkerLost | CheckpointDamaged
+@dataclass(frozen=True, slots=True)
+class InitiatedReceived:
+    """Source subtask `task` started snapshot `checkpoint` itself, in `generation`.
+
+    It has taken its own snapshot and written its barriers; the other sources
+    still need the trigger.
+    """
+
+    checkpoint: int
+    generation: int
+    task: str
+    now: float
+
+
+Event = (
+    Tick
+    | AckReceived
+    | DeclineReceived
+    | Heartbeat
+    | WorkerLost
+    | CheckpointDamaged
+    | InitiatedReceived
+)
 
 # -- commands ----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class Trigger:
-    """Start checkpoint `checkpoint`: sources record offsets and emit barriers."""
+    """Start checkpoint `checkpoint`: sources record offsets and emit barriers.
+
+    Also the relay of a source-initiated checkpoint: its initiator, which took
+    it already, ignores it.
+    """
 
     checkpoint: int
     generation: int
@@ -215,8 +254,10 @@ class CoordinatorConfig:
 class History:
     """What the control topic says about the past: enough to resume coordinating.
 
-    `completed` lists retained completed checkpoints, oldest first; `identity`
-    is the job identity recorded with the newest of them (None: none recorded).
+    `completed` lists retained completed checkpoints, oldest (smallest id)
+    first; `identity` is the job identity recorded with the newest of them
+    (None: none recorded); `max_checkpoint` is the largest id any message
+    named (the coordinator's Lamport clock starts there).
     """
 
     generation: int = 0
@@ -244,7 +285,8 @@ class Coordinator:
     config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     history: History = field(default_factory=History)
     generation: int = field(init=False)
-    next_checkpoint: int = field(init=False)
+    #: The largest checkpoint id seen (`kstream.protocol.snapshot_id`).
+    clock: LamportClock = field(init=False)
     completed: list[int] = field(init=False)
     pending: dict[int, _Pending] = field(default_factory=dict, init=False)
     last_trigger: float | None = field(default=None, init=False)
@@ -255,11 +297,12 @@ class Coordinator:
         if not self.tasks:
             raise ConfigurationError("a job needs at least one subtask")
         self.generation = self.history.generation
-        self.next_checkpoint = self.history.max_checkpoint + 1
-        self.completed = list(self.history.completed)
+        self.clock = LamportClock(self.history.max_checkpoint)
+        self.completed = sorted(self.history.completed)
 
     @property
     def latest_completed(self) -> int | None:
+        """The restore point: the completed checkpoint with the largest id."""
         return self.completed[-1] if self.completed else None
 
     def start(self, now: float) -> list[Command]:
@@ -290,6 +333,8 @@ class Coordinator:
                 return []
             case WorkerLost():
                 return self._recover(event.now, f"worker {event.worker} lost: {event.reason}")
+            case InitiatedReceived():
+                return self._on_initiated(event)
             case _:
                 assert_never(event)
 
@@ -331,8 +376,7 @@ class Coordinator:
             )
         due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
         if due and len(self.pending) < self.config.max_in_flight:
-            n = self.next_checkpoint
-            self.next_checkpoint += 1
+            n = self.clock.tick(COORDINATOR)
             self.pending[n] = _Pending(triggered_at=now)
             self.last_trigger = now
             commands.append(Trigger(n, self.generation))
@@ -360,12 +404,42 @@ class Coordinator:
         for old in sorted(m for m in self.pending if m < n):
             del self.pending[old]
             commands.append(Abort(old, self.generation, f"subsumed by checkpoint {n}"))
-        self.completed.append(n)
+        self.completed.append(n)  # the largest: every older pending one was just aborted
         if len(self.completed) > self.config.retained:
             dropped = tuple(self.completed[: -self.config.retained])
             del self.completed[: -self.config.retained]
             commands.append(Discard(dropped))
         return commands
+
+    def _on_initiated(self, event: InitiatedReceived) -> list[Command]:
+        """A source started `checkpoint`: register it and relay its trigger, or abort it."""
+        n = event.checkpoint
+        self.clock.observe(n)
+        if event.generation != self.generation or event.task not in self.tasks:
+            return []  # a generation everyone left: its barriers are dropped as stale
+        if n in self.pending or n in self.completed:
+            return []  # known already (the same announcement read twice)
+        latest = self.latest_completed
+        if latest is not None and n < latest:
+            # Whatever it would cut, a newer cut is already the restore point.
+            return [Abort(n, self.generation, f"older than completed checkpoint {latest}")]
+        if len(self.pending) >= self.config.max_in_flight:
+            # Declined rather than queued: its initiator took it already, and its
+            # barriers are on their way; an abort releases them everywhere.
+            return [
+                Abort(
+                    n,
+                    self.generation,
+                    f"started by {event.task} while {len(self.pending)} checkpoints were "
+                    f"in flight (at most {self.config.max_in_flight})",
+                )
+            ]
+        self.pending[n] = _Pending(triggered_at=event.now)
+        # A snapshot started anywhere restarts the interval: the coordinator's
+        # own come only when no source started one for an interval, and do not
+        # race a source's into the in-flight limit right after it.
+        self.last_trigger = event.now
+        return [Trigger(n, self.generation)]
 
     def _on_decline(self, decline: DeclineReceived) -> list[Command]:
         if decline.generation != self.generation or decline.checkpoint not in self.pending:
@@ -402,6 +476,7 @@ def replay(records: Iterable[ControlMessage], retained: int) -> History:
             case (
                 Recovered()
                 | Triggered()
+                | Initiated()
                 | Acked()
                 | Declined()
                 | Aborted()
@@ -413,4 +488,5 @@ def replay(records: Iterable[ControlMessage], retained: int) -> History:
                 pass  # only their generation and checkpoint ids count
             case _:
                 assert_never(msg)
-    return History(generation, max_checkpoint, tuple(completed[-retained:]), identity)
+    # The restore points are the largest ids (completions come in id order anyway).
+    return History(generation, max_checkpoint, tuple(sorted(completed)[-retained:]), identity)

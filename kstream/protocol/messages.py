@@ -13,6 +13,7 @@ class           ``type`` on the wire   fields
 `Recovered`     recover                generation, checkpoint (or null), reason,
                                        time, fresh (only written when true)
 `Triggered`     trigger                checkpoint, generation, time
+`Initiated`     initiate               checkpoint, generation, task, time
 `Acked`         ack                    checkpoint, generation, task, size,
                                        alignment_ms, sync_ms, channel_offsets,
                                        source_offsets
@@ -55,6 +56,7 @@ __all__ = [
     "Completed",
     "ControlMessage",
     "Declined",
+    "Initiated",
     "Offsets",
     "Presence",
     "Recovered",
@@ -218,6 +220,41 @@ class Triggered:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Triggered:
         return cls(_int(raw, "checkpoint"), _int(raw, "generation"), _float_or_none(raw, "time"))
+
+
+@dataclass(frozen=True, slots=True)
+class Initiated:
+    """Source subtask `task` started checkpoint `checkpoint` itself and took its snapshot.
+
+    Written (and flushed) before its barriers, so every ack of `checkpoint`
+    follows it in the control topic. Its id is a Lamport clock
+    (`kstream.protocol.snapshot_id`).
+    """
+
+    TYPE: ClassVar[str] = "initiate"
+
+    checkpoint: int
+    generation: int
+    task: str
+    time: float | None = None
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "checkpoint": self.checkpoint,
+            "generation": self.generation,
+            "task": self.task,
+            "time": self.time,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Initiated:
+        checkpoint = _int(raw, "checkpoint")
+        if checkpoint < 1:
+            raise _malformed(raw, "checkpoint", "a positive integer")
+        return cls(
+            checkpoint, _int(raw, "generation"), _str(raw, "task"), _float_or_none(raw, "time")
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,6 +534,7 @@ class Presence:
 ControlMessage: TypeAlias = (
     Recovered
     | Triggered
+    | Initiated
     | Acked
     | Declined
     | Completed
@@ -512,6 +550,7 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], ControlMessage]] = {
     for cls in (
         Recovered,
         Triggered,
+        Initiated,
         Acked,
         Declined,
         Completed,
@@ -552,6 +591,7 @@ def generation_of(message: ControlMessage) -> int | None:
         case (
             Recovered()
             | Triggered()
+            | Initiated()
             | Acked()
             | Declined()
             | Completed()
@@ -572,6 +612,7 @@ def checkpoint_of(message: ControlMessage) -> int | None:
         case (
             Recovered()
             | Triggered()
+            | Initiated()
             | Acked()
             | Declined()
             | Completed()

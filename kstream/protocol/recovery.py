@@ -23,6 +23,11 @@ Where the worker is when it reads a message matters, and the caller says so:
   completions and aborts of the current generation are acted on, so the output
   of checkpoints that completed is committed before the process leaves.
 
+Every message read, wherever, advances the worker's snapshot clock (`clock`,
+the largest checkpoint id named so far): a source subtask names a snapshot it
+starts itself after it (`kstream.protocol.snapshot_id`). A new worker process
+reads the whole topic when it joins, so its clock never goes back.
+
 Until the worker has caught up with the topic (`caught_up`), messages are only
 collected: it restores from the latest `Recovered` of the backlog and then acts
 on the messages after it (a trigger sent while the process was starting).
@@ -40,13 +45,16 @@ from kstream.protocol.messages import (
     Completed,
     ControlMessage,
     Declined,
+    Initiated,
     Presence,
     Recovered,
     RestoreFailed,
     Triggered,
     WorkerAlive,
     WorkerFailed,
+    checkpoint_of,
 )
+from kstream.protocol.snapshot_id import LamportClock
 
 __all__ = [
     "Abort",
@@ -120,6 +128,8 @@ class WorkerRecovery:
 
     #: The generation whose subtasks run; 0 before the first `Restore`.
     generation: int = 0
+    #: The largest checkpoint id read in any control message.
+    clock: LamportClock = field(default_factory=LamportClock)
     #: Whether the backlog of the control topic has been read (`caught_up`).
     _caught_up: bool = field(default=False, init=False)
     #: While joining: the latest `Recovered` read, and the messages after it.
@@ -161,6 +171,7 @@ class WorkerRecovery:
 
     def read(self, msg: ControlMessage, where: Where = Where.MAIN) -> list[WorkerAction]:
         """Feed one message read `where`; return the actions to carry out, in order."""
+        self.clock.observe(checkpoint_of(msg))
         if not self._caught_up:
             if isinstance(msg, Recovered):
                 self._latest, self._since = msg, []
@@ -206,7 +217,14 @@ class WorkerRecovery:
                 return [Abort(n)]
             case Recovered() | Triggered() | Completed() | Aborted():
                 return []  # of a generation this worker left, or has not joined
-            case Acked() | Declined() | WorkerAlive() | WorkerFailed() | RestoreFailed():
+            case (
+                Acked()
+                | Declined()
+                | Initiated()
+                | WorkerAlive()
+                | WorkerFailed()
+                | RestoreFailed()
+            ):
                 return []  # for the coordinator
             case Presence():
                 return []  # for other runners

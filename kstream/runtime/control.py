@@ -9,7 +9,9 @@ module moves them (`ControlWriter.send` takes one, `ControlReader` yields them):
 type            class                written by
 =============== ==================== ================================================
 recover         `Recovered`          coordinator (``fresh``: forget older checkpoints)
-trigger         `Triggered`          coordinator
+trigger         `Triggered`          coordinator (its own, or the relay of an `initiate`)
+initiate        `Initiated`          source subtask that started a snapshot itself
+                                     (flushed before its barriers)
 ack             `Acked`              subtask (worker)
 decline         `Declined`           subtask (worker)
 complete        `Completed`          coordinator (with the `JobIdentity`)

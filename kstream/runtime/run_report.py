@@ -28,6 +28,7 @@ from kstream.protocol.messages import (
     Completed,
     ControlMessage,
     Declined,
+    Initiated,
     Presence,
     Recovered,
     RestoreFailed,
@@ -77,6 +78,7 @@ class RunReport:
                 )
             case (
                 Triggered()
+                | Initiated()
                 | Acked()
                 | Declined()
                 | Completed()

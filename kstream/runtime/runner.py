@@ -11,6 +11,7 @@ and the run's statistics (`kstream.runtime.run_stats`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -47,6 +48,7 @@ from kstream.protocol.coordinator import (
     Halt,
     Heartbeat,
     History,
+    InitiatedReceived,
     Recover,
     Tick,
     Trigger,
@@ -59,6 +61,7 @@ from kstream.protocol.messages import (
     Completed,
     ControlMessage,
     Declined,
+    Initiated,
     Presence,
     Recovered,
     RestoreFailed,
@@ -118,6 +121,7 @@ class Runner:
         max_channel_lag: int | None = None,
         alignment: Alignment = Alignment.ALIGNED,
         alignment_timeout_s: float | None = None,
+        source_snapshot_interval_s: float | None = None,
         fresh: bool = False,
         accept_changes: bool = False,
         create_topics: bool = False,
@@ -139,6 +143,8 @@ class Runner:
         #: How the workers' subtasks snapshot (`kstream.protocol.barrier.Alignment`).
         self.alignment = alignment
         self.alignment_timeout_s = alignment_timeout_s
+        #: Every source subtask starts a snapshot itself this often (None: as its source says).
+        self.source_snapshot_interval_s = source_snapshot_interval_s
         self.plan: Plan = plan(job, workers)
         self.identity = JobIdentity.of(self.plan)
         #: Start from scratch, forgetting the job name's earlier checkpoints.
@@ -194,7 +200,13 @@ class Runner:
         """Resume the coordinator from the control topic, open a generation, spawn workers."""
         messages = read_messages(self.bootstrap, self.job.name)
         self._refuse_if_coordinated_elsewhere(messages)
-        history = self._resume_point(replay(messages, self.config.retained))
+        history = replay(messages, self.config.retained)
+        # The snapshot clock never goes back, even if the control topic lost old
+        # records to retention: stored checkpoints name ids too.
+        stored = max(self.storage.completed(), default=0)
+        if stored > history.max_checkpoint:
+            history = dataclasses.replace(history, max_checkpoint=stored)
+        history = self._resume_point(history)
         tasks = frozenset(t.id for t in self.plan.tasks)
         self.coordinator = Coordinator(tasks, self.config, history)
         self._settle_restore_point()
@@ -386,6 +398,8 @@ class Runner:
         cmd += ["--alignment", self.alignment.value]
         if self.alignment_timeout_s is not None:
             cmd += ["--alignment-timeout", str(self.alignment_timeout_s)]
+        if self.source_snapshot_interval_s is not None:
+            cmd += ["--source-snapshot-interval", str(self.source_snapshot_interval_s)]
         for k, v in self.params.items():
             cmd += ["-p", f"{k}={v}"]
         return cmd
@@ -462,6 +476,10 @@ class Runner:
                 return AckReceived(n, g, task, now, size=msg.size, alignment_ms=msg.alignment_ms)
             case Declined():
                 return DeclineReceived(msg.checkpoint, msg.generation, msg.task, msg.reason, now)
+            case Initiated():
+                # The report learns of it before the relay or abort the coordinator answers.
+                self._notify(self.report.observe(msg, now))
+                return InitiatedReceived(msg.checkpoint, msg.generation, msg.task, now)
             case WorkerAlive():
                 self._notify(self.report.observe(msg, now))
                 return Heartbeat(msg.worker, msg.generation, now)

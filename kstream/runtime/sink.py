@@ -1,7 +1,11 @@
 """The sink contract: how a sink takes part in checkpoints (two-phase commit).
 
 The runtime drives one `SinkWriter` per sink per subtask. Each checkpoint
-epoch n covers the records written between barrier n-1 and barrier n:
+epoch n covers the records written between the previous barrier and barrier n.
+Checkpoint ids grow but are not consecutive (Lamport clocks,
+`kstream.protocol.snapshot_id`): "n-1" below is the previous checkpoint this
+subtask took, and `begin_epoch` gets a label above it (its id + 1), not the id
+of the checkpoint that will seal the epoch; `pre_commit` names that one.
 
 =================== ================================================= ==============
 call                when                                              idempotent?

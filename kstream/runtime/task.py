@@ -2,8 +2,10 @@
 
 Two kinds, by what feeds the stage:
 
-* `SourceTask` reads user topic partitions. It snapshots when the coordinator
-  triggers a checkpoint (between two batches) and records its next offsets.
+* `SourceTask` reads user topic partitions. It snapshots between two batches,
+  recording its next offsets, when a checkpoint is triggered or when it starts
+  one itself (its source's `snapshot_every`, or `kstream.request_snapshot()`
+  in its stage): `kstream.protocol.initiation` decides.
 * `ChannelTask` reads the channel partitions of every input of its stage and
   aligns barriers over all of them with one `kstream.protocol.barrier.Aligner`;
   it snapshots when the aligner says so.
@@ -34,6 +36,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from kstream.dataflow import snapshot_request
 from kstream.dataflow.job import Node
 from kstream.dataflow.plan import Plan, TaskSpec, input_topic
 from kstream.errors import (
@@ -65,8 +68,10 @@ from kstream.protocol.barrier import (
 )
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.flow import FlowConfig
+from kstream.protocol.initiation import Decline, Ignore, SourceInitiation, Take
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
-from kstream.protocol.messages import ControlMessage, Declined
+from kstream.protocol.messages import ControlMessage, Declined, Initiated
+from kstream.protocol.snapshot_id import LamportClock, source_initiator
 from kstream.protocol.timers import TimerDomain
 from kstream.protocol.watermarks import InputWatermarks, SourceWatermarks, Unusable
 from kstream.runtime.chain import (
@@ -139,6 +144,11 @@ class TaskRuntime:
     alignment: Alignment = Alignment.ALIGNED
     #: Seconds an alignment may last before it switches to unaligned (None: never).
     alignment_timeout_s: float | None = None
+    #: The worker's snapshot clock: the largest checkpoint id it has seen.
+    clock: LamportClock = field(default_factory=LamportClock)
+    #: Seconds between the snapshots each source subtask starts itself, for every
+    #: source (``--source-snapshot-interval``; None: each source's `snapshot_every`).
+    source_snapshot_every: float | None = None
 
 
 @dataclass(frozen=True)
@@ -561,6 +571,16 @@ class SourceTask(Subtask):
                 if tp.offset >= 0 and tp.offset > self.positions.get(tp.partition, -1):
                     self.positions[tp.partition] = tp.offset
         self._triggered: list[int] = []
+        sources = [t for t in rt.plan.tasks if rt.plan.stage(t).source is not None]
+        every = rt.source_snapshot_every or source.snapshot_every
+        #: When this subtask snapshots (`kstream.protocol.initiation`). A source's
+        #: interval is its first subtask's: one snapshot per interval, not one per subtask.
+        self.initiation = SourceInitiation(
+            source_initiator(sources.index(spec)),
+            restore_from or 0,
+            every if spec.index == 0 else None,
+            time.monotonic(),
+        )
         if self.positions:
             self.consumer.assign(
                 [TopicPartition(self.topic, p, o) for p, o in self.positions.items()]
@@ -596,6 +616,34 @@ class SourceTask(Subtask):
     def trigger(self, checkpoint: int) -> None:
         self._triggered.append(checkpoint)
 
+    def on_complete(self, checkpoint: int) -> None:
+        self.initiation.on_complete(checkpoint)
+        super().on_complete(checkpoint)
+
+    def on_abort(self, checkpoint: int) -> None:
+        self.initiation.on_abort(checkpoint)
+        super().on_abort(checkpoint)
+
+    def _snapshot_between_batches(self) -> None:
+        """Take the snapshots triggered, then one this subtask starts itself, if due."""
+        while self._triggered:
+            n = self._triggered.pop(0)
+            match self.initiation.on_trigger(n):
+                case Take():
+                    self.snapshot(n, source_offsets={self.topic: dict(self.positions)})
+                case Decline(reason=reason):
+                    self.decline(n, reason)
+                case Ignore():
+                    pass
+                case answer:
+                    assert_never(answer)
+        own = self.initiation.start(time.monotonic(), self.rt.clock)
+        if own is not None:
+            # Durable before any barrier of it exists: every ack follows it in the
+            # control topic, so the coordinator knows the id before its first ack.
+            self.rt.send_control(Initiated(own, self.rt.generation, self.id, time.time()))
+            self.snapshot(own, source_offsets={self.topic: dict(self.positions)})
+
     def counters(self) -> WorkerCounters:
         return WorkerCounters(self.stats.records, self.stats.records_out, self.stats.dead_letters)
 
@@ -609,10 +657,17 @@ class SourceTask(Subtask):
         return position
 
     def poll(self, timeout: float) -> int:
-        # Triggers are served between batches: a batch is all-before or all-after.
-        while self._triggered:
-            n = self._triggered.pop(0)
-            self.snapshot(n, source_offsets={self.topic: dict(self.positions)})
+        # Snapshots are taken between batches: a batch is all-before or all-after.
+        self._snapshot_between_batches()
+        # The stage's functions may ask for a snapshot (`kstream.request_snapshot`).
+        served = snapshot_request.server.set(self.initiation.request)
+        try:
+            return self._read(timeout)
+        finally:
+            snapshot_request.server.reset(served)
+
+    def _read(self, timeout: float) -> int:
+        """Read one batch and push it through the chain; how many records were read."""
         self.flow.step(time.monotonic(), self.consumer)
         if not self.positions:
             if self.element.timed:

@@ -100,6 +100,7 @@ class Worker:
         flow: FlowConfig | None = None,
         alignment: Alignment = Alignment.ALIGNED,
         alignment_timeout_s: float | None = None,
+        source_snapshot_interval_s: float | None = None,
     ) -> None:
         self.job = job
         self.index = index
@@ -145,6 +146,7 @@ class Worker:
         self.flow = flow or FlowConfig()
         self.alignment = alignment
         self.alignment_timeout_s = alignment_timeout_s
+        self.source_snapshot_interval_s = source_snapshot_interval_s
         self.tasks: list[Subtask] = []
         #: Heartbeats go out from the main loop and, while it is busy, from a thread.
         self.heartbeat = Heartbeat(
@@ -226,6 +228,8 @@ class Worker:
             flow=self.flow,
             alignment=self.alignment,
             alignment_timeout_s=self.alignment_timeout_s,
+            clock=self.recovery.clock,
+            source_snapshot_every=self.source_snapshot_interval_s,
         )
         self.tasks = []
         try:

@@ -170,6 +170,7 @@ def wordcount_demo(
     rate: float | None = None,
     alignment: Alignment = Alignment.ALIGNED,
     alignment_timeout_s: float | None = None,
+    source_snapshot_interval_s: float | None = None,
 ) -> WordcountOutcome:
     """Run the word count with `workers` workers, SIGKILL a random worker `kills` times,
     wait until every input line is processed, and check the counts against the input.
@@ -212,6 +213,7 @@ def wordcount_demo(
         worker_env=worker_env,
         alignment=alignment,
         alignment_timeout_s=alignment_timeout_s,
+        source_snapshot_interval_s=source_snapshot_interval_s,
     )
     runner.prepare()
 

@@ -12,13 +12,16 @@ from wordcount_runs import assert_exactly_once, run_wordcount
 
 from kstream.infra.broker import LocalBroker
 from kstream.protocol.barrier import Alignment
+from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.runner import Runner
 from kstream.tools.fault import POINTS
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
-#: The named fault fires on this checkpoint id; random kills start after it.
-FAULT_AT = 3
+#: The named fault fires on the coordinator's third checkpoint; random kills
+#: start after the third completed checkpoint.
+FAULT_AT = SnapshotId(3, COORDINATOR).encode()
+KILL_AFTER = 3
 #: Input lines per second while the job runs: the faults must hit a job with
 #: work in flight, not one that already drained its input.
 RATE = 4000.0
@@ -42,7 +45,7 @@ def test_a_worker_killed_at_a_protocol_point_and_at_random_leaves_output_exactly
         messages,
         **CHAOS_RUN,
         seed=sorted(POINTS).index(point),
-        kill_after=FAULT_AT,
+        kill_after=KILL_AFTER,
         worker_env={"KSTREAM_FAULT": f"{point}@{FAULT_AT}"},
         # Only an unaligned snapshot records channel state.
         alignment=Alignment.UNALIGNED if point == "recording" else Alignment.ALIGNED,

@@ -23,6 +23,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
+from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.fault import POINTS
@@ -31,8 +32,8 @@ pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
 #: Starts drawn from 1..MAX_START (27 takes 111 steps; below 3,000 at most 216).
 MAX_START = 3_000
-#: The named fault fires on this checkpoint id.
-FAULT_AT = 3
+#: The named fault fires on this checkpoint id: the coordinator's third.
+FAULT_AT = SnapshotId(3, COORDINATOR).encode()
 
 
 def run_collatz(

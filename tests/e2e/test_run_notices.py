@@ -12,10 +12,14 @@ import pytest
 from test_cli_run import JOB_FILE, kstream, wait_for, worker_processes
 
 from kstream.infra.admin import Admin
+from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.control import read_history
 from kstream.testing import produce, read_all, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+#: The id of the coordinator's second checkpoint (a Lamport id: sequence 2).
+SECOND = SnapshotId(2, COORDINATOR).encode()
 
 
 def settled_after_recovery(bootstrap: str, name: str) -> bool:
@@ -33,13 +37,14 @@ def test_run_tells_dead_letters_rollbacks_recoveries_and_sums_up(
     src, dst, name = unique_name("in"), unique_name("out"), unique_name("console")
     Admin(bootstrap).create_topics({src: 2, dst: 2})
     (tmp_path / "myjob.py").write_text(JOB_FILE)
-    # Every worker SIGKILLs itself while snapshotting checkpoint 2: a recovery that
-    # rolls checkpoint 2 back, before any input exists (so nothing is replayed).
+    # Every worker SIGKILLs itself while snapshotting the coordinator's second
+    # checkpoint: a recovery that rolls it back, before any input exists (so nothing
+    # is replayed).
     proc = kstream(
         "run", "myjob.py:job", "-p", f"input={src}", "-p", f"output={dst}",
         "--bootstrap-servers", bootstrap, "--workers", "2", "--job-name", name,
         "--state-dir", str(tmp_path / "state"), "--checkpoint-interval", "0.5",
-        cwd=tmp_path, env={**os.environ, "KSTREAM_FAULT": "snapshotting@2"},
+        cwd=tmp_path, env={**os.environ, "KSTREAM_FAULT": f"snapshotting@{SECOND}"},
     )  # fmt: skip
     lines = [f"a b c{i % 7}" for i in range(1000)] + ["poison pill"] * 3 + ["a z"] * 100
     try:
@@ -71,7 +76,9 @@ def test_run_tells_dead_letters_rollbacks_recoveries_and_sums_up(
         for s in said
     ), stderr
     assert any(
-        re.fullmatch(r"checkpoint 2 aborted: rolled back in generation 2 \(worker w[01] .*\)", s)
+        re.fullmatch(
+            rf"checkpoint {SECOND} aborted: rolled back in generation 2 \(worker w[01] .*\)", s
+        )
         for s in said
     ), stderr
 
@@ -101,7 +108,7 @@ def test_checkpoints_lists_rolled_back_checkpoints_as_aborted(
         "run", "myjob.py:job", "-p", f"input={src}", "-p", f"output={dst}",
         "--bootstrap-servers", bootstrap, "--workers", "2", "--job-name", name,
         "--state-dir", str(tmp_path / "state"), "--checkpoint-interval", "0.5",
-        cwd=tmp_path, env={**os.environ, "KSTREAM_FAULT": "snapshotting@2"},
+        cwd=tmp_path, env={**os.environ, "KSTREAM_FAULT": f"snapshotting@{SECOND}"},
     )  # fmt: skip
     try:
         wait_for(lambda: settled_after_recovery(bootstrap, name), 120, "the recovery to settle")
@@ -116,12 +123,13 @@ def test_checkpoints_lists_rolled_back_checkpoints_as_aborted(
     out, err = listing.communicate(timeout=60)
     assert listing.returncode == 0, err
     status = {
-        int(cells[0]): cells[2]
+        int(cells[0]): cells[3]
         for row in out.splitlines()
-        if len(cells := [c.strip() for c in row.split("│")[1:-1]]) == 7 and cells[0].isdigit()
+        if len(cells := [c.strip() for c in row.split("│")[1:-1]]) == 8 and cells[0].isdigit()
     }
     assert re.fullmatch(
-        r"aborted: rolled back in generation 2 \(worker w[01] lost: killed by signal 9\)", status[2]
+        r"aborted: rolled back in generation 2 \(worker w[01] lost: killed by signal 9\)",
+        status[SECOND],
     ), out
     # The run stopped cleanly: nothing is left in progress.
     assert "in progress" not in status.values(), out

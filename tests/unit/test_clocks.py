@@ -19,7 +19,16 @@ ROOT = Path(__file__).resolve().parents[2]
 WALL_CLOCK = {("time", "time"), ("time", "time_ns"), ("datetime", "now"), ("datetime", "utcnow")}
 
 #: Calls whose arguments are timestamps shown to people, never compared with a deadline.
-STAMPED = {"Triggered", "Aborted", "Recovered", "Completed", "Owner", "Presence", "WorkerAlive"}
+STAMPED = {
+    "Triggered",
+    "Initiated",
+    "Aborted",
+    "Recovered",
+    "Completed",
+    "Owner",
+    "Presence",
+    "WorkerAlive",
+}
 
 #: (file, function) reading the wall clock on purpose, and why.
 ALLOWED = {

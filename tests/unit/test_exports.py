@@ -34,6 +34,7 @@ def test_top_level_exports() -> None:
         "Tagged",
         "ValueState",
         "__version__",
+        "request_snapshot",
         "session",
         "sliding",
         "tumbling",

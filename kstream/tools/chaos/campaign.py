@@ -32,6 +32,7 @@ from kstream.infra.broker import LocalBroker
 from kstream.protocol.checkpoint_history import CheckpointRecord, checkpoint_history
 from kstream.protocol.messages import Completed, ControlMessage, Recovered, Triggered
 from kstream.protocol.names import control_topic
+from kstream.protocol.snapshot_id import SnapshotId
 from kstream.runtime.control import ControlReader, read_messages
 from kstream.testing import Feeder
 from kstream.tools.chaos.reader import OutputReader, final_outputs, read_input
@@ -295,7 +296,7 @@ class _Campaign:
             self.inject_done("fault-point", f"{point}@{n} fired in pid {pids}")
             self.armed = None
             self.fault_file.unlink(missing_ok=True)
-        elif (self.latest_triggered or 0) >= n + POINT_PATIENCE:
+        elif _sequence(self.latest_triggered or 0) >= _sequence(n) + POINT_PATIENCE:
             self.log(f"fault-point {point}@{n} was not reached (checkpoint skipped); re-arming")
             self.queue.insert(0, Fault(self.now(), "fault-point", self.armed[2] + 1))
             self.armed = None
@@ -374,7 +375,8 @@ class _Campaign:
             if self.armed is not None or self.latest_triggered is None or not workers:
                 return False
             point = sorted(POINTS)[fault.pick % len(POINTS)]
-            n = self.latest_triggered + 2
+            # Two of the coordinator's checkpoints ahead (ids are Lamport clocks).
+            n = SnapshotId(SnapshotId.decode(self.latest_triggered).sequence + 2, 0).encode()
             tmp = self.fault_file.with_name(self.fault_file.name + ".tmp")
             tmp.write_text(f"{point}@{n}\n")
             tmp.replace(self.fault_file)  # atomic: a worker never reads half a file
@@ -478,6 +480,11 @@ class _Campaign:
             f"{len(self.injected)} faults{extra}"
             + (f"; checker reconnected {self.reader.reconnects}x" if self.reader.reconnects else "")
         )
+
+
+def _sequence(checkpoint: int) -> int:
+    """A checkpoint id's Lamport time: how many checkpoints of the coordinator it is past."""
+    return SnapshotId.decode(checkpoint).sequence
 
 
 def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> CampaignResult:

@@ -41,6 +41,7 @@ __all__ = [
     "KafkaConfigOption",
     "ParamsOption",
     "PortOption",
+    "SourceSnapshotIntervalOption",
     "SpecArgument",
     "StateDirOption",
     "number",
@@ -153,6 +154,17 @@ AlignmentTimeoutOption = Annotated[
         "--alignment-timeout",
         help="Seconds an aligned snapshot may wait for barriers before it switches to "
         "unaligned (default: never).",
+        callback=POSITIVE,
+    ),
+]
+
+
+SourceSnapshotIntervalOption = Annotated[
+    float | None,
+    typer.Option(
+        "--source-snapshot-interval",
+        help="Seconds between the snapshots each source (its first subtask) starts itself, besides "
+        "the coordinator's checkpoints (default: the sources' own snapshot_every).",
         callback=POSITIVE,
     ),
 ]

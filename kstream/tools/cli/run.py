@@ -32,6 +32,7 @@ from kstream.tools.cli.options import (
     JobNameOption,
     KafkaConfigOption,
     ParamsOption,
+    SourceSnapshotIntervalOption,
     SpecArgument,
     StateDirOption,
     parse_alignment,
@@ -114,6 +115,7 @@ def run_command(
     max_channel_lag: MaxChannelLagOption = DEFAULT_MAX_LAG,
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
+    source_snapshot_interval: SourceSnapshotIntervalOption = None,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     fresh: Annotated[
@@ -173,6 +175,7 @@ def run_command(
         max_channel_lag=max_channel_lag,
         alignment=mode,
         alignment_timeout_s=alignment_timeout,
+        source_snapshot_interval_s=source_snapshot_interval,
         fresh=fresh,
         accept_changes=accept_changes,
         create_topics=create_topics,
@@ -190,7 +193,8 @@ def run_command(
             runner.step()
             if runner.stats.latest != last and runner.stats.latest is not None:
                 last = runner.stats.latest
-                if verbose or last % 10 == 0:
+                # Every tenth by count: ids are Lamport clocks, not 1, 2, 3, ...
+                if verbose or runner.stats.completed % 10 == 0:
                     say(
                         f"checkpoint {last} complete in {runner.stats.last_duration_s:.2f}s "
                         f"(alignment {runner.stats.last_alignment_ms:.1f} ms)"
@@ -222,6 +226,7 @@ def worker_command(
     max_channel_lag: MaxChannelLagOption = DEFAULT_MAX_LAG,
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
+    source_snapshot_interval: SourceSnapshotIntervalOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
@@ -251,6 +256,7 @@ def worker_command(
         flow=FlowConfig(max_lag=max_channel_lag),
         alignment=mode,
         alignment_timeout_s=alignment_timeout,
+        source_snapshot_interval_s=source_snapshot_interval,
     )
     try:
         w.run(stop)

@@ -38,11 +38,17 @@ from kstream.protocol.coordinator import (
 )
 from kstream.protocol.coordinator import replay as replay_messages
 from kstream.protocol.messages import decode_all
+from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId, next_after
 
 
 def replay(wire: Iterable[object], retained: int) -> History:
     """`replay` of control records in their wire form (JSON objects)."""
     return replay_messages(decode_all(wire), retained)
+
+
+def c(sequence: int) -> int:
+    """The id of the coordinator's checkpoint of Lamport time `sequence`."""
+    return SnapshotId(sequence, COORDINATOR).encode()
 
 
 TASKS = frozenset({"map-0", "map-1", "sum-0"})
@@ -100,45 +106,45 @@ def test_the_first_trigger_waits_one_interval() -> None:
     coordinator = started(now=10.0)
     assert coordinator.handle(Tick(10.0)) == []
     assert coordinator.handle(Tick(10.999)) == []
-    assert coordinator.handle(Tick(11.0)) == [Trigger(1, 1)]
+    assert coordinator.handle(Tick(11.0)) == [Trigger(c(1), 1)]
     assert coordinator.handle(Tick(11.5)) == []
 
 
 def test_acks_from_every_task_complete_the_checkpoint() -> None:
     coordinator = started()
-    assert coordinator.handle(Tick(1.0)) == [Trigger(1, 1)]
-    first, second, last = acks(1, 1, 2.0)
+    assert coordinator.handle(Tick(1.0)) == [Trigger(c(1), 1)]
+    first, second, last = acks(c(1), 1, 2.0)
     assert coordinator.handle(first) == []
     assert coordinator.handle(second) == []
-    assert coordinator.handle(AckReceived(1, 1, last.task, 3.5, size=10, alignment_ms=7.0)) == [
-        Complete(1, 1, duration_s=2.5, size=10, alignment_ms=7.0)
+    assert coordinator.handle(AckReceived(c(1), 1, last.task, 3.5, size=10, alignment_ms=7.0)) == [
+        Complete(c(1), 1, duration_s=2.5, size=10, alignment_ms=7.0)
     ]
-    assert coordinator.latest_completed == 1
+    assert coordinator.latest_completed == c(1)
     assert coordinator.pending == {}
 
 
 def test_a_missing_ack_completes_nothing() -> None:
     coordinator = started()
     coordinator.handle(Tick(1.0))
-    assert feed(coordinator, acks(1, 1, 2.0, ["map-0", "sum-0", "map-0"])) == []
+    assert feed(coordinator, acks(c(1), 1, 2.0, ["map-0", "sum-0", "map-0"])) == []
     assert coordinator.latest_completed is None
-    assert list(coordinator.pending) == [1]
+    assert list(coordinator.pending) == [c(1)]
 
 
 def test_acks_that_do_not_count_are_ignored() -> None:
     coordinator = started()
     coordinator.handle(Tick(1.0))
     ignored: list[Event] = [
-        *acks(1, 0, 2.0),  # an old generation
-        *acks(1, 2, 2.0),  # a generation that does not exist yet
-        *acks(7, 1, 2.0),  # an unknown checkpoint
-        AckReceived(1, 1, "intruder-0", 2.0),  # not a task of this job
+        *acks(c(1), 0, 2.0),  # an old generation
+        *acks(c(1), 2, 2.0),  # a generation that does not exist yet
+        *acks(c(7), 1, 2.0),  # an unknown checkpoint
+        AckReceived(c(1), 1, "intruder-0", 2.0),  # not a task of this job
     ]
     assert feed(coordinator, ignored) == []
-    assert coordinator.pending[1].acked == {}
-    assert kinds(feed(coordinator, acks(1, 1, 2.0))) == ["Complete"]
+    assert coordinator.pending[c(1)].acked == {}
+    assert kinds(feed(coordinator, acks(c(1), 1, 2.0))) == ["Complete"]
     # A late duplicate of a completed checkpoint does nothing.
-    assert feed(coordinator, acks(1, 1, 3.0)) == []
+    assert feed(coordinator, acks(c(1), 1, 3.0)) == []
 
 
 def test_a_checkpoint_past_its_timeout_is_aborted_and_the_next_one_triggered() -> None:
@@ -147,75 +153,75 @@ def test_a_checkpoint_past_its_timeout_is_aborted_and_the_next_one_triggered() -
     assert coordinator.handle(Tick(6.0)) == []  # exactly the timeout: still waiting
     [abort, trigger] = coordinator.handle(Tick(6.5))
     assert isinstance(abort, Abort)
-    assert (abort.checkpoint, abort.generation) == (1, 1)
-    assert trigger == Trigger(2, 1)
+    assert (abort.checkpoint, abort.generation) == (c(1), 1)
+    assert trigger == Trigger(c(2), 1)
     # Its late acks are ignored.
-    assert feed(coordinator, acks(1, 1, 7.0)) == []
+    assert feed(coordinator, acks(c(1), 1, 7.0)) == []
 
 
 def test_a_decline_aborts_the_checkpoint() -> None:
     coordinator = started()
     coordinator.handle(Tick(1.0))
-    [abort] = coordinator.handle(DeclineReceived(1, 1, "sum-0", "alignment overtaken", 1.5))
+    [abort] = coordinator.handle(DeclineReceived(c(1), 1, "sum-0", "alignment overtaken", 1.5))
     assert isinstance(abort, Abort)
-    assert abort.checkpoint == 1
+    assert abort.checkpoint == c(1)
     assert "sum-0" in abort.reason
     assert coordinator.pending == {}
     # A decline of a stale generation or an unknown checkpoint does nothing.
     coordinator.handle(Tick(2.0))
-    assert coordinator.handle(DeclineReceived(2, 0, "sum-0", "x", 2.1)) == []
-    assert coordinator.handle(DeclineReceived(9, 1, "sum-0", "x", 2.1)) == []
-    assert list(coordinator.pending) == [2]
+    assert coordinator.handle(DeclineReceived(c(2), 0, "sum-0", "x", 2.1)) == []
+    assert coordinator.handle(DeclineReceived(c(9), 1, "sum-0", "x", 2.1)) == []
+    assert list(coordinator.pending) == [c(2)]
 
 
 def test_retention_discards_the_oldest_completed_checkpoints() -> None:
     coordinator = started()
     discarded: list[int] = []
     for n in range(1, 6):
-        assert coordinator.handle(Tick(float(n))) == [Trigger(n, 1)]
-        commands = feed(coordinator, acks(n, 1, n + 0.5))
+        assert coordinator.handle(Tick(float(n))) == [Trigger(c(n), 1)]
+        commands = feed(coordinator, acks(c(n), 1, n + 0.5))
         assert kinds(commands)[0] == "Complete"
-        discarded += [d for c in commands if isinstance(c, Discard) for d in c.checkpoints]
-        assert coordinator.completed == list(range(max(1, n - 1), n + 1))
-    assert discarded == [1, 2, 3]
+        discarded += [d for x in commands if isinstance(x, Discard) for d in x.checkpoints]
+        assert coordinator.completed == [c(m) for m in range(max(1, n - 1), n + 1)]
+    assert discarded == [c(1), c(2), c(3)]
 
 
 def test_at_most_max_in_flight_checkpoints_are_pending() -> None:
     coordinator = started(CoordinatorConfig(interval=1.0, timeout=60.0, max_in_flight=2))
-    assert coordinator.handle(Tick(1.0)) == [Trigger(1, 1)]
-    assert coordinator.handle(Tick(2.0)) == [Trigger(2, 1)]
+    assert coordinator.handle(Tick(1.0)) == [Trigger(c(1), 1)]
+    assert coordinator.handle(Tick(2.0)) == [Trigger(c(2), 1)]
     assert coordinator.handle(Tick(3.0)) == []
     assert coordinator.handle(Tick(9.0)) == []
-    assert kinds(feed(coordinator, acks(2, 1, 9.5))) == ["Complete", "Abort"]
+    assert kinds(feed(coordinator, acks(c(2), 1, 9.5))) == ["Complete", "Abort"]
     # A slot is free and the interval has long passed: trigger on the next tick.
-    assert coordinator.handle(Tick(9.6)) == [Trigger(3, 1)]
+    assert coordinator.handle(Tick(9.6)) == [Trigger(c(3), 1)]
 
 
 def test_a_newer_completion_subsumes_older_pending_checkpoints() -> None:
     coordinator = started(CoordinatorConfig(interval=1.0, timeout=60.0, max_in_flight=3))
     feed(coordinator, [Tick(1.0), Tick(2.0), Tick(3.0)])
-    assert sorted(coordinator.pending) == [1, 2, 3]
-    commands = feed(coordinator, acks(2, 1, 3.5))
+    assert sorted(coordinator.pending) == [c(1), c(2), c(3)]
+    commands = feed(coordinator, acks(c(2), 1, 3.5))
     assert kinds(commands) == ["Complete", "Abort"]
-    assert commands[1] == Abort(1, 1, "subsumed by checkpoint 2")
-    assert list(coordinator.pending) == [3]
-    assert coordinator.completed == [2]
+    assert commands[1] == Abort(c(1), 1, f"subsumed by checkpoint {c(2)}")
+    assert list(coordinator.pending) == [c(3)]
+    assert coordinator.completed == [c(2)]
 
 
 def test_a_lost_worker_rolls_back_to_the_latest_completed_checkpoint() -> None:
     coordinator = started()
     coordinator.handle(Tick(1.0))
-    feed(coordinator, acks(1, 1, 1.5))
-    coordinator.handle(Tick(2.0))  # checkpoint 2 pending
+    feed(coordinator, acks(c(1), 1, 1.5))
+    coordinator.handle(Tick(2.0))  # checkpoint c(2) pending
     [recover] = coordinator.handle(WorkerLost("w1", "exit code -9", 2.5))
     assert isinstance(recover, Recover)
-    assert (recover.generation, recover.checkpoint) == (2, 1)
+    assert (recover.generation, recover.checkpoint) == (2, c(1))
     assert "w1" in recover.reason
     assert coordinator.pending == {}
-    # Acks of the old generation no longer count; ids continue above 2.
-    assert feed(coordinator, acks(2, 1, 2.6)) == []
+    # Acks of the old generation no longer count; ids continue above c(2).
+    assert feed(coordinator, acks(c(2), 1, 2.6)) == []
     assert coordinator.handle(Tick(3.0)) == []
-    assert coordinator.handle(Tick(3.5)) == [Trigger(3, 2)]
+    assert coordinator.handle(Tick(3.5)) == [Trigger(c(3), 2)]
 
 
 def test_heartbeat_silence_past_the_liveness_timeout_rolls_back() -> None:
@@ -570,7 +576,8 @@ def test_replay_rebuilds_history() -> None:
     [recover] = coordinator.start(100.0)
     assert isinstance(recover, Recover)
     assert (recover.generation, recover.checkpoint) == (3, 4)
-    assert coordinator.handle(Tick(101.0)) == [Trigger(6, 3)]
+    # Ids written before Lamport ids (1, 2, ...) read as plain integers; the next is above.
+    assert coordinator.handle(Tick(101.0)) == [Trigger(next_after(5, COORDINATOR), 3)]
 
 
 @settings(max_examples=200, deadline=None)
@@ -611,7 +618,7 @@ def test_a_restarted_coordinator_continues_where_the_control_topic_ends(
     assert recover.generation == coordinator.generation + 1
     assert recover.checkpoint == coordinator.latest_completed
     trigger = restarted.handle(Tick(now + config.interval))
-    assert trigger == [Trigger(max_id + 1, recover.generation)]
+    assert trigger == [Trigger(next_after(max_id, COORDINATOR), recover.generation)]
 
 
 # -- damaged checkpoints -------------------------------------------------------
@@ -629,7 +636,7 @@ def test_a_damaged_restore_point_falls_back_to_the_newest_remaining_one() -> Non
     assert fallback == Recover(3, 3, "checkpoint 4 is damaged: meta.json unreadable")
     assert coordinator.completed == [3]
     # Ids keep increasing past the damaged one.
-    assert coordinator.handle(Tick(2.0)) == [Trigger(5, 3)]
+    assert coordinator.handle(Tick(2.0)) == [Trigger(next_after(4, COORDINATOR), 3)]
 
 
 def test_damage_found_before_start_changes_the_restore_point_silently() -> None:

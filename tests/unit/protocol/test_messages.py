@@ -18,6 +18,7 @@ from kstream.protocol.messages import (
     Completed,
     ControlMessage,
     Declined,
+    Initiated,
     Presence,
     Recovered,
     RestoreFailed,
@@ -41,6 +42,16 @@ IDENTITY = {
 #: One message of every type, as the writers put it on the wire before the
 #: messages had classes (key order included), and what it reads as.
 WRITTEN: list[tuple[dict[str, Any], ControlMessage]] = [
+    (
+        {
+            "type": "initiate",
+            "checkpoint": 5121,
+            "generation": 2,
+            "task": "s0-0",
+            "time": 1763900002.5,
+        },
+        Initiated(5121, 2, "s0-0", 1763900002.5),
+    ),
     (
         {
             "type": "recover",
@@ -204,6 +215,9 @@ def test_what_older_and_shorter_messages_read_as() -> None:
 
 
 MALFORMED: list[object] = [
+    {"type": "initiate", "checkpoint": 5121, "generation": 2},
+    {"type": "initiate", "checkpoint": 0, "generation": 2, "task": "s0-0"},
+    {"type": "initiate", "checkpoint": "5121", "generation": 2, "task": "s0-0"},
     {"type": "recover", "reason": "no generation"},
     {"type": "trigger", "generation": 2},
     {"type": "abort", "checkpoint": "x", "generation": 2},

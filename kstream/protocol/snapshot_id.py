@@ -1,0 +1,110 @@
+"""Snapshot ids: Lamport clocks, so that any source may start a snapshot (pure, no I/O).
+
+A snapshot id is a pair (sequence, initiator), ordered by sequence, then by
+initiator, and carried everywhere (control messages, barriers, checkpoint
+directories, sink epochs) as one integer, ``sequence * INITIATORS +
+initiator``, whose integer order is the pair's order. Initiator 0 is the
+coordinator; source subtask i of the job (in plan order, over all sources) is
+1 + i.
+
+Every participant keeps the largest id it has seen (`LamportClock.observe`:
+in control messages, its restored snapshot, its own snapshots) and names a
+snapshot it starts with `next_after(seen, initiator)`, whose sequence is one
+more than that of `seen`. So ids are unique without a central counter (two
+initiators never share an initiator number, one initiator never repeats a
+sequence) and grow along every causal chain.
+
+**Ids written before this scheme** (1, 2, 3, ..., from the coordinator alone)
+stay what they are: plain integers, ordered as before. Decoded, id 3 is
+(sequence 0, initiator 3), an initiator that means nothing; nothing acts on an
+id's initiator (it is for display), only on its order, and the first id of
+the new scheme, `next_after(3, i)` = 1024 + i, is larger than every old one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kstream.errors import ConfigurationError, ProtocolError
+
+__all__ = [
+    "COORDINATOR",
+    "INITIATORS",
+    "LamportClock",
+    "SnapshotId",
+    "next_after",
+    "source_initiator",
+]
+
+#: Initiator numbers per sequence: the coordinator and up to 1023 source subtasks.
+#: A power of two, so an id read in hex or binary shows its two parts.
+INITIATORS = 1024
+#: The coordinator's initiator number (its interval-driven checkpoints).
+COORDINATOR = 0
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    """One snapshot's id: `sequence` (the Lamport time) and who started it."""
+
+    sequence: int
+    initiator: int
+
+    def __post_init__(self) -> None:
+        if self.sequence < 0:
+            raise ProtocolError(f"snapshot sequence must be >= 0, got {self.sequence}")
+        if not 0 <= self.initiator < INITIATORS:
+            raise ProtocolError(
+                f"snapshot initiator must be in 0..{INITIATORS - 1}, got {self.initiator}"
+            )
+
+    def encode(self) -> int:
+        """The integer carried on the wire and in storage."""
+        return self.sequence * INITIATORS + self.initiator
+
+    @classmethod
+    def decode(cls, checkpoint: int) -> SnapshotId:
+        """The pair an integer id stands for (ids of earlier versions: see the module doc)."""
+        if checkpoint < 0:
+            raise ProtocolError(f"snapshot id must be >= 0, got {checkpoint}")
+        return cls(*divmod(checkpoint, INITIATORS))
+
+    def __str__(self) -> str:
+        who = "coordinator" if self.initiator == COORDINATOR else f"source {self.initiator - 1}"
+        return f"{self.encode()} (sequence {self.sequence}, {who})"
+
+
+def next_after(seen: int, initiator: int) -> int:
+    """The id `initiator` gives a snapshot it starts, having seen ids up to `seen`.
+
+    Always larger than `seen` (0: nothing seen yet).
+    """
+    return SnapshotId(SnapshotId.decode(seen).sequence + 1, initiator).encode()
+
+
+def source_initiator(index: int) -> int:
+    """The initiator number of the job's source subtask `index` (0-based, plan order)."""
+    initiator = 1 + index
+    if initiator >= INITIATORS:
+        raise ConfigurationError(
+            f"at most {INITIATORS - 1} source subtasks can start snapshots; "
+            f"source subtask {index} is one too many"
+        )
+    return initiator
+
+
+@dataclass(slots=True)
+class LamportClock:
+    """The largest snapshot id a participant has seen; names the snapshots it starts."""
+
+    seen: int = 0
+
+    def observe(self, checkpoint: int | None) -> None:
+        """An id was seen (None: the message named none)."""
+        if checkpoint is not None and checkpoint > self.seen:
+            self.seen = checkpoint
+
+    def tick(self, initiator: int) -> int:
+        """The id of a snapshot `initiator` starts now; it counts as seen."""
+        self.seen = next_after(self.seen, initiator)
+        return self.seen

@@ -1,0 +1,100 @@
+"""When a source subtask snapshots (`kstream.protocol.initiation.SourceInitiation`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kstream.errors import ConfigurationError
+from kstream.protocol.initiation import Decline, Ignore, SourceInitiation, Take
+from kstream.protocol.snapshot_id import INITIATORS, LamportClock, SnapshotId
+
+
+def c(sequence: int, initiator: int = 0) -> int:
+    return SnapshotId(sequence, initiator).encode()
+
+
+def test_triggers_newer_than_anything_taken_are_taken() -> None:
+    source = SourceInitiation(initiator=1)
+    assert source.on_trigger(c(1)) == Take(c(1))
+    assert source.on_trigger(c(3)) == Take(c(3))
+    assert source.last == c(3)
+
+
+def test_a_trigger_older_than_a_snapshot_taken_is_declined() -> None:
+    source = SourceInitiation(initiator=2, last=c(5))  # restored from c(5)
+    answer = source.on_trigger(c(4, 1))
+    assert isinstance(answer, Decline)
+    assert answer.checkpoint == c(4, 1)
+    assert "overtaken" in answer.reason
+    assert source.on_trigger(c(5)) == Decline(c(5), answer.reason)  # the restored one itself
+
+
+def test_its_own_snapshot_relayed_back_is_ignored_even_after_newer_ones() -> None:
+    clock = LamportClock(c(2))
+    source = SourceInitiation(initiator=1, every=1.0, now=0.0)
+    own = source.start(1.0, clock)
+    assert own == c(3, 1)
+    assert source.on_trigger(c(4)) == Take(c(4))
+    assert source.on_trigger(own) == Ignore()
+    # A relay read after the completion (it took it: every subtask acked it).
+    source.on_complete(c(4))
+    assert source.on_trigger(own) == Ignore()
+
+
+def test_its_own_interval_starts_snapshots_after_the_largest_id_seen() -> None:
+    clock = LamportClock()
+    source = SourceInitiation(initiator=3, last=c(7), every=2.0, now=10.0)
+    assert source.start(11.9, clock) is None
+    first = source.start(12.0, clock)
+    # Above the restored snapshot even though the clock had seen nothing.
+    assert first == c(8, 3)
+    assert source.start(13.0, clock) is None
+    source.on_complete(first)
+    clock.observe(c(20, 5))  # another initiator's, read on the control topic
+    assert source.start(14.0, clock) == c(21, 3)
+    assert clock.seen == c(21, 3)
+
+
+def test_a_request_starts_one_snapshot_at_the_next_batch_boundary() -> None:
+    clock = LamportClock()
+    source = SourceInitiation(initiator=1)  # no interval
+    assert source.start(100.0, clock) is None
+    source.request()
+    source.request()  # two requests in one batch: one snapshot
+    assert source.start(100.0, clock) == c(1, 1)
+    assert source.start(100.0, clock) is None
+
+
+def test_ids_a_source_starts_grow_and_never_repeat() -> None:
+    clock = LamportClock()
+    source = SourceInitiation(initiator=INITIATORS - 1, every=0.5)
+    started = []
+    for t in range(1, 50):
+        n = source.start(float(t), clock)
+        assert n is not None
+        started.append(n)
+        source.on_complete(n)
+    assert started == sorted(set(started))
+
+
+def test_a_bad_interval_is_refused() -> None:
+    with pytest.raises(ConfigurationError):
+        SourceInitiation(initiator=1, every=0.0)
+
+
+def test_it_starts_none_while_a_snapshot_it_knows_of_is_in_flight() -> None:
+    clock = LamportClock()
+    source = SourceInitiation(initiator=1, every=1.0)
+    assert source.on_trigger(c(1)) == Take(c(1))
+    source.request()
+    assert source.start(5.0, clock) is None  # c(1) in flight: interval and request wait
+    source.on_abort(c(1))
+    own = source.start(5.0, clock)
+    assert own == c(2, 1)
+    assert source.in_flight == {own}
+    assert source.start(9.0, clock) is None
+    # A newer completion ends everything older (its aborts may come later).
+    assert source.on_trigger(c(3)) == Take(c(3))
+    source.on_complete(c(3))
+    assert source.in_flight == frozenset()
+    assert source.start(9.0, clock) == c(4, 1)
