@@ -24,11 +24,17 @@ from contextlib import ExitStack
 from typing import Literal
 
 import pytest
+from hypothesis import settings
 
 from kstream.errors import EnvironmentSetupError
 from kstream.infra.admin import Admin
 from kstream.infra.broker import LocalBroker
 from kstream.testing import unique_name
+
+# Property tests judge answers, never speed: on a loaded 2-core machine an example
+# can take longer than hypothesis's default 200 ms deadline and fail for that alone.
+settings.register_profile("kstream", deadline=None)
+settings.load_profile("kstream")
 
 TEST_BROKER_PORT = int(os.environ.get("KSTREAM_TEST_BROKER_PORT", "23192"))
 #: Where the suite's Kafka comes from when ``KSTREAM_BOOTSTRAP`` is unset.
