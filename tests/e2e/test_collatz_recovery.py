@@ -88,7 +88,10 @@ def run_collatz(
         ((r.key or b"").decode(), (r.value or b"").decode()) for r in read_all(bootstrap, dst)
     )
     letters = read_all(bootstrap, dead_letter_topic(params["name"]))
-    assert [r.value for r in letters] == [b"zero"], messages
+    # Dead letters are written at least once: a kill between dead-lettering "zero" and
+    # the next completed checkpoint replays it and writes it again (README, "Records
+    # are counted when processed"). Nothing else may be a dead letter.
+    assert {r.value for r in letters} == {b"zero"}, messages
     return starts, got, done, messages, runner
 
 
