@@ -222,7 +222,13 @@ class Triggered:
 
 @dataclass(frozen=True, slots=True)
 class Acked:
-    """Subtask `task` stored its snapshot of `checkpoint` (`size` bytes of state)."""
+    """Subtask `task` stored its snapshot of `checkpoint` (`size` bytes of state).
+
+    `unaligned`: the snapshot was taken before barrier `checkpoint` had arrived
+    on every input channel (the unaligned rule, from the first barrier or after
+    the alignment timeout), so it recorded channel state; `in_flight`: how many
+    channel records that state holds (the offset span of its recorded ranges).
+    """
 
     TYPE: ClassVar[str] = "ack"
 
@@ -234,9 +240,11 @@ class Acked:
     sync_ms: float = 0.0
     channel_offsets: Offsets = field(default_factory=dict)
     source_offsets: Offsets = field(default_factory=dict)
+    unaligned: bool = False
+    in_flight: int = 0
 
     def to_dict(self) -> Wire:
-        return {
+        wire: Wire = {
             "type": self.TYPE,
             "checkpoint": self.checkpoint,
             "generation": self.generation,
@@ -247,6 +255,11 @@ class Acked:
             "channel_offsets": _offsets_wire(self.channel_offsets),
             "source_offsets": _offsets_wire(self.source_offsets),
         }
+        if self.unaligned or self.in_flight:
+            # Only then: an aligned snapshot's ack keeps the bytes it always had.
+            wire["unaligned"] = self.unaligned
+            wire["in_flight"] = self.in_flight
+        return wire
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Acked:
@@ -259,6 +272,8 @@ class Acked:
             _float_or(raw, "sync_ms", 0.0),
             _offsets(raw, "channel_offsets"),
             _offsets(raw, "source_offsets"),
+            raw.get("unaligned") is True,
+            _int_or(raw, "in_flight", 0),
         )
 
 

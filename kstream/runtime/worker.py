@@ -308,6 +308,8 @@ class Worker:
                         sync_ms=round(m.sync_ms, 3),
                         channel_offsets=m.channel_offsets,
                         source_offsets=m.source_offsets,
+                        unaligned=p.unaligned,
+                        in_flight=p.in_flight,
                     )
                 )
 
