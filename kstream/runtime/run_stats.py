@@ -40,7 +40,8 @@ class RunStats:
     in_flight: int = 0
 
     def checkpoint_completed(self, c: Complete, acks: Iterable[Acked]) -> Positions:
-        """Count checkpoint `c`, acked by `acks` (one per subtask); return its channel positions."""
+        """Count checkpoint `c`, acked by `acks` (one per subtask); return its channel
+        positions and its committed commit-marker offsets (what may be purged before)."""
         sources: Positions = {}
         channels: Positions = {}
         syncs = []
@@ -54,7 +55,8 @@ class RunStats:
                 have = sources.setdefault(topic, {})
                 for p, offset in parts.items():
                     have[p] = min(offset, have.get(p, offset))
-            for topic, parts in a.channel_offsets.items():
+            # Records before these are never read again: purged (`kstream.runtime.purge`).
+            for topic, parts in (*a.channel_offsets.items(), *a.marker_offsets.items()):
                 channels.setdefault(topic, {}).update(parts)
             syncs.append(a.sync_ms)
         self.completed += 1

@@ -275,7 +275,7 @@ class _Campaign:
                 self.latest_triggered = max(n, self.latest_triggered or 0)
             case Completed():
                 self.completed += 1
-            case Recovered(generation=g, reason=reason) if g > 1:
+            case Recovered(generation=g, reason=reason, restated=False) if g > 1:
                 self.log(f"  job recovered: generation {g} ({reason})")
             case _:
                 pass
@@ -505,7 +505,9 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
         verdict = config.workload.judge(lines, outputs, starts)
         messages = read_messages(c.bootstrap, c.job)
         history = tuple(checkpoint_history(messages))
-        recoveries = sum(1 for m in messages if isinstance(m, Recovered) and m.generation > 1)
+        recoveries = sum(
+            1 for m in messages if isinstance(m, Recovered) and m.generation > 1 and not m.restated
+        )
         return CampaignResult(
             config=config,
             faults=tuple(c.injected),

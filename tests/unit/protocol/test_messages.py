@@ -107,8 +107,21 @@ WRITTEN: list[tuple[dict[str, Any], ControlMessage]] = [
             "source_offsets": {},
             "unaligned": True,
             "in_flight": 17,
+            "marker_offsets": {"kstream.j.commits": {"1": 9}},
         },
-        Acked(9, 3, "s1-1", 512, 2.5, 1.0, {"kstream.j.s1": {1: 40}}, {}, True, 17),
+        Acked(
+            9,
+            3,
+            "s1-1",
+            512,
+            2.5,
+            1.0,
+            {"kstream.j.s1": {1: 40}},
+            {},
+            True,
+            17,
+            {"kstream.j.commits": {1: 9}},
+        ),
     ),
     (
         {
@@ -275,7 +288,9 @@ identities = st.builds(
 counters = st.builds(WorkerCounters, ints, ints, ints)
 
 messages: st.SearchStrategy[ControlMessage] = st.one_of(
-    st.builds(Recovered, ints, st.none() | ints, texts, st.none() | floats, st.booleans()),
+    st.builds(
+        Recovered, ints, st.none() | ints, texts, st.none() | floats, st.booleans(), st.booleans()
+    ),
     st.builds(Triggered, ints, ints, st.none() | floats),
     st.builds(
         Acked, ints, ints, texts, ints, floats, floats, offsets, offsets, st.booleans(), ints
