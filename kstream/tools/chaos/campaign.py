@@ -285,7 +285,11 @@ class _Campaign:
         workers = self.runner.workers() if self.orphans is None else []
         self.resources.append(
             sample(
-                self.now(), workers, self.broker.directory / "data", self.c.out / "state" / self.job
+                self.now(),
+                workers,
+                self.broker.directory / "data",
+                self.c.out / "state" / self.job,
+                internal=f"kstream.{self.job}.",
             )
         )
 

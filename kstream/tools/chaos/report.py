@@ -45,6 +45,7 @@ _RESOURCES = (
     ("rss_sum", "workers_rss_sum_mb"),
     ("rss_max", "workers_rss_max_mb"),
     ("broker_disk", "broker_disk_mb"),
+    ("internal_disk", "internal_topics_disk_mb"),
     ("checkpoint_disk", "checkpoint_disk_mb"),
 )
 
@@ -181,6 +182,7 @@ def _plot_resources(ax: Any, samples: tuple[ResourceSample, ...]) -> None:
     ax.set_ylim(bottom=0)
     disk = ax.twinx()
     disk.plot(at, [x.broker_disk / _MB for x in samples], color="C1", label="broker data")
+    disk.plot(at, [x.internal_disk / _MB for x in samples], color="C2", label="internal topics")
     disk.plot(at, [x.checkpoint_disk / _MB for x in samples], color="C3", label="checkpoints")
     disk.set_ylabel("disk (MB)")
     disk.set_ylim(bottom=0)

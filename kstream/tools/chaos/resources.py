@@ -33,6 +33,9 @@ class ResourceSample:
     rss_max: int
     broker_disk: int
     checkpoint_disk: int
+    #: The part of `broker_disk` in the job's internal topics (channels, control,
+    #: commit markers): what purging keeps bounded; the rest is input and output.
+    internal_disk: int = 0
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -64,9 +67,11 @@ def disk_bytes(root: Path) -> int:
 
 
 def sample(
-    at: float, workers: Iterable[int], broker_dir: Path, checkpoints: Path
+    at: float, workers: Iterable[int], broker_dir: Path, checkpoints: Path, internal: str = ""
 ) -> ResourceSample:
-    """Sample the worker processes `workers` and the two directories now."""
+    """Sample the worker processes `workers` and the two directories now; `internal`
+    is the prefix of the job's internal topics (Kafka names a partition's directory
+    ``<topic>-<partition>``)."""
     sizes = [r for r in (rss_bytes(pid) for pid in workers) if r is not None]
     return ResourceSample(
         at=round(at, 1),
@@ -75,4 +80,14 @@ def sample(
         rss_max=max(sizes, default=0),
         broker_disk=disk_bytes(broker_dir),
         checkpoint_disk=disk_bytes(checkpoints),
+        internal_disk=sum(
+            disk_bytes(d) for d in _entries(broker_dir) if internal and d.name.startswith(internal)
+        ),
     )
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []

@@ -41,6 +41,18 @@ def test_a_sample_sums_the_live_workers_only(tmp_path: Path) -> None:
     assert s.rss_sum == s.rss_max > 0
 
 
+def test_the_job_s_internal_topics_are_told_apart_by_their_partition_directories(
+    tmp_path: Path,
+) -> None:
+    for name in ("kstream.j.control-0", "kstream.j.s1-3", "kstream.jj.s1-0", "in-0"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "00.log").write_bytes(os.urandom(8192))
+    s = sample(0.0, [], tmp_path, tmp_path / "none", internal="kstream.j.")
+    mine = disk_bytes(tmp_path / "kstream.j.control-0") + disk_bytes(tmp_path / "kstream.j.s1-3")
+    assert s.internal_disk == mine > 0
+    assert s.broker_disk > s.internal_disk
+
+
 def test_the_report_gives_first_largest_and_last_in_mb() -> None:
     mb = 1024 * 1024
     samples = (
