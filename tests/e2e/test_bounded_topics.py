@@ -25,6 +25,7 @@ from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.names import commit_topic, control_topic
+from kstream.runtime.preflight import INTERNAL_SEGMENT_MS
 from kstream.runtime.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.demo import check_running_counts
@@ -118,6 +119,9 @@ def test_purged_control_and_commit_topics_still_restart_exactly_once(
     assert latest is not None
     assert all(log_starts(admin, control_topic(job))), "control topic not purged"
     assert all(log_starts(admin, commit_topic(job))), "commit markers not purged"
+    # Disk follows the purge by whole segments: internal topics roll them often.
+    internal = [control_topic(job), commit_topic(job)]
+    assert set(admin.topic_config(internal, "segment.ms").values()) == {str(INTERNAL_SEGMENT_MS)}
 
     # A new runner of the job reads the purged control topic: it must resume, not start over.
     again: list[str] = []
