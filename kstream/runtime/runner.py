@@ -474,7 +474,10 @@ class Runner:
         tail = self._control_end - self.control_history
         recovered, at = self.retention.recovered, self.retention.recovered_at
         holds_back = recovered is not None and at == keep and at < tail
-        if recovered is not None and holds_back and not self._restating:
+        # Only the current generation's: a copy of an older one written after a newer
+        # `recover` (sent, not read back yet) would be the latest a joining worker sees.
+        current = recovered is not None and recovered.generation == self.stats.generation
+        if recovered is not None and holds_back and current and not self._restating:
             self._restating = True
             self.control.send(restatement(recovered), flush=False)
         self.purger.control(control_topic(self.job.name), min(keep, tail))
