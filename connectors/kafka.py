@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from kstream.dataflow.job import Sink, Source, StartPosition, Timestamps
 from kstream.dataflow.serde import Serde, serde
@@ -346,6 +346,12 @@ class TransactionalWriter(SinkWriter):
         #: Sealed epochs' records (write-ahead copies) and when their transaction began.
         self._sealed: dict[int, tuple[list[Row], float]] = {}
         self._warned: set[int] = set()
+        #: Offsets of this subtask's markers by epoch, from their delivery reports
+        #: (served on the upload thread too: single dict stores, safe under the GIL).
+        self._marker_offsets: dict[int, int] = {}
+        #: The offset of the newest marker known to be committed: every marker
+        #: before it can be purged (docs/architecture.md §6, "Bounded internal topics").
+        self._committed_marker: int | None = None
 
     # -- producers ----------------------------------------------------------
 
@@ -360,6 +366,9 @@ class TransactionalWriter(SinkWriter):
                         "transactional.id": slot_transactional_id(self._tid, slot),
                         "transaction.timeout.ms": self._ctx.transaction_timeout_ms,
                         "message.max.bytes": self._max_bytes,
+                        # Markers learn their offset from their delivery report; records
+                        # without a callback of their own cost no Python call for theirs.
+                        "delivery.report.only.error": False,
                     },
                 )
             )
@@ -378,9 +387,28 @@ class TransactionalWriter(SinkWriter):
                 f"the commit marker of {self._tid} ({record_bytes(key, value)} bytes) exceeds "
                 f"what {self._marker_topic} takes; shorten the job or topic name"
             )
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            if err is None and msg.offset() is not None:
+                self._marker_offsets[epoch] = msg.offset() or 0
+
         produce(
-            producer, self._marker_topic, value, key, self._ctx.marker_partition, kind="markers"
+            producer,
+            self._marker_topic,
+            value,
+            key,
+            self._ctx.marker_partition,
+            kind="markers",
+            on_delivery=delivered,
         )
+
+    def _marker_committed(self, epoch: int) -> None:
+        """Epoch `epoch`'s transaction committed: its marker is the newest committed one."""
+        offset = self._marker_offsets.pop(epoch, None)
+        if offset is not None:
+            self._committed_marker = max(offset, self._committed_marker or 0)
+        for e in [e for e in self._marker_offsets if e < epoch]:
+            del self._marker_offsets[e]
 
     # -- the protocol -------------------------------------------------------
 
@@ -437,8 +465,11 @@ class TransactionalWriter(SinkWriter):
             # partition (per-key order): they are held until this one is delivered.
             self._previous = producer
         self._warn_if_old()
+        meta: dict[str, Any] = {"pending": sorted(self._sealed)}
+        if self._committed_marker is not None:
+            meta["marker"] = [self._ctx.marker_partition, self._committed_marker]
         return SinkSnapshot(
-            meta={"pending": sorted(self._sealed)},
+            meta=meta,
             payload={e: rows for e, (rows, _) in self._sealed.items()} or None,
             finish=finish,
         )
@@ -455,6 +486,7 @@ class TransactionalWriter(SinkWriter):
                 raise
             del self._sealed[action.epoch]
             self._warned.discard(action.epoch)
+            self._marker_committed(action.epoch)
 
     def _raise_if_expired(self, epoch: int) -> None:
         """Tell an expired transaction from a takeover: by its age.
@@ -493,6 +525,7 @@ class TransactionalWriter(SinkWriter):
                 _produce_row(producer, self._topic, row)
             self._marker(producer, action.epoch)
             transact(producer.commit_transaction, "commit")
+            self._marker_committed(action.epoch)
             log.info(
                 "%s: re-published epoch %d (%d records) after recovery",
                 self._tid,
@@ -527,34 +560,40 @@ class TransactionalWriter(SinkWriter):
             window = MARKER_WINDOW
             while end > low:
                 start = max(low, end - window)
-                last = self._newest_marker(consumer, tp, start, end)
+                last, offset = self._newest_marker(consumer, tp, start, end)
                 if last:
+                    self._committed_marker = offset
                     return last
                 end, window = start, window * 4
             return 0
         finally:
             consumer.close()
 
-    def _newest_marker(self, consumer: Consumer, tp: TopicPartition, start: int, end: int) -> int:
-        """The newest epoch among this subtask's committed markers at offsets [start, end)."""
+    def _newest_marker(
+        self, consumer: Consumer, tp: TopicPartition, start: int, end: int
+    ) -> tuple[int, int]:
+        """The newest epoch among this subtask's committed markers at offsets [start, end),
+        and its marker's offset ((0, 0): none)."""
         # Only this subtask writes the partition, and every slot was just fenced,
         # so the last stable offset is the end: this read cannot stall.
         consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
         key = self._tid.encode()
-        last = 0
+        last = at = 0
         deadline = time.monotonic() + TXN_TIMEOUT_S
         while time.monotonic() < deadline:
             for m in consumer.consume(500, 1.0):
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        return last
+                        return last, at
                     continue
                 if (m.offset() or 0) >= end:
-                    return last
+                    return last, at
                 if m.key() == key:
                     where = f"{m.topic()}[{m.partition()}]@{m.offset()}"
-                    last = max(last, marker_epoch(m.value(), where))
+                    epoch = marker_epoch(m.value(), where)
+                    if epoch >= last:
+                        last, at = epoch, m.offset() or 0
         raise KafkaUnavailableError(
             f"cannot read {tp.topic}[{tp.partition}] within {TXN_TIMEOUT_S:.0f}s"
         )

@@ -166,6 +166,9 @@ class Recovered:
     """Every subtask rolls back to `checkpoint` (None: the start) in `generation`.
 
     `fresh`: the job starts over, forgetting every older checkpoint.
+    `restated`: a copy of the generation's `recover`, written so that the
+    control topic can be purged behind it (workers joining later read it;
+    docs/architecture.md §6, "Bounded internal topics"); it is no rollback.
     """
 
     TYPE: ClassVar[str] = "recover"
@@ -175,6 +178,7 @@ class Recovered:
     reason: str = ""
     time: float | None = None
     fresh: bool = False
+    restated: bool = False
 
     def to_dict(self) -> Wire:
         out: Wire = {
@@ -186,6 +190,8 @@ class Recovered:
         }
         if self.fresh:
             out["fresh"] = True
+        if self.restated:
+            out["restated"] = True
         return out
 
     @classmethod
@@ -196,6 +202,7 @@ class Recovered:
             _str_or(raw, "reason", ""),
             _float_or_none(raw, "time"),
             raw.get("fresh") is True,
+            raw.get("restated") is True,
         )
 
 
@@ -259,7 +266,16 @@ class Initiated:
 
 @dataclass(frozen=True, slots=True)
 class Acked:
-    """Subtask `task` stored its snapshot of `checkpoint` (`size` bytes of state)."""
+    """Subtask `task` stored its snapshot of `checkpoint` (`size` bytes of state).
+
+    `unaligned`: the snapshot was taken before barrier `checkpoint` had arrived
+    on every input channel (the unaligned rule, from the first barrier or after
+    the alignment timeout), so it recorded channel state; `in_flight`: how many
+    channel records that state holds (the offset span of its recorded ranges).
+    `marker_offsets`: per commit-marker partition of the subtask's sinks, the
+    offset of the newest marker known to be committed when the snapshot was
+    taken (the records before it may be purged).
+    """
 
     TYPE: ClassVar[str] = "ack"
 
@@ -271,9 +287,12 @@ class Acked:
     sync_ms: float = 0.0
     channel_offsets: Offsets = field(default_factory=dict)
     source_offsets: Offsets = field(default_factory=dict)
+    unaligned: bool = False
+    in_flight: int = 0
+    marker_offsets: Offsets = field(default_factory=dict)
 
     def to_dict(self) -> Wire:
-        return {
+        wire: Wire = {
             "type": self.TYPE,
             "checkpoint": self.checkpoint,
             "generation": self.generation,
@@ -284,6 +303,13 @@ class Acked:
             "channel_offsets": _offsets_wire(self.channel_offsets),
             "source_offsets": _offsets_wire(self.source_offsets),
         }
+        if self.unaligned or self.in_flight:
+            # Only then: an aligned snapshot's ack keeps the bytes it always had.
+            wire["unaligned"] = self.unaligned
+            wire["in_flight"] = self.in_flight
+        if self.marker_offsets:
+            wire["marker_offsets"] = _offsets_wire(self.marker_offsets)
+        return wire
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Acked:
@@ -296,6 +322,9 @@ class Acked:
             _float_or(raw, "sync_ms", 0.0),
             _offsets(raw, "channel_offsets"),
             _offsets(raw, "source_offsets"),
+            raw.get("unaligned") is True,
+            _int_or(raw, "in_flight", 0),
+            _offsets(raw, "marker_offsets"),
         )
 
 

@@ -56,7 +56,7 @@ from kstream.runtime.kafka import (
 )
 from kstream.runtime.kafka import flush as flush_producer
 
-__all__ = ["ControlReader", "ControlWriter", "read_history", "read_messages"]
+__all__ = ["ControlReader", "ControlWriter", "read_history", "read_log", "read_messages"]
 
 log = logging.getLogger("kstream.control")
 
@@ -136,7 +136,15 @@ class ControlReader:
     def _new_consumer(self) -> Consumer:
         return Consumer(
             client_config(
-                self._bootstrap, MANUAL_OFFSETS, {"group.id": self._group, "fetch.wait.max.ms": 10}
+                self._bootstrap,
+                MANUAL_OFFSETS,
+                {
+                    "group.id": self._group,
+                    "fetch.wait.max.ms": 10,
+                    # The topic is purged behind what restarts read (`kstream.runtime.purge`):
+                    # a reader placed before its start (offset 0) reads on from the start.
+                    "auto.offset.reset": "earliest",
+                },
             )
         )
 
@@ -259,6 +267,19 @@ def read_history(bootstrap: str, job: str) -> list[dict[str, Any]]:
 def read_messages(bootstrap: str, job: str) -> list[ControlMessage]:
     """All control messages of `job` so far, decoded (empty if the job never ran)."""
     return decode_all(read_history(bootstrap, job))
+
+
+def read_log(bootstrap: str, job: str) -> list[tuple[int, ControlMessage]]:
+    """The control messages of `job` so far with their offsets (empty if the job never ran)."""
+    from kstream.infra.admin import Admin
+
+    if Admin(bootstrap).partitions(control_topic(job)) is None:
+        return []
+    reader = ControlReader(bootstrap, job, group=history_group(job))
+    try:
+        return list(reader.read_to_end(30.0))
+    finally:
+        reader.close()
 
 
 def _decoded(records: Iterable[tuple[int, object]]) -> list[tuple[int, ControlMessage]]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from kstream.errors import (
     AuthorizationError,
@@ -120,6 +120,7 @@ def produce(
     *,
     kind: str = "topic",
     timestamp: int = 0,
+    on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
 ) -> None:
     """Hand one record to `producer`, waiting while its local queue is full.
 
@@ -130,12 +131,22 @@ def produce(
     fault: it stops the worker rather than feeding the job's error policy.
     Delivery failures arrive later, through the producer's callback.
     A positive `timestamp` (ms) is the record's Kafka timestamp; otherwise the
-    producer stamps it.
+    producer stamps it. `on_delivery` replaces the producer's delivery callback
+    for this record (e.g. to learn its offset).
     """
     while True:
         try:
             # `headers=None` costs librdkafka's binding more than the produce itself.
-            if timestamp > 0:
+            if on_delivery is not None:
+                producer.produce(
+                    topic,
+                    value,
+                    key,
+                    partition,
+                    headers=cast(Any, headers),
+                    on_delivery=on_delivery,
+                )
+            elif timestamp > 0:
                 # Kafka timestamps are positive ms; 0 means "when produced".
                 producer.produce(
                     topic, value, key, partition, headers=cast(Any, headers), timestamp=timestamp

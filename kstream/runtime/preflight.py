@@ -29,6 +29,9 @@ __all__ = [
 
 #: The broker setting that caps every transaction's timeout.
 BROKER_MAX_TXN = "transaction.max.timeout.ms"
+#: Internal topics roll a segment at least every 10 minutes, so that what purging
+#: deleted leaves the disk within minutes on a long run (docs/architecture.md §6).
+INTERNAL_SEGMENT_MS = 600_000
 #: A topic's retention rule: a table topic must keep every key's latest value.
 CLEANUP_POLICY = "cleanup.policy"
 
@@ -78,8 +81,16 @@ def check_cluster(
             config, transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
         )
     _check_layout(admin, job, plan)
-    # Stated explicitly: a broker whose default is lower must not shrink them.
-    admin.create_topics(plan.internal_topics(), {MAX_MESSAGE_BYTES: str(INTERNAL_TOPIC_MAX_BYTES)})
+    admin.create_topics(
+        plan.internal_topics(),
+        {
+            # Stated explicitly: a broker whose default is lower must not shrink them.
+            MAX_MESSAGE_BYTES: str(INTERNAL_TOPIC_MAX_BYTES),
+            # Purging moves a partition's log start; the broker frees disk only by
+            # whole segments behind it, so segments roll at least this often.
+            "segment.ms": str(INTERNAL_SEGMENT_MS),
+        },
+    )
     return transaction_timeout_s
 
 

@@ -1,10 +1,15 @@
-"""Channel purging: deleting channel records no retained checkpoint can replay.
+"""Purging internal topics: deleting records no restart reads again.
 
 A completed checkpoint records where each channel partition was consumed up
 to; a restore replays channels from the positions of the checkpoint it
 restores, and only retained checkpoints are restored. So the records before
 the oldest retained checkpoint's positions are never read again and are
-deleted (``delete_records``), at most once per `PURGE_PERIOD_S`.
+deleted (``delete_records``), at most once per `PURGE_PERIOD_S`. The same
+positions name, per commit-marker partition, a marker known to be committed
+(records before it are never the newest committed marker again), and the
+runner names the control topic's first offset a restart reads
+(`kstream.protocol.control_retention`); both are purged in the same round
+(docs/architecture.md §6, "Bounded internal topics").
 """
 
 from __future__ import annotations
@@ -15,12 +20,16 @@ from confluent_kafka import TopicPartition
 
 from kstream.infra.admin import Admin
 
-__all__ = ["PURGE_PERIOD_S", "ChannelPurger"]
+__all__ = ["CONTROL_HISTORY", "PURGE_PERIOD_S", "ChannelPurger"]
 
 log = logging.getLogger("kstream.runner")
 
 #: Channel purges are batched: at most one round of delete_records per period.
 PURGE_PERIOD_S = 5.0
+
+#: Control messages kept before the first one a restart needs, for people
+#: (`kstream checkpoints`, benchmarks' figures): about an hour of a small job.
+CONTROL_HISTORY = 10_000
 
 #: Channel positions of one checkpoint: topic -> partition -> next offset.
 Positions = dict[str, dict[int, int]]
@@ -33,10 +42,16 @@ class ChannelPurger:
         self.bootstrap = bootstrap
         self._positions: dict[int, Positions] = {}
         self._last = 0.0
+        #: (control topic, first offset to keep), if one was named.
+        self._control: tuple[str, int] | None = None
 
     def completed(self, checkpoint: int, positions: Positions) -> None:
         """Checkpoint `checkpoint` completed with channels consumed up to `positions`."""
         self._positions[checkpoint] = positions
+
+    def control(self, topic: str, keep_from: int) -> None:
+        """Records of the control topic `topic` before `keep_from` are no restart's business."""
+        self._control = (topic, keep_from)
 
     def discarded(self, checkpoint: int) -> None:
         """Checkpoint `checkpoint` is no longer retained."""
@@ -49,20 +64,25 @@ class ChannelPurger:
             self.purge()
 
     def purge(self) -> None:
-        """Delete channel records before the oldest retained checkpoint's positions.
+        """Delete records before the oldest retained checkpoint's positions and the
+        control topic's first needed offset.
 
         A failure is logged and retried next round: records kept too long only cost disk.
         """
-        if not self._positions:
+        tps = []
+        if self._positions:
+            oldest = min(self._positions)
+            tps = [
+                TopicPartition(topic, p, o)
+                for topic, parts in self._positions[oldest].items()
+                for p, o in parts.items()
+                if o > 0
+            ]
+        if self._control is not None and self._control[1] > 0:
+            tps.append(TopicPartition(self._control[0], 0, self._control[1]))
+        if not tps:
             return
-        oldest = min(self._positions)
-        tps = [
-            TopicPartition(topic, p, o)
-            for topic, parts in self._positions[oldest].items()
-            for p, o in parts.items()
-            if o > 0
-        ]
         try:
             Admin(self.bootstrap).delete_records_before(tps)
         except Exception as exc:
-            log.warning("channel purge failed (will retry): %s", exc)
+            log.warning("purge failed (will retry): %s", exc)

@@ -33,23 +33,34 @@ class RunStats:
     last_duration_s: float = 0.0
     max_sync_ms: float = 0.0
     sync_ms: list[float] = field(default_factory=list)
+    #: Completed checkpoints that recorded channel state: a subtask snapshotted by
+    #: the unaligned rule (`--alignment unaligned`, or an alignment that timed out).
+    unaligned: int = 0
+    #: Channel records in flight that completed checkpoints recorded as channel state.
+    in_flight: int = 0
 
     def checkpoint_completed(self, c: Complete, acks: Iterable[Acked]) -> Positions:
-        """Count checkpoint `c`, acked by `acks` (one per subtask); return its channel positions."""
+        """Count checkpoint `c`, acked by `acks` (one per subtask); return its channel
+        positions and its committed commit-marker offsets (what may be purged before)."""
         sources: Positions = {}
         channels: Positions = {}
         syncs = []
+        unaligned = False
         for a in acks:
+            unaligned = unaligned or a.unaligned
+            self.in_flight += a.in_flight
             for topic, parts in a.source_offsets.items():
                 # Several source stages may read one topic: it is covered only as
                 # far as the slowest of them.
                 have = sources.setdefault(topic, {})
                 for p, offset in parts.items():
                     have[p] = min(offset, have.get(p, offset))
-            for topic, parts in a.channel_offsets.items():
+            # Records before these are never read again: purged (`kstream.runtime.purge`).
+            for topic, parts in (*a.channel_offsets.items(), *a.marker_offsets.items()):
                 channels.setdefault(topic, {}).update(parts)
             syncs.append(a.sync_ms)
         self.completed += 1
+        self.unaligned += unaligned
         self.latest = c.checkpoint
         self.source_offsets = sources
         self.last_alignment_ms = c.alignment_ms

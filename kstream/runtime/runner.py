@@ -34,6 +34,7 @@ from kstream.errors import (
 )
 from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
+from kstream.protocol.control_retention import ControlRetention, restatement
 from kstream.protocol.coordinator import (
     Abort,
     AckReceived,
@@ -69,13 +70,13 @@ from kstream.protocol.messages import (
     WorkerAlive,
     WorkerFailed,
 )
-from kstream.protocol.names import runner_group, task_group
+from kstream.protocol.names import control_topic, runner_group, task_group
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.presence import WAIT_S, last_presence, needs_wait, still_alive
-from kstream.runtime.control import ControlReader, ControlWriter, read_messages
+from kstream.runtime.control import ControlReader, ControlWriter, read_log
 from kstream.runtime.lock import ProcessLock, runner_lock_path
 from kstream.runtime.preflight import check_cluster, missing_topics
-from kstream.runtime.purge import ChannelPurger
+from kstream.runtime.purge import CONTROL_HISTORY, ChannelPurger
 from kstream.runtime.run_report import RunReport
 from kstream.runtime.run_stats import RunStats
 from kstream.runtime.sink import Guarantee
@@ -166,6 +167,14 @@ class Runner:
         #: The worker processes this runner starts (with `spawn`).
         self.supervisor = Supervisor(job.name, job_dir, self.worker_command, self.worker_env)
         self.purger = ChannelPurger(bootstrap)
+        #: What a restart reads of the control topic; the rest is purged.
+        self.retention = ControlRetention(config.retained)
+        #: Control messages kept before the first one a restart reads (for people).
+        self.control_history = CONTROL_HISTORY
+        #: The control topic's end as far as read, and whether a restated
+        #: `recover` was sent and not read back yet.
+        self._control_end = 0
+        self._restating = False
         self._acks: dict[int, dict[str, Acked]] = {}
         self._failed: str | None = None
         self._admin = Admin(bootstrap)
@@ -198,7 +207,10 @@ class Runner:
 
     def start(self) -> None:
         """Resume the coordinator from the control topic, open a generation, spawn workers."""
-        messages = read_messages(self.bootstrap, self.job.name)
+        written = read_log(self.bootstrap, self.job.name)
+        messages = [m for _, m in written]
+        for offset, m in written:
+            self._saw(offset, m)
         self._refuse_if_coordinated_elsewhere(messages)
         history = replay(messages, self.config.retained)
         # The snapshot clock never goes back, even if the control topic lost old
@@ -436,7 +448,8 @@ class Runner:
         """One round: control messages, clock, worker liveness. Raises `JobFailedError`."""
         assert self.coordinator is not None
         assert self.reader is not None
-        for _, msg in self.reader.poll(timeout):
+        for offset, msg in self.reader.poll(timeout):
+            self._saw(offset, msg)
             event = self._event(msg, time.monotonic())
             if event is not None:
                 self._execute(self.coordinator.handle(event))
@@ -452,7 +465,36 @@ class Runner:
             self._topics_gone()
         if self._failed:
             raise JobFailedError(self._failed)
+        self._retain_control()
         self.purger.maybe_purge(now)
+
+    def _saw(self, offset: int, msg: ControlMessage) -> None:
+        self.retention.saw(offset, msg)
+        self._control_end = max(self._control_end, offset + 1)
+        if isinstance(msg, Recovered) and msg.restated:
+            self._restating = False
+
+    def _retain_control(self) -> None:
+        """Name the control topic's purge point; restate a `recover` that holds it back.
+
+        A generation that lasts keeps its `recover` at the point a joining
+        worker must read from; once it is what holds the purge point back and
+        is older than the history kept anyway, a copy after it (`restatement`)
+        lets the purge pass it: about once per `control_history` messages.
+        """
+        keep = self.retention.keep_from()
+        if keep is None or self.control is None:
+            return
+        tail = self._control_end - self.control_history
+        recovered, at = self.retention.recovered, self.retention.recovered_at
+        holds_back = recovered is not None and at == keep and at < tail
+        # Only the current generation's: a copy of an older one written after a newer
+        # `recover` (sent, not read back yet) would be the latest a joining worker sees.
+        current = recovered is not None and recovered.generation == self.stats.generation
+        if recovered is not None and holds_back and current and not self._restating:
+            self._restating = True
+            self.control.send(restatement(recovered), flush=False)
+        self.purger.control(control_topic(self.job.name), min(keep, tail))
 
     def _topics_gone(self) -> bool:
         """Whether a topic of the job was deleted; if so the job is to stop, saying which.

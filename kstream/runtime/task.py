@@ -173,6 +173,9 @@ class PendingAck:
     meta: SnapshotMeta
     future: Future[SnapshotMeta]
     task: str
+    #: Taken by the unaligned rule (`Acked.unaligned`), holding `in_flight` channel records.
+    unaligned: bool = False
+    in_flight: int = 0
 
 
 @dataclass
@@ -429,7 +432,7 @@ class Subtask:
         else:
             self._store(taken)
 
-    def _store(self, taken: _Taken) -> None:
+    def _store(self, taken: _Taken, *, unaligned: bool = False, in_flight: int = 0) -> None:
         """Write the durable copy on the executor; the worker acks once it is done."""
         self.pending.append(
             PendingAck(
@@ -444,6 +447,8 @@ class Subtask:
                     taken.finishers,
                 ),
                 self.id,
+                unaligned,
+                in_flight,
             )
         )
 
@@ -453,8 +458,12 @@ class Subtask:
         channel_offsets: dict[str, dict[int, int]],
         channel_replay: dict[str, dict[int, list[list[int]]]],
         alignment_ms: float,
+        in_flight: int = 0,
     ) -> None:
-        """The channel state of held snapshot `checkpoint` is complete: store it, then ack."""
+        """The channel state of held snapshot `checkpoint` is complete: store it, then ack.
+
+        `in_flight`: the channel records its recorded ranges hold.
+        """
         taken = self._held.pop(checkpoint)
         meta = dataclasses.replace(
             taken.meta,
@@ -462,7 +471,7 @@ class Subtask:
             channel_replay=channel_replay,
             alignment_ms=alignment_ms,
         )
-        self._store(dataclasses.replace(taken, meta=meta))
+        self._store(dataclasses.replace(taken, meta=meta), unaligned=True, in_flight=in_flight)
 
     def drop_held(self, checkpoint: int) -> None:
         """Held snapshot `checkpoint` will never be complete: forget it (never acked)."""
@@ -1015,6 +1024,12 @@ class ChannelTask(Subtask):
                             for topic, parts in _by_topic(action.replay).items()
                         },
                         (time.perf_counter() - since) * 1000,
+                        # A range runs from where the channel stood at the snapshot
+                        # (its restore offset) to its barrier, the newest window's end.
+                        sum(
+                            max(w.end for w in windows) - action.channel_offsets[c]
+                            for c, windows in action.replay.items()
+                        ),
                     )
                 case Unblock():
                     self._positions[action.channel] = self._resume[action.channel]

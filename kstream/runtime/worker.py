@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import assert_never
+from typing import Any, assert_never
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
@@ -51,7 +51,7 @@ from kstream.protocol.messages import (
     WorkerAlive,
     WorkerFailed,
 )
-from kstream.protocol.names import dead_letter_topic, worker_group
+from kstream.protocol.names import commit_topic, dead_letter_topic, worker_group
 from kstream.protocol.recovery import (
     Abort,
     Commit,
@@ -319,8 +319,20 @@ class Worker:
                         sync_ms=round(m.sync_ms, 3),
                         channel_offsets=m.channel_offsets,
                         source_offsets=m.source_offsets,
+                        unaligned=p.unaligned,
+                        in_flight=p.in_flight,
+                        marker_offsets=self._marker_offsets(m.sink),
                     )
                 )
+
+    def _marker_offsets(self, sinks: dict[str, Any]) -> dict[str, dict[int, int]]:
+        """The committed marker offsets a snapshot's sinks name (see `Acked.marker_offsets`)."""
+        found: dict[int, int] = {}
+        for meta in sinks.values():
+            marker = meta.get("marker") if isinstance(meta, dict) else None
+            if isinstance(marker, list) and len(marker) == 2:
+                found[int(marker[0])] = int(marker[1])
+        return {commit_topic(self.job.name): found} if found else {}
 
     def _retire_tasks(self) -> None:
         """Close every subtask, keeping what it counted."""

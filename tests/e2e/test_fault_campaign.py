@@ -57,6 +57,11 @@ def campaign(
     assert not result.incidents, log
     assert report["checkpoints"]["completed"] > 0
     assert report["passed"] is True
+    # Memory and disk were sampled all along (a long run shows them flat).
+    resources = report["resources"]
+    assert len(resources["samples"]) >= duration / resources["every_s"] / 2, resources
+    assert resources["workers_rss_max_mb"]["max"] > 0
+    assert resources["broker_disk_mb"]["max"] > 0
     return result, log, report
 
 

@@ -36,6 +36,7 @@ from kstream.protocol.snapshot_id import SnapshotId
 from kstream.runtime.control import ControlReader, read_messages
 from kstream.testing import Feeder
 from kstream.tools.chaos.reader import OutputReader, final_outputs, read_input
+from kstream.tools.chaos.resources import SAMPLE_EVERY_S, ResourceSample, sample
 from kstream.tools.chaos.schedule import KINDS, Fault, LastFault, may_strike, schedule
 from kstream.tools.chaos.targets import RunnerProcess, alive, signal_pid
 from kstream.tools.chaos.verdict import Verdict
@@ -123,6 +124,8 @@ class CampaignResult:
     checker_missed: int = 0
     #: When each output record became visible to the checker (seconds after the start).
     seen: tuple[float, ...] = ()
+    #: Worker memory and the job's disk over time (`kstream.tools.chaos.resources`).
+    resources: tuple[ResourceSample, ...] = ()
 
     @property
     def by_kind(self) -> dict[str, int]:
@@ -171,7 +174,12 @@ class _Campaign:
         self.armed: tuple[str, int, int] | None = None  # point, checkpoint, pick
         self.fired_read = 0
         self.control: ControlReader | None = None
+        #: Every control message, read as the job runs: the topic is purged behind
+        #: what restarts need, so reading it at the end would miss the early history.
+        self.messages: list[ControlMessage] = []
         self.last_fault: LastFault | None = None
+        self.resources: list[ResourceSample] = []
+        self.sampled = -SAMPLE_EVERY_S
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -240,6 +248,7 @@ class _Campaign:
         self.feeder.feed()
         self.reader.poll(0.1)
         self._follow_control()
+        self._sample()
         self._check_fired()
         self._resume_due()
         self._supervise_runner()
@@ -270,13 +279,29 @@ class _Campaign:
         for _, msg in self.control.poll(0):
             self._observe(msg)
 
+    def _sample(self) -> None:
+        if self.now() - self.sampled < SAMPLE_EVERY_S:
+            return
+        self.sampled = self.now()
+        workers = self.runner.workers() if self.orphans is None else []
+        self.resources.append(
+            sample(
+                self.now(),
+                workers,
+                self.broker.directory / "data",
+                self.c.out / "state" / self.job,
+                internal=f"kstream.{self.job}.",
+            )
+        )
+
     def _observe(self, msg: ControlMessage) -> None:
+        self.messages.append(msg)
         match msg:
             case Triggered(checkpoint=n):
                 self.latest_triggered = max(n, self.latest_triggered or 0)
             case Completed():
                 self.completed += 1
-            case Recovered(generation=g, reason=reason) if g > 1:
+            case Recovered(generation=g, reason=reason, restated=False) if g > 1:
                 self.log(f"  job recovered: generation {g} ({reason})")
             case _:
                 pass
@@ -510,9 +535,13 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
             c.log(f"the live reader had not seen {missed:,} committed outputs; judged all")
         starts = [f.at for f in c.injected]
         verdict = config.workload.judge(lines, outputs, starts)
-        messages = read_messages(c.bootstrap, c.job)
+        if c.control is not None:
+            c.messages += [m for _, m in c.control.read_to_end()]
+        messages = c.messages or read_messages(c.bootstrap, c.job)
         history = tuple(checkpoint_history(messages))
-        recoveries = sum(1 for m in messages if isinstance(m, Recovered) and m.generation > 1)
+        recoveries = sum(
+            1 for m in messages if isinstance(m, Recovered) and m.generation > 1 and not m.restated
+        )
         return CampaignResult(
             config=config,
             faults=tuple(c.injected),
@@ -530,6 +559,7 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
             checker_reconnects=c.reader.reconnects,
             checker_missed=missed,
             seen=tuple(o.seen_at for o in outputs),
+            resources=tuple(c.resources),
         )
     finally:
         c.close()

@@ -2,8 +2,10 @@
 
 The plot shares one time axis (seconds after the start): committed outputs
 per second as the checker saw them, the faults as vertical lines (pauses as
-spans) coloured by kind, and below it the cumulative completed and aborted
-checkpoints from the job's checkpoint history.
+spans) coloured by kind, below it the cumulative completed and aborted
+checkpoints from the job's checkpoint history, and at the bottom the workers'
+resident memory (sum and largest) and the job's disk (broker data, checkpoints):
+a long run shows them flat.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kstream.tools.chaos.campaign import CampaignResult
+from kstream.tools.chaos.resources import SAMPLE_EVERY_S, ResourceSample
 from kstream.tools.chaos.schedule import KINDS
 
 __all__ = ["summary_lines", "write_report"]
@@ -34,6 +37,31 @@ def _checkpoint_times(result: CampaignResult) -> tuple[list[float], list[float]]
         elif r.status == "aborted":
             aborted.append(t)
     return sorted(done), sorted(aborted)
+
+
+_MB = 1024 * 1024
+#: The sampled figures, as (field of `ResourceSample`, name in the report).
+_RESOURCES = (
+    ("rss_sum", "workers_rss_sum_mb"),
+    ("rss_max", "workers_rss_max_mb"),
+    ("broker_disk", "broker_disk_mb"),
+    ("internal_disk", "internal_topics_disk_mb"),
+    ("checkpoint_disk", "checkpoint_disk_mb"),
+)
+
+
+def resources_json(samples: tuple[ResourceSample, ...]) -> dict[str, Any]:
+    """Each figure's first, largest and last value (MB), and every sample."""
+    summary = {
+        name: {
+            "first": round(getattr(samples[0], f) / _MB, 1),
+            "max": round(max(getattr(x, f) for x in samples) / _MB, 1),
+            "last": round(getattr(samples[-1], f) / _MB, 1),
+        }
+        for f, name in _RESOURCES
+        if samples
+    }
+    return {"every_s": SAMPLE_EVERY_S, **summary, "samples": [asdict(x) for x in samples]}
 
 
 def report_json(result: CampaignResult) -> dict[str, Any]:
@@ -87,6 +115,7 @@ def report_json(result: CampaignResult) -> dict[str, Any]:
             "reconnects": result.checker_reconnects,
             "outputs_only_seen_at_the_end": result.checker_missed,
         },
+        "resources": resources_json(result.resources),
         "runner_exits": list(result.runner_exits),
         "incidents": list(result.incidents),
         "fault_log": [{**asdict(f), "window": i} for i, f in enumerate(result.faults)],
@@ -109,7 +138,9 @@ def _plot(result: CampaignResult, path: Path) -> None:
 
     seen = result.seen
     end = max([result.duration_s, *seen])
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(14, 7), sharex=True, height_ratios=[3, 2])
+    fig, (top, bottom, usage) = plt.subplots(
+        3, 1, figsize=(14, 9), sharex=True, height_ratios=[3, 2, 2]
+    )
     per_s = Counter(int(t) for t in seen)
     xs = list(range(int(end) + 1))
     top.plot(xs, [per_s.get(x, 0) for x in xs], lw=0.7, color="k", label="committed outputs/s")
@@ -128,8 +159,9 @@ def _plot(result: CampaignResult, path: Path) -> None:
     bottom.step(done, range(1, len(done) + 1), where="post", label="completed checkpoints")
     bottom.step(aborted, range(1, len(aborted) + 1), where="post", label="aborted checkpoints")
     bottom.set_ylabel("checkpoints (cumulative)")
-    bottom.set_xlabel("seconds since the campaign started")
     bottom.legend(loc="upper left", fontsize=8)
+    _plot_resources(usage, result.resources)
+    usage.set_xlabel("seconds since the campaign started")
     v = result.verdict
     fig.suptitle(
         f"kstream chaos: {result.config.workload.name}, seed {result.config.seed}: "
@@ -139,6 +171,24 @@ def _plot(result: CampaignResult, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_resources(ax: Any, samples: tuple[ResourceSample, ...]) -> None:
+    """Worker memory on the left axis, the job's disk on the right one (MB)."""
+    at = [x.at for x in samples]
+    ax.plot(at, [x.rss_sum / _MB for x in samples], color="C0", label="workers' RSS, sum")
+    ax.plot(at, [x.rss_max / _MB for x in samples], color="C9", label="largest worker's RSS")
+    ax.set_ylabel("memory (MB)")
+    ax.set_ylim(bottom=0)
+    disk = ax.twinx()
+    disk.plot(at, [x.broker_disk / _MB for x in samples], color="C1", label="broker data")
+    disk.plot(at, [x.internal_disk / _MB for x in samples], color="C2", label="internal topics")
+    disk.plot(at, [x.checkpoint_disk / _MB for x in samples], color="C3", label="checkpoints")
+    disk.set_ylabel("disk (MB)")
+    disk.set_ylim(bottom=0)
+    lines, labels = ax.get_legend_handles_labels()
+    more, more_labels = disk.get_legend_handles_labels()
+    ax.legend(lines + more, labels + more_labels, loc="upper left", fontsize=8, ncols=4)
 
 
 def write_report(result: CampaignResult) -> tuple[Path, Path]:

@@ -107,6 +107,35 @@ WRITTEN: list[tuple[dict[str, Any], ControlMessage]] = [
     ),
     (
         {
+            "type": "ack",
+            "checkpoint": 9,
+            "generation": 3,
+            "task": "s1-1",
+            "size": 512,
+            "alignment_ms": 2.5,
+            "sync_ms": 1.0,
+            "channel_offsets": {"kstream.j.s1": {"1": 40}},
+            "source_offsets": {},
+            "unaligned": True,
+            "in_flight": 17,
+            "marker_offsets": {"kstream.j.commits": {"1": 9}},
+        },
+        Acked(
+            9,
+            3,
+            "s1-1",
+            512,
+            2.5,
+            1.0,
+            {"kstream.j.s1": {1: 40}},
+            {},
+            True,
+            17,
+            {"kstream.j.commits": {1: 9}},
+        ),
+    ),
+    (
+        {
             "type": "decline",
             "checkpoint": 9,
             "generation": 3,
@@ -273,9 +302,13 @@ identities = st.builds(
 counters = st.builds(WorkerCounters, ints, ints, ints)
 
 messages: st.SearchStrategy[ControlMessage] = st.one_of(
-    st.builds(Recovered, ints, st.none() | ints, texts, st.none() | floats, st.booleans()),
+    st.builds(
+        Recovered, ints, st.none() | ints, texts, st.none() | floats, st.booleans(), st.booleans()
+    ),
     st.builds(Triggered, ints, ints, st.none() | floats),
-    st.builds(Acked, ints, ints, texts, ints, floats, floats, offsets, offsets),
+    st.builds(
+        Acked, ints, ints, texts, ints, floats, floats, offsets, offsets, st.booleans(), ints
+    ),
     st.builds(Declined, ints, ints, texts, texts),
     st.builds(
         Completed,

@@ -19,3 +19,17 @@ def test_a_topic_read_by_two_source_stages_is_covered_as_far_as_the_slower() -> 
     assert stats.source_offsets == {"orders": {0: 40, 1: 70}, "payments": {0: 5}}
     assert channels == {"kstream.j.s3": {0: 7}}
     assert stats.latest == 3
+
+
+def test_checkpoints_that_recorded_channel_state_are_counted_once_each() -> None:
+    stats = RunStats()
+    aligned = [Acked(4, 1, "s0-0"), Acked(4, 1, "s1-0"), Acked(4, 1, "s1-1")]
+    stats.checkpoint_completed(Complete(4, 1, 0.1, 0, 0.0), aligned)
+    assert (stats.unaligned, stats.in_flight) == (0, 0)
+    switched = [
+        Acked(5, 1, "s0-0"),
+        Acked(5, 1, "s1-0", unaligned=True, in_flight=3),
+        Acked(5, 1, "s1-1", unaligned=True),
+    ]
+    stats.checkpoint_completed(Complete(5, 1, 0.1, 0, 0.0), switched)
+    assert (stats.unaligned, stats.in_flight) == (1, 3)

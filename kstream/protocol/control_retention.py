@@ -1,0 +1,105 @@
+"""Which prefix of a job's control topic no restart reads again (docs/architecture.md §6).
+
+The control topic is the durable record of a job's checkpoints, but a restart
+reads only a little of it (`kstream.protocol.coordinator.replay`: the retained
+completions, the identity recorded with the newest, the largest generation and
+checkpoint id; `kstream.protocol.presence`: the last announcement; a joining
+worker, `kstream.protocol.recovery`: the latest ``recover`` and what follows).
+`ControlRetention` follows the messages in topic order, with their offsets, and
+names the first offset that must be kept so that reading from there gives each
+of them what the whole topic gives. Pure: the runner feeds it and purges.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from kstream.errors import ConfigurationError
+from kstream.protocol.messages import (
+    Completed,
+    ControlMessage,
+    Presence,
+    Recovered,
+    checkpoint_of,
+    generation_of,
+)
+
+__all__ = ["ControlRetention", "restatement"]
+
+
+def restatement(recover: Recovered) -> Recovered:
+    """A copy of `recover` that workers join as they would the original.
+
+    Never `fresh`: a fresh start forgets the completions before it, and the
+    copy comes after completions of its own generation.
+    """
+    return Recovered(
+        recover.generation, recover.checkpoint, recover.reason, recover.time, restated=True
+    )
+
+
+@dataclass(slots=True)
+class ControlRetention:
+    """The first offset to keep of a control topic seen so far (`keep_from`).
+
+    Feed every message read, in topic order, to `saw`; messages not fed (read
+    by nobody here) are assumed to matter to no restart, so feed from the
+    topic's start or from a point where nothing before is needed.
+    """
+
+    #: Completed checkpoints the coordinator retains (`CoordinatorConfig.retained`).
+    retained: int
+    #: Offsets of the completions `replay` keeps (at most `retained`), oldest first.
+    _completions: deque[int] = field(init=False)
+    #: The latest ``recover`` (what a joining worker restores from) and its offset.
+    recovered: Recovered | None = field(default=None, init=False)
+    recovered_at: int | None = field(default=None, init=False)
+    _presence: int | None = field(default=None, init=False)
+    #: The largest generation and checkpoint id seen, and where each was last seen.
+    _generation: tuple[int, int] | None = field(default=None, init=False)
+    _checkpoint: tuple[int, int] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.retained < 1:
+            raise ConfigurationError(f"retained checkpoints must be >= 1, got {self.retained}")
+        self._completions = deque(maxlen=self.retained)
+
+    def saw(self, offset: int, message: ControlMessage) -> None:
+        """`message` is at `offset` (offsets increase from call to call)."""
+        g = generation_of(message)
+        if g is not None and (self._generation is None or g >= self._generation[0]):
+            self._generation = (g, offset)
+        n = checkpoint_of(message)
+        if n is not None and (self._checkpoint is None or n >= self._checkpoint[0]):
+            self._checkpoint = (n, offset)
+        match message:
+            case Completed():
+                self._completions.append(offset)
+            case Recovered():
+                self.recovered, self.recovered_at = message, offset
+                if message.fresh:
+                    # `replay` forgets every completion before a fresh start.
+                    self._completions.clear()
+            case Presence():
+                self._presence = offset
+            case _:
+                pass
+
+    def keep_from(self) -> int | None:
+        """The first offset a restart may read; None until the job has started (nothing to drop).
+
+        Everything before it can be deleted: `replay`, `last_presence` and a
+        worker's join read the same from there as from the topic's start. In a
+        generation that lasts, its ``recover`` holds this point back: restate
+        it (`restatement`) and the point moves past the original.
+        """
+        if self.recovered_at is None:
+            return None
+        keep = [self.recovered_at, *list(self._completions)[:1]]
+        for seen in (self._generation, self._checkpoint):
+            if seen is not None:
+                keep.append(seen[1])
+        if self._presence is not None:
+            keep.append(self._presence)
+        return min(keep)
