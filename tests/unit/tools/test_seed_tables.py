@@ -1,5 +1,6 @@
 """The seeds' tables and verdicts (pure): where a global snapshot puts the token,
-the naive scheme's snapshots, who started a snapshot, a bank snapshot's total."""
+the naive scheme's snapshots, which barrier q cut on, the catches per initiator,
+the processes' snapshot requests, a bank snapshot's total."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kstream.tools.seeds.demos import bank_snapshot, token_events, token_snapshot
+from kstream.errors import ConfigurationError
+from kstream.examples.seed_ring import REQUEST
+from kstream.tools.seeds.demos import (
+    Initiator,
+    bank_snapshot,
+    mark_requests,
+    token_events,
+    token_snapshot,
+)
 from kstream.tools.seeds.ring import RingSnapshot
 from kstream.tools.seeds.tables import (
     MAX_SKEW,
@@ -15,10 +24,11 @@ from kstream.tools.seeds.tables import (
     Element,
     TokenSnapshot,
     Verdict,
-    initiators,
+    caught_in_flight,
     location,
     naive_schedule,
     naive_snapshot,
+    q_cut_on,
 )
 
 events = st.integers(min_value=0, max_value=400)
@@ -109,16 +119,67 @@ def test_verdicts_count_every_place_the_token_is() -> None:
 
 
 @pytest.mark.parametrize(
-    ("own", "marker", "who"),
+    ("own", "marker", "cut"),
     [
-        (True, False, "p+q"),
-        (False, True, "p"),
-        (True, True, "p, q aligned"),
-        (False, False, "p, q unknown"),
+        (True, False, "own source"),
+        (False, True, "p's marker"),
+        (True, True, "both, aligned"),
+        (False, False, "unknown"),
     ],
 )
-def test_who_started_a_snapshot(own: bool, marker: bool, who: str) -> None:
-    assert initiators(own, marker) == who
+def test_which_barrier_q_cut_on(own: bool, marker: bool, cut: str) -> None:
+    assert q_cut_on(own, marker) == cut
+
+
+def test_catches_are_counted_per_initiator_and_channel() -> None:
+    snapshots = [
+        TokenSnapshot("1", p_holds=False, q_holds=False, p_to_q=1, started_by="q"),
+        TokenSnapshot("2", p_holds=False, q_holds=False, q_to_p=1, started_by="q"),
+        TokenSnapshot("3", p_holds=False, q_holds=False, p_to_q=1, started_by="q"),
+        TokenSnapshot("4", p_holds=False, q_holds=False, q_to_p=1, started_by="p"),
+        TokenSnapshot("5", p_holds=True, q_holds=False, started_by="p"),
+        TokenSnapshot("6", p_holds=False, q_holds=True, started_by="coordinator"),
+    ]
+    assert caught_in_flight(snapshots) == {
+        "q": {Element.P_TO_Q: 2, Element.Q_TO_P: 1},
+        "p": {Element.Q_TO_P: 1},
+        "coordinator": {},
+    }
+
+
+@given(
+    n=st.integers(min_value=0, max_value=300),
+    every=st.floats(min_value=0.5, max_value=40),
+    seed=st.integers(min_value=0, max_value=1000),
+)
+def test_requests_mark_records_and_keep_every_value(n: int, every: float, seed: int) -> None:
+    values = [["v", i] for i in range(n)]
+    marked = mark_requests(values, every, seed, "q")
+    unwrapped = [v[REQUEST] if isinstance(v, dict) else v for v in marked]
+    assert unwrapped == values
+    at = [i for i, v in enumerate(marked) if isinstance(v, dict)]
+    assert 0 not in at  # p's first record (the token) is never a request
+    gaps = [b - a for a, b in zip([0, *at], at, strict=False)]
+    assert all(1 <= g <= max(1, round(2 * max(1.0, every)) - 1) for g in gaps)
+    if n > 2 * every + 1:
+        assert at  # a long enough input always requests
+    assert mark_requests(values, every, seed, "q") == marked  # seeded: the same on replay
+
+
+def test_p_and_q_request_on_their_own_clocks() -> None:
+    values = list(range(200))
+    p, q = (mark_requests(values, 10, 1, who) for who in ("p", "q"))
+    assert [i for i, v in enumerate(p) if isinstance(v, dict)] != [
+        i for i, v in enumerate(q) if isinstance(v, dict)
+    ]
+
+
+def test_initiators_parse_and_say_who_requests() -> None:
+    assert Initiator.parse("both").starts("p") and Initiator.parse("both").starts("q")
+    assert Initiator.parse("q").starts("q") and not Initiator.parse("q").starts("p")
+    assert not Initiator.parse("coordinator").starts("p")
+    with pytest.raises(ConfigurationError, match="--initiator must be one of p, q, both"):
+        Initiator.parse("r")
 
 
 def ring_snapshot(
@@ -127,7 +188,7 @@ def ring_snapshot(
     channels: dict[str, list[object]],
     source_offset: int = 5,
 ) -> RingSnapshot:
-    return RingSnapshot(7, p_state, q_state, channels, "p+q", source_offset)
+    return RingSnapshot(7, p_state, q_state, channels, "q", source_offset, "own source")
 
 
 def test_a_checkpoint_of_the_token_ring_reads_as_the_seeds_table() -> None:
