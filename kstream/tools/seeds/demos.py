@@ -85,9 +85,14 @@ RETAIN_ALL = 1_000_000
 #: A kill waits for this checkpoint, so the run has snapshots before and after it.
 KILL_AFTER = 3
 #: The coordinator's own interval while the processes start the snapshots: a
-#: fallback that a run of the demo's length never reaches (every snapshot a
-#: source starts restarts it).
-FALLBACK_INTERVAL_S = 3600.0
+#: fallback, reached only once p and q went quiet for that long (every snapshot
+#: a source starts restarts it): after their last records, the run still needs
+#: a checkpoint covering every record read.
+FALLBACK_INTERVAL_S = 2.0
+#: Snapshots in flight at once. When p and q start one at the same moment, the
+#: larger id survives (the other's source declines the smaller one) rather than
+#: the in-flight limit aborting it too.
+IN_FLIGHT = 2
 
 
 class Initiator(enum.StrEnum):
@@ -149,8 +154,14 @@ class RingRun:
 def _trigger(initiator: Initiator, interval: float) -> CoordinatorConfig:
     """The coordinator's part in starting snapshots: its interval only when it is
     the initiator, else the fallback (the processes' requests: `mark_requests`)."""
-    every = interval if initiator is Initiator.COORDINATOR else FALLBACK_INTERVAL_S
-    return CoordinatorConfig(interval=every, timeout=60.0, retained=RETAIN_ALL)
+    if initiator is Initiator.COORDINATOR:
+        return CoordinatorConfig(interval=interval, timeout=60.0, retained=RETAIN_ALL)
+    return CoordinatorConfig(
+        interval=max(interval, FALLBACK_INTERVAL_S),
+        timeout=60.0,
+        max_in_flight=IN_FLIGHT,
+        retained=RETAIN_ALL,
+    )
 
 
 def _run_ring(

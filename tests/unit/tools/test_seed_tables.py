@@ -175,8 +175,10 @@ def test_p_and_q_request_on_their_own_clocks() -> None:
 
 
 def test_initiators_parse_and_say_who_requests() -> None:
-    assert Initiator.parse("both").starts("p") and Initiator.parse("both").starts("q")
-    assert Initiator.parse("q").starts("q") and not Initiator.parse("q").starts("p")
+    assert Initiator.parse("both").starts("p")
+    assert Initiator.parse("both").starts("q")
+    assert Initiator.parse("q").starts("q")
+    assert not Initiator.parse("q").starts("p")
     assert not Initiator.parse("coordinator").starts("p")
     with pytest.raises(ConfigurationError, match="--initiator must be one of p, q, both"):
         Initiator.parse("r")
