@@ -2,10 +2,12 @@
 
 Each run reads every completed checkpoint back (state from the stored
 databases, channel state from the offset ranges in the Kafka log) and checks
-the seed's property on every one, before and after the recovery. Whether a
-given checkpoint catches the token in a channel depends on timing; over a
-run's dozen or more checkpoints, each with a loop range recorded for as long
-as a barrier takes to go around, some always do.
+the seed's property on every one, before and after the recovery. p and q
+start the snapshots themselves, each requesting one every few of its own
+ticks (two dozen requests each per run); who started each completed one is
+read from the control topic. Whether a given checkpoint catches the token in
+a channel depends on timing; over a run's checkpoints, each with a loop range
+recorded for as long as a barrier takes to go around, some always do.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def test_the_token_is_once_in_every_unaligned_snapshot_across_a_kill(
         naive=False,
         kills=1,
         seed=3,
-        interval=0.25,
+        interval=0.4,
         bootstrap=bootstrap,
         say=messages.append,
         console=console,
@@ -56,6 +58,9 @@ def test_the_token_is_once_in_every_unaligned_snapshot_across_a_kill(
     assert outcome.ok
     assert outcome.in_flight >= 1, outcome.snapshots  # caught in recorded channel state
     assert outcome.events >= 3  # the token went around
+    # Snapshots started by p and by q completed, and each was verified above.
+    started = {s.started_by for s in outcome.snapshots}
+    assert {"p", "q"} <= started, outcome.snapshots
 
 
 def test_the_naive_scheme_loses_or_doubles_the_token(bootstrap: str, console: Console) -> None:
@@ -66,7 +71,7 @@ def test_the_naive_scheme_loses_or_doubles_the_token(bootstrap: str, console: Co
         naive=True,
         kills=0,
         seed=4,
-        interval=0.25,
+        interval=0.4,
         bootstrap=bootstrap,
         say=lambda _: None,
         console=console,
@@ -86,7 +91,7 @@ def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
         alignment=Alignment.UNALIGNED,
         kills=1,
         seed=5,
-        interval=0.25,
+        interval=0.4,
         bootstrap=bootstrap,
         say=messages.append,
         console=console,
@@ -97,3 +102,4 @@ def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
     assert [s.total for s in outcome.snapshots] == [6000] * len(outcome.snapshots)
     assert outcome.ok
     assert outcome.in_flight >= 1  # seed 001's M: credits in recorded channel state
+    assert {"p", "q"} <= {s.started_by for s in outcome.snapshots}, outcome.snapshots

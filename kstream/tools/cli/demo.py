@@ -103,8 +103,8 @@ InitiatorOption = Annotated[
     str,
     typer.Option(
         "--initiator",
-        help="Who starts the snapshots: p, q, both (each process on its own clock, "
-        "every --checkpoint-interval on average together) or coordinator.",
+        help="Who starts the snapshots (one every --checkpoint-interval): p, q, "
+        "both (taking turns, each on its own seeded clock) or coordinator.",
     ),
 ]
 

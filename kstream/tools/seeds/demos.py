@@ -7,7 +7,7 @@ check the property its seed states: the token is in exactly one place
 (seed 000), the money is all there (seed 001).
 
 Who starts the snapshots is `Initiator`: by default p and q both, each on
-its own seeded clock. The demo marks some records of each process's input
+its own seeded clock, taking turns. The demo marks some records of each process's input
 (`kstream.examples.seed_ring.REQUEST`); reading one, the process's source
 stage calls `kstream.request_snapshot()` and its source subtask starts a
 snapshot, which the coordinator relays to the other source. Marking records
@@ -121,20 +121,24 @@ class Initiator(enum.StrEnum):
         return self is Initiator.BOTH or self.value == process
 
 
-def mark_requests(values: list[Any], every: float, seed: int, process: str) -> list[Any]:
+def mark_requests(
+    values: list[Any], every: float, seed: int, process: str, turn: int = 0, turns: int = 1
+) -> list[Any]:
     """`values` with some wrapped as ``{REQUEST: v}``: `process`'s snapshot requests.
 
-    The gaps between requests are seeded, 1 to ``2 * every - 1`` records (on
-    average `every`); the first comes after half a gap, so p's and q's first
-    requests (their own seeds) rarely fall on the same tick.
+    The input is cut into turns of `every` records (at least 2); `process`
+    requests once in each turn t with ``t % turns == turn``, at a seeded record
+    of the turn's first half (never the input's first record, the token ring's
+    token). Two processes that both feed records at one rate and take turns
+    (turns=2) request half a turn apart at least, each on its own clock.
     """
     rnd = random.Random(f"{seed}-{process}-requests")
-    mean = max(1.0, every)
+    size = max(2, round(every))
     out = list(values)
-    at = rnd.randint(1, max(1, round(mean)))
-    while at < len(out):
-        out[at] = {REQUEST: out[at]}
-        at += rnd.randint(1, max(1, round(2 * mean) - 1))
+    for start in range(turn * size, len(out), turns * size):
+        at = start + 1 + rnd.randrange(size // 2)
+        if at < len(out):
+            out[at] = {REQUEST: out[at]}
     return out
 
 
@@ -186,12 +190,15 @@ def _run_ring(
     run_id = unique_name(spec.rsplit(":", 1)[1].replace("_", "-"))
     p_topic, q_topic = f"{run_id}-p", f"{run_id}-q"
     admin.create_topics({p_topic: 1, q_topic: 1})
-    # A process starting snapshots requests one every `interval` seconds of its
-    # ticks, on average; with both, each at half that rate, so the ring's
-    # snapshots come as often as with one initiator.
-    per_process = interval * rate * (2 if initiator is Initiator.BOTH else 1)
+    # One request every `interval` seconds of ticks; with both initiators p and q
+    # take turns. Two snapshots started at the same moment would race (the larger
+    # id survives, and on equal sequences that is always q's): turns keep p's
+    # and q's apart, so each process's snapshots complete.
+    both = initiator is Initiator.BOTH
     inputs = {
-        process: mark_requests(values, per_process, seed, process)
+        process: mark_requests(
+            values, interval * rate, seed, process, turn=int(both and process == Q), turns=1 + both
+        )
         if initiator.starts(process)
         else values
         for process, values in ((P, p_values), (Q, q_values))

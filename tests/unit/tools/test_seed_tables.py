@@ -151,27 +151,31 @@ def test_catches_are_counted_per_initiator_and_channel() -> None:
     n=st.integers(min_value=0, max_value=300),
     every=st.floats(min_value=0.5, max_value=40),
     seed=st.integers(min_value=0, max_value=1000),
+    turns=st.sampled_from([1, 2]),
 )
-def test_requests_mark_records_and_keep_every_value(n: int, every: float, seed: int) -> None:
+def test_requests_mark_one_record_per_turn_and_keep_every_value(
+    n: int, every: float, seed: int, turns: int
+) -> None:
     values = [["v", i] for i in range(n)]
-    marked = mark_requests(values, every, seed, "q")
-    unwrapped = [v[REQUEST] if isinstance(v, dict) else v for v in marked]
-    assert unwrapped == values
-    at = [i for i, v in enumerate(marked) if isinstance(v, dict)]
-    assert 0 not in at  # p's first record (the token) is never a request
-    gaps = [b - a for a, b in zip([0, *at], at, strict=False)]
-    assert all(1 <= g <= max(1, round(2 * max(1.0, every)) - 1) for g in gaps)
-    if n > 2 * every + 1:
-        assert at  # a long enough input always requests
-    assert mark_requests(values, every, seed, "q") == marked  # seeded: the same on replay
+    size = max(2, round(every))
+    for turn in range(turns):
+        marked = mark_requests(values, every, seed, "q", turn, turns)
+        assert [v[REQUEST] if isinstance(v, dict) else v for v in marked] == values
+        at = [i for i, v in enumerate(marked) if isinstance(v, dict)]
+        assert 0 not in at  # p's first record (the token) is never a request
+        # One in each of its turns, in the turn's first half (past its first record).
+        assert [i // size for i in at] == list(range(turn, n // size + 1, turns))[: len(at)]
+        assert all(1 <= i % size <= size // 2 for i in at)
+        assert len(at) >= (n // size - turn + turns - 1) // turns  # every full turn requests
+        assert mark_requests(values, every, seed, "q", turn, turns) == marked  # same on replay
 
 
-def test_p_and_q_request_on_their_own_clocks() -> None:
-    values = list(range(200))
-    p, q = (mark_requests(values, 10, 1, who) for who in ("p", "q"))
-    assert [i for i, v in enumerate(p) if isinstance(v, dict)] != [
-        i for i, v in enumerate(q) if isinstance(v, dict)
-    ]
+def test_p_and_q_take_turns_half_a_turn_apart_at_least() -> None:
+    values = list(range(400))
+    p = [i for i, v in enumerate(mark_requests(values, 10, 1, "p", 0, 2)) if isinstance(v, dict)]
+    q = [i for i, v in enumerate(mark_requests(values, 10, 1, "q", 1, 2)) if isinstance(v, dict)]
+    assert len(p) == len(q) == 20
+    assert all(abs(a - b) >= 5 for a in p for b in q)
 
 
 def test_initiators_parse_and_say_who_requests() -> None:
