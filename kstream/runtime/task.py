@@ -477,6 +477,9 @@ class Subtask:
     def trigger(self, checkpoint: int) -> None:
         """A checkpoint was triggered (only sources act on it)."""
 
+    def announced(self, checkpoint: int) -> None:
+        """A source subtask started a checkpoint itself (only sources act on it)."""
+
     def on_complete(self, checkpoint: int) -> None:
         for w in self.sinks.values():
             w.commit(checkpoint)
@@ -615,6 +618,9 @@ class SourceTask(Subtask):
 
     def trigger(self, checkpoint: int) -> None:
         self._triggered.append(checkpoint)
+
+    def announced(self, checkpoint: int) -> None:
+        self.initiation.on_announced(checkpoint)
 
     def on_complete(self, checkpoint: int) -> None:
         self.initiation.on_complete(checkpoint)

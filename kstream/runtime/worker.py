@@ -54,6 +54,7 @@ from kstream.protocol.messages import (
 from kstream.protocol.names import dead_letter_topic, worker_group
 from kstream.protocol.recovery import (
     Abort,
+    Announced,
     Commit,
     Interrupt,
     Restore,
@@ -261,6 +262,9 @@ class Worker:
                 case Trigger(checkpoint=n):
                     for t in self.tasks:
                         t.trigger(n)
+                case Announced(checkpoint=n):
+                    for t in self.tasks:
+                        t.announced(n)
                 case Commit(checkpoint=n):
                     self.faults.hit("completed-before-commit", n)
                     for t in self.tasks:

@@ -590,11 +590,11 @@ def _print_bank(o: BankOutcome, console: Console) -> None:
         f"{len(o.snapshots)}, {o.in_flight} with credits in recorded channel state",
     )
     started = Counter(s.started_by for s in o.snapshots)
-    caught = Counter(s.started_by for s in o.snapshots if s.caught_in_flight)
+    catches = Counter(s.started_by for s in o.snapshots if s.caught_in_flight)
     summary.add_row(
         "started by",
         "; ".join(
-            f"{who}: {n}, {caught[who]} with credits in flight"
+            f"{who}: {n}, {catches[who]} with credits in flight"
             for who, n in sorted(started.items())
         ),
     )
