@@ -3,9 +3,9 @@
 Each run reads every completed checkpoint back (state from the stored
 databases, channel state from the offset ranges in the Kafka log) and checks
 the seed's property on every one, before and after the recovery. p and q
-start the snapshots themselves, each requesting one every few of its own
-ticks (two dozen requests each per run); who started each completed one is
-read from the control topic. Whether a given checkpoint catches the token in
+start the snapshots themselves, taking turns of 0.4 s of ticks (seven to ten
+requests each per run); who started each completed one is read from the
+control topic. Whether a given checkpoint catches the token in
 a channel depends on timing; over a run's checkpoints, each with a loop range
 recorded for as long as a barrier takes to go around, some always do.
 """

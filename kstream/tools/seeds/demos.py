@@ -6,17 +6,18 @@ then read each completed checkpoint back (`kstream.tools.seeds.ring`) and
 check the property its seed states: the token is in exactly one place
 (seed 000), the money is all there (seed 001).
 
-Who starts the snapshots is `Initiator`: by default p and q both, each on
-its own seeded clock, taking turns. The demo marks some records of each process's input
-(`kstream.examples.seed_ring.REQUEST`); reading one, the process's source
-stage calls `kstream.request_snapshot()` and its source subtask starts a
-snapshot, which the coordinator relays to the other source. Marking records
-rather than giving each source a `snapshot_every` keeps each process's clock
-its own ticks, seeded and the same on every replay, and keeps two equal
-intervals from starting p's and q's snapshots together (where one aborts the
-other). The coordinator's own interval is then only a fallback
-(`FALLBACK_INTERVAL_S`). Who started each snapshot is read from the control
-topic (`Initiated.task`, `CheckpointRecord.started_by`), not inferred.
+Who starts the snapshots is `Initiator`: by default p and q both, taking
+turns, each on its own seeded clock. The demo marks some records of each
+process's input (`kstream.examples.seed_ring.REQUEST`, `mark_requests`);
+reading one, the process's source stage calls `kstream.request_snapshot()`
+and its source subtask starts a snapshot, which the coordinator relays to
+the other source. Marking records rather than giving each source a
+`snapshot_every` keeps each process's clock its own ticks, seeded and the
+same on every replay, and lets the two take turns instead of starting
+snapshots together (where one aborts the other). The coordinator's own
+interval is then only a fallback (`FALLBACK_INTERVAL_S`). Who started each
+snapshot is read from the control topic (`Initiated.task`,
+`CheckpointRecord.started_by`), not inferred.
 """
 
 from __future__ import annotations
