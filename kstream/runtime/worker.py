@@ -231,6 +231,7 @@ class Worker:
             alignment_timeout_s=self.alignment_timeout_s,
             clock=self.recovery.clock,
             source_snapshot_every=self.source_snapshot_interval_s,
+            announce=self._announce,
         )
         self.tasks = []
         try:
@@ -249,6 +250,11 @@ class Worker:
             f"checkpoint {checkpoint}" if checkpoint is not None else "scratch",
         )
         self._heartbeat(force=True)
+
+    def _announce(self, checkpoint: int) -> None:
+        """A subtask of this worker started `checkpoint`: tell the others now."""
+        for t in self.tasks:
+            t.announced(checkpoint)
 
     # -- control ------------------------------------------------------------
 
