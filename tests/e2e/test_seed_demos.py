@@ -3,8 +3,8 @@
 Each run reads every completed checkpoint back (state from the stored
 databases, channel state from the offset ranges in the Kafka log) and checks
 the seed's property on every one, before and after the recovery. p and q
-start the snapshots themselves, taking turns of 0.4 s of ticks (seven to ten
-requests each per run); who started each completed one is read from the
+start the snapshots themselves, taking turns of 0.25 s (bank: 0.5 s) of ticks (a dozen or
+more, or eight, requests each per run); who started each completed one is read from the
 control topic. Whether a given checkpoint catches the token in
 a channel depends on timing; over a run's checkpoints, each with a loop range
 recorded for as long as a barrier takes to go around, some always do.
@@ -45,7 +45,7 @@ def test_the_token_is_once_in_every_unaligned_snapshot_across_a_kill(
         naive=False,
         kills=1,
         seed=3,
-        interval=0.4,
+        interval=0.25,
         bootstrap=bootstrap,
         say=messages.append,
         console=console,
@@ -71,7 +71,7 @@ def test_the_naive_scheme_loses_or_doubles_the_token(bootstrap: str, console: Co
         naive=True,
         kills=0,
         seed=4,
-        interval=0.4,
+        interval=0.25,
         bootstrap=bootstrap,
         say=lambda _: None,
         console=console,
@@ -91,7 +91,7 @@ def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
         alignment=Alignment.UNALIGNED,
         kills=1,
         seed=5,
-        interval=0.4,
+        interval=0.5,  # turns longer than a snapshot under load: neither starves
         bootstrap=bootstrap,
         say=messages.append,
         console=console,
