@@ -88,8 +88,9 @@ KILL_AFTER = 3
 #: The coordinator's own interval while the processes start the snapshots: a
 #: fallback, reached only once p and q went quiet for that long (every snapshot
 #: a source starts restarts it): after their last records, the run still needs
-#: a checkpoint covering every record read.
-FALLBACK_INTERVAL_S = 2.0
+#: a checkpoint covering every record read. Longer than a loaded machine takes
+#: to start the worker, so that the first snapshots are the processes' own.
+FALLBACK_INTERVAL_S = 5.0
 #: Snapshots in flight at once. When p and q start one at the same moment, the
 #: larger id survives (the other's source declines the smaller one) rather than
 #: the in-flight limit aborting it too.
