@@ -24,8 +24,9 @@ from kstream.tools.seeds.tables import Verdict
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
-#: At least this many completed checkpoints per run (the runs take about 10 s).
-MIN_SNAPSHOTS = 6
+#: At least this many completed checkpoints per run (the runs take about 10 s; a
+#: loaded machine completed 5 where a quiet one completes a dozen).
+MIN_SNAPSHOTS = 4
 
 
 @pytest.fixture

@@ -287,7 +287,10 @@ def _clean_up(run: RingRun, ok: bool, say: Say) -> None:
 
 
 def _tokens(values: list[Any]) -> int:
-    return sum(1 for v in values if isinstance(v, list) and v[:1] == ["token"])
+    # ``"token"`` as p's source wrote it (still in p's input channel: a snapshot
+    # that reached p through the loop first records that channel), ``["token", hop]``
+    # once a process passed it on.
+    return sum(1 for v in values if v == "token" or (isinstance(v, list) and v[:1] == ["token"]))
 
 
 def token_snapshot(s: RingSnapshot) -> TokenSnapshot:

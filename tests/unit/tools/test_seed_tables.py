@@ -210,6 +210,10 @@ def test_a_checkpoint_of_the_token_ring_reads_as_the_seeds_table() -> None:
         assert (unread.elsewhere, unread.verdict) == (1, Verdict.ONCE)
     lost = token_snapshot(ring_snapshot({}, {}, {"kstream.j.s2[0]": [["token", 1]]}))
     assert lost.elsewhere == 1
+    # A snapshot that reached p through the loop first records p's input channel,
+    # where the token is still as p's source wrote it.
+    recorded = token_snapshot(ring_snapshot({}, {}, {"kstream.j.s1[0]": ["token", "tick"]}))
+    assert (recorded.elsewhere, recorded.verdict) == (1, Verdict.ONCE)
 
 
 def test_the_token_chain_of_a_checkpoint() -> None:
