@@ -19,6 +19,13 @@ channels, so its snapshots are the job's own checkpoints::
 * Each process has its own source (p's injects the token or p's transfers, q's
   brings q's ticks or transfers), so in unaligned mode a snapshot may reach q
   through q's own source before p's marker: q then records p→q.
+* Each process starts snapshots itself, on its own clock: a source record
+  ``{"request-snapshot": v}`` is `v`, read after the process's source stage
+  asked for a snapshot (`kstream.request_snapshot`). Its source subtask starts
+  it at the end of the batch and the coordinator relays it to the other
+  source, so a snapshot is started by p or by q, as in seed 000. Which records
+  carry the request is the input's choice (`kstream.tools.seeds.demos`), so a
+  replay after a restore asks again at the same records.
 
 Every record is keyed by `key`: the token ring has one key, the bank one key
 per account. Every parallelism is 1: p and q are one subtask each.
@@ -41,18 +48,20 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kstream import Job, KafkaSource
+from kstream import Job, KafkaSource, request_snapshot
 from kstream.dataflow.job import Stream
 from kstream.dataflow.state import KeyedContext
 
 __all__ = [
     "ACCOUNTS",
     "OPENING_BALANCE",
+    "REQUEST",
     "TOKEN_KEY",
     "P",
     "Q",
     "bank",
     "hold_ticks",
+    "requesting",
     "ring",
     "token_ring",
 ]
@@ -69,6 +78,8 @@ MAX_HOLD = 3
 ACCOUNTS = {P: ("X1", "Y1", "Z1"), Q: ("X2", "Y2", "Z2")}
 #: What every account holds before its first transfer.
 OPENING_BALANCE = 1000
+#: A source record ``{REQUEST: v}`` asks for a snapshot started by its process's source.
+REQUEST = "request-snapshot"
 
 ProcessFn = Callable[[Any, Any, KeyedContext], Iterator[Any]]
 
@@ -86,12 +97,26 @@ def ring(
     optionally `name`.
     """
     j = Job(params.get("name", default_name), parallelism=1)
-    head = j.source(KafkaSource(params["p-input"], value_serde="json")).iterate(LOOP)
+    p_in = j.source(KafkaSource(params["p-input"], value_serde="json"))
+    head = p_in.map(requesting, name=f"{P}-clock").iterate(LOOP)
     p_out = head.key_by(key).process(p_fn, name=P)
     q_in = j.source(KafkaSource(params["q-input"], value_serde="json"))
+    q_in = q_in.map(requesting, name=f"{Q}-clock")
     q_out: Stream = p_out.key_by(key).union(q_in.key_by(key)).process(q_fn, name=Q)
     head.feed_back(q_out)
     return j
+
+
+def requesting(value: Any) -> Any:
+    """A source record's value; a ``{REQUEST: v}`` one first asks for a snapshot.
+
+    Runs in a source's stage (before the first `key_by`), where
+    `request_snapshot` asks that source's subtask to start one.
+    """
+    if isinstance(value, dict) and REQUEST in value:
+        request_snapshot()
+        return value[REQUEST]
+    return value
 
 
 # -- the token ring ---------------------------------------------------------------

@@ -39,8 +39,15 @@ forwarded it, so waiting for it would never end. In aligned mode the head
 aligns its other channels only; once barrier n arrived on all of them it
 snapshots with the logged channels `recording` from their positions, exactly
 as an unaligned snapshot records, and `ChannelStateComplete` follows when n
-came back on every loop channel. A barrier on a logged channel never starts
-a snapshot: in a correct run it is the head's own, coming back.
+came back on every loop channel. A barrier n on a logged channel that the
+head has not taken is a snapshot started inside the loop (a source feeding
+the loop's body started it, and its relay has not reached the head's forward
+inputs yet): it is Chandy-Lamport's first marker on that channel. Aligned,
+the head blocks the loop channel and aligns its forward channels as usual
+(their barrier comes through the source's relay, never through the loop, so
+waiting ends); unaligned, it snapshots at once and records its forward
+channels. Either way the loop channel's state for n is empty: its barrier
+came before the snapshot.
 
 **Replay windows.** A subtask restored from an unaligned snapshot must
 process the records of an old generation that the snapshot names (its
@@ -245,7 +252,6 @@ _PROCESS = Process()
 _DROP_BLOCKED = Drop("channel blocked for alignment; re-read after the barrier")
 _DROP_GENERATION = Drop("written by another generation")
 _DROP_STALE_BARRIER = Drop("barrier of a checkpoint already taken or aborted")
-_DROP_LOOP_BARRIER = Drop("barrier on a loop channel of a checkpoint not recorded here")
 
 
 @dataclass(slots=True)
@@ -391,9 +397,8 @@ class Aligner:
             actions += self._abandon_recording(m)
         if n <= self.last_checkpoint or n in self._aborted:
             return [*actions, _DROP_STALE_BARRIER]
-        if event.channel in self.logged:
-            # Its own barrier comes back only while recorded (handled above).
-            return [*actions, _DROP_LOOP_BARRIER]
+        # A logged channel's barrier not recorded here comes first: a snapshot
+        # started inside the loop (module doc); it is aligned like any other.
         if self.aligning is not None and n < self.aligning:
             # A channel can only carry barrier n before barrier `aligning` if the
             # current alignment began with a barrier newer than n: n is overtaken.
@@ -407,7 +412,7 @@ class Aligner:
             return actions
         self._set_aligning(n)
         self._arrived[event.channel] = event.offset + 1
-        if len(self._arrived) < self._aligned:
+        if len(self._arrived.keys() - self.logged) < self._aligned:
             actions.append(Block(event.channel, event.offset + 1))
             return actions
         others = sorted(c for c in self._arrived if c != event.channel)

@@ -18,13 +18,18 @@ a cut here. A trigger of an id it took itself (the relay of its own
 initiation) is ignored.
 
 **One at a time.** A subtask starts a snapshot of its own only while no
-snapshot it knows of is in flight (one it took or was triggered for that has
-not completed or been aborted): at the default ``--max-in-flight 1`` the
-coordinator would abort it at once, and two initiators that keep starting
-snapshots together would keep aborting each other (each declines the other's
-smaller id, or the limit aborts the later one). A due interval or a request
-waits until then. The runtime gives an interval to the first subtask of a
-source only (one snapshot per interval per source, not one per subtask).
+snapshot it knows of is in flight (one it took or was triggered for, or one
+another source announced, `on_announced`, that has not completed or been
+aborted): at the default ``--max-in-flight 1`` the coordinator would abort
+it at once, and two initiators that keep starting snapshots together would
+keep aborting each other (each declines the other's smaller id, or the
+limit aborts the later one). A due interval or a request waits until then.
+An announcement (the other source's `Initiated`) is read before the
+coordinator's relay of it; a source that started one of its own in between
+would give it a larger id and have the other's declined (with two sources
+requesting by turns, the same one would always lose). The runtime gives an
+interval to the first subtask of a source only (one snapshot per interval
+per source, not one per subtask).
 """
 
 from __future__ import annotations
@@ -82,14 +87,24 @@ class SourceInitiation:
     _complete: int = field(default=0, init=False)
     #: Snapshots it took that are neither complete nor aborted yet.
     _in_flight: set[int] = field(default_factory=set, init=False)
+    #: Snapshots other sources started, not yet triggered here, complete or aborted.
+    _announced: set[int] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         if self.every is not None and not self.every > 0:
             raise ConfigurationError(f"snapshot_every must be > 0 seconds, got {self.every}")
         self._started_at = self.now
 
+    def on_announced(self, checkpoint: int) -> None:
+        """A source (maybe this one) announced it started `checkpoint`: until its
+        trigger comes here, or it completes or is aborted, start none of its own."""
+        if checkpoint in self._own or checkpoint <= max(self._complete, self.last):
+            return  # its own, or one it took or will decline: nothing to wait for
+        self._announced.add(checkpoint)
+
     def on_trigger(self, checkpoint: int) -> TriggerAnswer:
         """Checkpoint `checkpoint` was triggered (by the coordinator, or relayed)."""
+        self._announced.discard(checkpoint)
         if checkpoint in self._own or checkpoint <= self._complete:
             # Its own, relayed (maybe read after it completed: every subtask
             # acked a completed checkpoint, so this one took it already).
@@ -116,7 +131,7 @@ class SourceInitiation:
         barrier, then takes the snapshot.
         """
         due = self.every is not None and now - self._started_at >= self.every
-        if not (due or self._requested) or self._in_flight:
+        if not (due or self._requested) or self._in_flight or self._announced:
             return None
         self._requested = False
         self._started_at = now
@@ -133,10 +148,12 @@ class SourceInitiation:
         self._own = {n for n in self._own if n > checkpoint}
         # Older ones are aborted (subsumed) anyway; their aborts may come later.
         self._in_flight = {n for n in self._in_flight if n > checkpoint}
+        self._announced = {n for n in self._announced if n > checkpoint}
 
     def on_abort(self, checkpoint: int) -> None:
         """`checkpoint` was aborted: it is no longer in flight."""
         self._in_flight.discard(checkpoint)
+        self._announced.discard(checkpoint)
 
     @property
     def in_flight(self) -> frozenset[int]:

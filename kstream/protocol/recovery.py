@@ -58,6 +58,7 @@ from kstream.protocol.snapshot_id import LamportClock
 
 __all__ = [
     "Abort",
+    "Announced",
     "Commit",
     "Interrupt",
     "Restore",
@@ -95,6 +96,14 @@ class Trigger:
 
 
 @dataclass(frozen=True, slots=True)
+class Announced:
+    """A source subtask started `checkpoint` (its `Initiated`): the other sources
+    hold their own initiations until it ends (`kstream.protocol.initiation`)."""
+
+    checkpoint: int
+
+
+@dataclass(frozen=True, slots=True)
 class Commit:
     """Checkpoint `checkpoint` completed: sinks commit the epochs it covers."""
 
@@ -119,7 +128,7 @@ class Interrupt:
     generation: int
 
 
-WorkerAction = Restore | Trigger | Commit | Abort | Interrupt
+WorkerAction = Restore | Trigger | Announced | Commit | Abort | Interrupt
 
 
 @dataclass(slots=True)
@@ -211,6 +220,9 @@ class WorkerRecovery:
                 return self._recover(msg)
             case Triggered(checkpoint=n, generation=gen) if gen == g and g > 0:
                 return [Trigger(n)]
+            case Initiated(checkpoint=n, generation=gen) if gen == g and g > 0:
+                # Every one of this generation ends in a complete or an abort.
+                return [Announced(n)]
             case Completed(checkpoint=n, generation=gen) if gen == g and g > 0:
                 return [Commit(n)]
             case Aborted(checkpoint=n, generation=gen) if gen == g and g > 0:
@@ -220,7 +232,7 @@ class WorkerRecovery:
             case (
                 Acked()
                 | Declined()
-                | Initiated()
+                | Initiated()  # of a generation this worker left, or has not joined
                 | WorkerAlive()
                 | WorkerFailed()
                 | RestoreFailed()

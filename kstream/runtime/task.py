@@ -149,6 +149,10 @@ class TaskRuntime:
     #: Seconds between the snapshots each source subtask starts itself, for every
     #: source (``--source-snapshot-interval``; None: each source's `snapshot_every`).
     source_snapshot_every: float | None = None
+    #: Tells this worker's subtasks at once that a source subtask of it started a
+    #: snapshot (`Subtask.announced`), before its `Initiated` comes back through the
+    #: control topic: a sibling source polled next would otherwise start one too.
+    announce: Callable[[int], None] = field(default=lambda _: None)
 
 
 @dataclass(frozen=True)
@@ -486,6 +490,9 @@ class Subtask:
     def trigger(self, checkpoint: int) -> None:
         """A checkpoint was triggered (only sources act on it)."""
 
+    def announced(self, checkpoint: int) -> None:
+        """A source subtask started a checkpoint itself (only sources act on it)."""
+
     def on_complete(self, checkpoint: int) -> None:
         for w in self.sinks.values():
             w.commit(checkpoint)
@@ -625,6 +632,9 @@ class SourceTask(Subtask):
     def trigger(self, checkpoint: int) -> None:
         self._triggered.append(checkpoint)
 
+    def announced(self, checkpoint: int) -> None:
+        self.initiation.on_announced(checkpoint)
+
     def on_complete(self, checkpoint: int) -> None:
         self.initiation.on_complete(checkpoint)
         super().on_complete(checkpoint)
@@ -651,6 +661,7 @@ class SourceTask(Subtask):
             # Durable before any barrier of it exists: every ack follows it in the
             # control topic, so the coordinator knows the id before its first ack.
             self.rt.send_control(Initiated(own, self.rt.generation, self.id, time.time()))
+            self.rt.announce(own)
             self.snapshot(own, source_offsets={self.topic: dict(self.positions)})
 
     def counters(self) -> WorkerCounters:

@@ -54,6 +54,7 @@ from kstream.protocol.messages import (
 from kstream.protocol.names import commit_topic, dead_letter_topic, worker_group
 from kstream.protocol.recovery import (
     Abort,
+    Announced,
     Commit,
     Interrupt,
     Restore,
@@ -230,6 +231,7 @@ class Worker:
             alignment_timeout_s=self.alignment_timeout_s,
             clock=self.recovery.clock,
             source_snapshot_every=self.source_snapshot_interval_s,
+            announce=self._announce,
         )
         self.tasks = []
         try:
@@ -249,6 +251,11 @@ class Worker:
         )
         self._heartbeat(force=True)
 
+    def _announce(self, checkpoint: int) -> None:
+        """A subtask of this worker started `checkpoint`: tell the others now."""
+        for t in self.tasks:
+            t.announced(checkpoint)
+
     # -- control ------------------------------------------------------------
 
     def _carry_out(self, actions: list[WorkerAction]) -> None:
@@ -261,6 +268,9 @@ class Worker:
                 case Trigger(checkpoint=n):
                     for t in self.tasks:
                         t.trigger(n)
+                case Announced(checkpoint=n):
+                    for t in self.tasks:
+                        t.announced(n)
                 case Commit(checkpoint=n):
                     self.faults.hit("completed-before-commit", n)
                     for t in self.tasks:

@@ -2,10 +2,12 @@
 
 Each run reads every completed checkpoint back (state from the stored
 databases, channel state from the offset ranges in the Kafka log) and checks
-the seed's property on every one, before and after the recovery. Whether a
-given checkpoint catches the token in a channel depends on timing; over a
-run's dozen or more checkpoints, each with a loop range recorded for as long
-as a barrier takes to go around, some always do.
+the seed's property on every one, before and after the recovery. p and q
+start the snapshots themselves, taking turns of 0.25 s (bank: 0.5 s) of ticks (a dozen or
+more, or eight, requests each per run); who started each completed one is read from the
+control topic. Whether a given checkpoint catches the token in
+a channel depends on timing; over a run's checkpoints, each with a loop range
+recorded for as long as a barrier takes to go around, some always do.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from kstream.tools.seeds.tables import Verdict
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
-#: At least this many completed checkpoints per run (the runs take about 10 s).
-MIN_SNAPSHOTS = 6
+#: At least this many completed checkpoints per run (the runs take about 10 s; a
+#: loaded machine completed 5 where a quiet one completes a dozen).
+MIN_SNAPSHOTS = 4
 
 
 @pytest.fixture
@@ -56,6 +59,9 @@ def test_the_token_is_once_in_every_unaligned_snapshot_across_a_kill(
     assert outcome.ok
     assert outcome.in_flight >= 1, outcome.snapshots  # caught in recorded channel state
     assert outcome.events >= 3  # the token went around
+    # Snapshots started by p and by q completed, and each was verified above.
+    started = {s.started_by for s in outcome.snapshots}
+    assert {"p", "q"} <= started, outcome.snapshots
 
 
 def test_the_naive_scheme_loses_or_doubles_the_token(bootstrap: str, console: Console) -> None:
@@ -86,7 +92,7 @@ def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
         alignment=Alignment.UNALIGNED,
         kills=1,
         seed=5,
-        interval=0.25,
+        interval=0.5,  # turns longer than a snapshot under load: neither starves
         bootstrap=bootstrap,
         say=messages.append,
         console=console,
@@ -97,3 +103,4 @@ def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
     assert [s.total for s in outcome.snapshots] == [6000] * len(outcome.snapshots)
     assert outcome.ok
     assert outcome.in_flight >= 1  # seed 001's M: credits in recorded channel state
+    assert {"p", "q"} <= {s.started_by for s in outcome.snapshots}, outcome.snapshots

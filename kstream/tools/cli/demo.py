@@ -99,6 +99,15 @@ _NO_SNAPSHOTS = (
 #: A seeds' demo's checkpoint interval: short, so a run of seconds takes dozens.
 SEED_INTERVAL_S = 0.25
 
+InitiatorOption = Annotated[
+    str,
+    typer.Option(
+        "--initiator",
+        help="Who starts the snapshots (one every --checkpoint-interval): p, q, "
+        "both (taking turns, each on its own seeded clock) or coordinator.",
+    ),
+]
+
 
 @demo_app.command("token-ring")
 def demo_token_ring(
@@ -130,11 +139,12 @@ def demo_token_ring(
     checkpoint_interval: Annotated[
         float, typer.Option("--checkpoint-interval", callback=POSITIVE)
     ] = SEED_INTERVAL_S,
+    initiator: InitiatorOption = "both",
     bootstrap_servers: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Seed 000: p and q pass one token over Kafka channels; every snapshot holds it once."""
-    from kstream.tools.seeds.demos import token_ring_demo
+    from kstream.tools.seeds.demos import Initiator, token_ring_demo
 
     logging.basicConfig(level=logging.WARNING)
     outcome = token_ring_demo(
@@ -148,6 +158,7 @@ def demo_token_ring(
         bootstrap=bootstrap_servers,
         say=say,
         console=out,
+        initiator=Initiator.parse(initiator),
     )
     if not outcome.snapshots:
         raise JobFailedError(_NO_SNAPSHOTS)
@@ -178,11 +189,12 @@ def demo_bank(
     checkpoint_interval: Annotated[
         float, typer.Option("--checkpoint-interval", callback=POSITIVE)
     ] = SEED_INTERVAL_S,
+    initiator: InitiatorOption = "both",
     bootstrap_servers: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Seed 001: P1 and P2 transfer money over Kafka channels; every snapshot's total holds."""
-    from kstream.tools.seeds.demos import bank_demo
+    from kstream.tools.seeds.demos import Initiator, bank_demo
 
     logging.basicConfig(level=logging.WARNING)
     outcome = bank_demo(
@@ -195,6 +207,7 @@ def demo_bank(
         bootstrap=bootstrap_servers,
         say=say,
         console=out,
+        initiator=Initiator.parse(initiator),
     )
     if not outcome.snapshots:
         raise JobFailedError(_NO_SNAPSHOTS)

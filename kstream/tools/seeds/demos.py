@@ -6,13 +6,23 @@ then read each completed checkpoint back (`kstream.tools.seeds.ring`) and
 check the property its seed states: the token is in exactly one place
 (seed 000), the money is all there (seed 001).
 
-Which source initiates a snapshot is one choice, `_trigger`: today the
-coordinator's interval triggers both sources at once; a source-initiated
-snapshot (a source's own interval) plugs in there.
+Who starts the snapshots is `Initiator`: by default p and q both, taking
+turns, each on its own seeded clock. The demo marks some records of each
+process's input (`kstream.examples.seed_ring.REQUEST`, `mark_requests`);
+reading one, the process's source stage calls `kstream.request_snapshot()`
+and its source subtask starts a snapshot, which the coordinator relays to
+the other source. Marking records rather than giving each source a
+`snapshot_every` keeps each process's clock its own ticks, seeded and the
+same on every replay, and lets the two take turns instead of starting
+snapshots together (where one aborts the other). The coordinator's own
+interval is then only a fallback (`FALLBACK_INTERVAL_S`). Who started each
+snapshot is read from the control topic (`Initiated.task`,
+`CheckpointRecord.started_by`), not inferred.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import random
 import shutil
@@ -29,12 +39,23 @@ from rich.table import Table
 
 from kstream.dataflow.job import Job
 from kstream.errors import ConfigurationError
-from kstream.examples.seed_ring import ACCOUNTS, OPENING_BALANCE, TOKEN_KEY, P, Q, bank, token_ring
+from kstream.examples.seed_ring import (
+    ACCOUNTS,
+    OPENING_BALANCE,
+    REQUEST,
+    TOKEN_KEY,
+    P,
+    Q,
+    bank,
+    token_ring,
+)
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
 from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
+from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.runtime.control import read_messages
 from kstream.runtime.runner import Runner
 from kstream.testing import Feeder, run_until_consumed, unique_name
 from kstream.tools.seeds.ring import RingLayout, RingSnapshot, read_snapshots
@@ -43,11 +64,19 @@ from kstream.tools.seeds.tables import (
     Element,
     TokenSnapshot,
     Verdict,
+    caught_in_flight,
     naive_schedule,
     naive_snapshot,
 )
 
-__all__ = ["BankOutcome", "TokenRingOutcome", "bank_demo", "token_ring_demo"]
+__all__ = [
+    "BankOutcome",
+    "Initiator",
+    "TokenRingOutcome",
+    "bank_demo",
+    "mark_requests",
+    "token_ring_demo",
+]
 
 Say = Callable[[str], None]
 #: The demos give up if the ring has not processed its sources within this time.
@@ -56,6 +85,63 @@ DEMO_TIMEOUT_S = 300.0
 RETAIN_ALL = 1_000_000
 #: A kill waits for this checkpoint, so the run has snapshots before and after it.
 KILL_AFTER = 3
+#: The coordinator's own interval while the processes start the snapshots: a
+#: fallback, reached only once p and q went quiet for that long (every snapshot
+#: a source starts restarts it): after their last records, the run still needs
+#: a checkpoint covering every record read. Longer than a loaded machine takes
+#: to start the worker, so that the first snapshots are the processes' own.
+FALLBACK_INTERVAL_S = 5.0
+#: Snapshots in flight at once. When p and q start one at the same moment, the
+#: larger id survives (the other's source declines the smaller one) rather than
+#: the in-flight limit aborting it too.
+IN_FLIGHT = 2
+
+
+class Initiator(enum.StrEnum):
+    """Who starts a demo's snapshots."""
+
+    P = P
+    Q = Q
+    #: p and q, each on its own clock.
+    BOTH = "both"
+    #: The coordinator's interval, into both sources at once.
+    COORDINATOR = "coordinator"
+
+    @classmethod
+    def parse(cls, text: str) -> Initiator:
+        """The initiator named `text`; a `ConfigurationError` naming the choices otherwise."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(i.value for i in cls)
+            raise ConfigurationError(
+                f"--initiator must be one of {choices}, got {text!r}"
+            ) from None
+
+    def starts(self, process: str) -> bool:
+        """Whether `process` (p or q) starts snapshots itself."""
+        return self is Initiator.BOTH or self.value == process
+
+
+def mark_requests(
+    values: list[Any], every: float, seed: int, process: str, turn: int = 0, turns: int = 1
+) -> list[Any]:
+    """`values` with some wrapped as ``{REQUEST: v}``: `process`'s snapshot requests.
+
+    The input is cut into turns of `every` records (at least 2); `process`
+    requests once in each turn t with ``t % turns == turn``, at a seeded record
+    of the turn's first half (never the input's first record, the token ring's
+    token). Two processes that both feed records at one rate and take turns
+    (turns=2) request half a turn apart at least, each on its own clock.
+    """
+    rnd = random.Random(f"{seed}-{process}-requests")
+    size = max(2, round(every))
+    out = list(values)
+    for start in range(turn * size, len(out), turns * size):
+        at = start + 1 + rnd.randrange(size // 2)
+        if at < len(out):
+            out[at] = {REQUEST: out[at]}
+    return out
 
 
 @dataclass(frozen=True)
@@ -71,14 +157,17 @@ class RingRun:
     state_dir: Path
 
 
-def _trigger(interval: float) -> CoordinatorConfig:
-    """How snapshots start: the coordinator's interval, barriers into both sources at once.
-
-    With source-initiated snapshots, one source's own interval would start
-    them instead (q's, to make every snapshot reach q first); the rest of
-    the demo reads whatever completed.
-    """
-    return CoordinatorConfig(interval=interval, timeout=60.0, retained=RETAIN_ALL)
+def _trigger(initiator: Initiator, interval: float) -> CoordinatorConfig:
+    """The coordinator's part in starting snapshots: its interval only when it is
+    the initiator, else the fallback (the processes' requests: `mark_requests`)."""
+    if initiator is Initiator.COORDINATOR:
+        return CoordinatorConfig(interval=interval, timeout=60.0, retained=RETAIN_ALL)
+    return CoordinatorConfig(
+        interval=max(interval, FALLBACK_INTERVAL_S),
+        timeout=60.0,
+        max_in_flight=IN_FLIGHT,
+        retained=RETAIN_ALL,
+    )
 
 
 def _run_ring(
@@ -89,6 +178,7 @@ def _run_ring(
     q_values: list[Any],
     rate: float,
     alignment: Alignment,
+    initiator: Initiator,
     kills: int,
     seed: int,
     interval: float,
@@ -102,9 +192,22 @@ def _run_ring(
     run_id = unique_name(spec.rsplit(":", 1)[1].replace("_", "-"))
     p_topic, q_topic = f"{run_id}-p", f"{run_id}-q"
     admin.create_topics({p_topic: 1, q_topic: 1})
+    # One request every `interval` seconds of ticks; with both initiators p and q
+    # take turns. Two snapshots started at the same moment would race (the larger
+    # id survives, and on equal sequences that is always q's): turns keep p's
+    # and q's apart, so each process's snapshots complete.
+    both = initiator is Initiator.BOTH
+    inputs = {
+        process: mark_requests(
+            values, interval * rate, seed, process, turn=int(both and process == Q), turns=1 + both
+        )
+        if initiator.starts(process)
+        else values
+        for process, values in ((P, p_values), (Q, q_values))
+    }
     feeders = [
-        Feeder(servers, topic, [json.dumps(v).encode() for v in values], 1, rate)
-        for topic, values in ((p_topic, p_values), (q_topic, q_values))
+        Feeder(servers, topic, [json.dumps(v).encode() for v in inputs[process]], 1, rate)
+        for process, topic in ((P, p_topic), (Q, q_topic))
     ]
     params = {"p-input": p_topic, "q-input": q_topic, "name": run_id, "seed": str(seed)}
     state_dir = cache_dir() / "demo" / run_id
@@ -115,14 +218,18 @@ def _run_ring(
         bootstrap=servers,
         workers=1,  # every stage has one subtask: they all run on worker 0
         state_dir=state_dir,
-        config=_trigger(interval),
+        config=_trigger(initiator, interval),
         say=say,
         alignment=alignment,
     )
     runner.prepare()
+    who = {
+        Initiator.BOTH: "started by p and by q, each on its own clock",
+        Initiator.COORDINATOR: "started by the coordinator",
+    }.get(initiator, f"started by {initiator.value}")
     say(
         f"ring {run_id}: {len(p_values)} records for p, {len(q_values)} for q at {rate:g}/s each, "
-        f"{alignment.value} snapshots every {interval:g} s"
+        f"{alignment.value} snapshots every {interval:g} s, {who}"
     )
 
     def feed(_: Runner) -> None:
@@ -156,8 +263,12 @@ def _run_ring(
     assert runner.coordinator is not None  # started by run_until_consumed
     completed = list(runner.coordinator.completed)
     say(f"reading back {len(completed)} completed checkpoints (state and recorded channel state)")
+    # Who started each: the control topic's record of it (`Initiated.task`).
+    started_by = {
+        r.checkpoint: r.started_by for r in checkpoint_history(read_messages(servers, run_id))
+    }
     snapshots = read_snapshots(
-        RingLayout.of(runner.plan), runner.storage, servers, completed, alignment
+        RingLayout.of(runner.plan), runner.storage, servers, completed, alignment, started_by
     )
     return RingRun(
         snapshots, seconds, done_kills, runner.stats.recoveries, runner.report.aborted, state_dir
@@ -176,7 +287,10 @@ def _clean_up(run: RingRun, ok: bool, say: Say) -> None:
 
 
 def _tokens(values: list[Any]) -> int:
-    return sum(1 for v in values if isinstance(v, list) and v[:1] == ["token"])
+    # ``"token"`` as p's source wrote it (still in p's input channel: a snapshot
+    # that reached p through the loop first records that channel), ``["token", hop]``
+    # once a process passed it on.
+    return sum(1 for v in values if v == "token" or (isinstance(v, list) and v[:1] == ["token"]))
 
 
 def token_snapshot(s: RingSnapshot) -> TokenSnapshot:
@@ -194,6 +308,7 @@ def token_snapshot(s: RingSnapshot) -> TokenSnapshot:
         q_to_p=_tokens(s.channels.get(Element.Q_TO_P, [])),
         started_by=s.started_by,
         elsewhere=elsewhere,
+        q_cut=s.q_cut,
     )
 
 
@@ -242,6 +357,7 @@ def token_ring_demo(
     bootstrap: str | None,
     say: Say,
     console: Console,
+    initiator: Initiator = Initiator.BOTH,
 ) -> TokenRingOutcome:
     """Pass the token around p and q for `ticks` ticks of each process; check every snapshot.
 
@@ -257,6 +373,7 @@ def token_ring_demo(
         q_values=["tick"] * ticks,
         rate=rate,
         alignment=alignment,
+        initiator=initiator,
         kills=kills,
         seed=seed,
         interval=interval,
@@ -296,13 +413,20 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
     elements = [
         e for e in Element if e != Element.ELSEWHERE or any(s.elsewhere for s in o.snapshots)
     ]
-    for column in ("snapshot", "started by", *elements, "verdict"):
+    # Which barrier q cut on says something only when it does not wait for both.
+    q_cut = ["q cut on"] if alignment is Alignment.UNALIGNED and not o.naive else []
+    for column in ("snapshot", "started by", *q_cut, *elements, "verdict"):
         table.add_column(str(column))
     for s in o.snapshots:
         style = "" if s.verdict is Verdict.ONCE else "bold red"
         states = dict(s.rows())
         table.add_row(
-            s.label, s.started_by, *(states.get(e, "") for e in elements), s.verdict, style=style
+            s.label,
+            s.started_by,
+            *([s.q_cut] if q_cut else []),
+            *(states.get(e, "") for e in elements),
+            s.verdict,
+            style=style,
         )
     console.print(table)
     example = next((s for s in o.snapshots if s.verdict is not Verdict.ONCE), None)
@@ -327,7 +451,11 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
     )
     if not o.naive:
         started = Counter(s.started_by for s in o.snapshots)
-        summary.add_row("started by", ", ".join(f"{n} {who}" for who, n in sorted(started.items())))
+        caught = caught_in_flight(o.snapshots)
+        summary.add_row(
+            "started by",
+            "; ".join(f"{who}: {n}, {_caught(caught[who])}" for who, n in sorted(started.items())),
+        )
     verdict = (
         ("the naive scheme lost or doubled the token" if o.ok else "the naive scheme did NOT fail")
         if o.naive
@@ -335,6 +463,15 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
     )
     summary.add_row("verdict", verdict)
     console.print(summary)
+
+
+def _caught(channels: Counter[Element]) -> str:
+    """``"2 caught the token in flight (p→q 1, q→p 1)"``: one initiator's catches."""
+    n = sum(channels.values())
+    if not n:
+        return "none caught the token in flight"
+    where = ", ".join(f"{e} {k}" for e, k in sorted(channels.items()))
+    return f"{n} caught the token in flight ({where})"
 
 
 # -- the bank ---------------------------------------------------------------------
@@ -360,7 +497,7 @@ def bank_snapshot(s: RingSnapshot) -> BankSnapshot:
         element: tuple((str(v[1]), int(v[2])) for v in values if v[:1] == ["credit"])
         for element, values in s.channels.items()
     }
-    return BankSnapshot(f"chk {s.checkpoint}", balances, in_flight, s.started_by)
+    return BankSnapshot(f"chk {s.checkpoint}", balances, in_flight, s.started_by, s.q_cut)
 
 
 @dataclass
@@ -395,6 +532,7 @@ def bank_demo(
     bootstrap: str | None,
     say: Say,
     console: Console,
+    initiator: Initiator = Initiator.BOTH,
 ) -> BankOutcome:
     """`transfers` payments each way between P1 (p) and P2 (q); check every snapshot's total."""
     run = _run_ring(
@@ -404,6 +542,7 @@ def bank_demo(
         q_values=payments(transfers, Q, seed),
         rate=rate,
         alignment=alignment,
+        initiator=initiator,
         kills=kills,
         seed=seed,
         interval=interval,
@@ -426,12 +565,18 @@ def bank_demo(
 
 def _print_bank(o: BankOutcome, console: Console) -> None:
     table = Table(title="bank: one row per global snapshot")
-    for column in ("snapshot", "started by", "in accounts", "in flight", "total"):
+    for column in ("snapshot", "started by", "q cut on", "in accounts", "in flight", "total"):
         table.add_column(column)
     for s in o.snapshots:
         style = "" if s.total == o.expected_total else "bold red"
         table.add_row(
-            s.label, s.started_by, f"{s.held:,}", f"{s.moving:,}", f"{s.total:,}", style=style
+            s.label,
+            s.started_by,
+            s.q_cut,
+            f"{s.held:,}",
+            f"{s.moving:,}",
+            f"{s.total:,}",
+            style=style,
         )
     console.print(table)
     shown = next((s for s in o.snapshots if s.caught_in_flight), None) or (
@@ -448,6 +593,15 @@ def _print_bank(o: BankOutcome, console: Console) -> None:
     summary.add_row(
         "snapshots",
         f"{len(o.snapshots)}, {o.in_flight} with credits in recorded channel state",
+    )
+    started = Counter(s.started_by for s in o.snapshots)
+    catches = Counter(s.started_by for s in o.snapshots if s.caught_in_flight)
+    summary.add_row(
+        "started by",
+        "; ".join(
+            f"{who}: {n}, {catches[who]} with credits in flight"
+            for who, n in sorted(started.items())
+        ),
     )
     summary.add_row(
         "verdict",

@@ -27,7 +27,7 @@ from kstream.protocol.barrier import Alignment
 from kstream.runtime.channel import BARRIER, RECORD, BatchFormat, barrier_checkpoint, decode_header
 from kstream.runtime.snapshot import LocalCheckpointStorage, SnapshotMeta
 from kstream.testing import ReadRecord, read_all
-from kstream.tools.seeds.tables import Element, initiators
+from kstream.tools.seeds.tables import Element, q_cut_on
 
 __all__ = ["RingLayout", "RingSnapshot", "read_snapshots", "recorded_range"]
 
@@ -52,8 +52,9 @@ class RingLayout:
     q_to_p: Channel
     #: The channel from q's own source into q.
     q_own: Channel
-    #: The subtask reading p's source.
+    #: The subtasks reading p's and q's sources.
     p_source: TaskSpec
+    q_source: TaskSpec
     #: Per channel: whether its records are (key, value) pairs.
     keyed: dict[Channel, bool]
 
@@ -67,6 +68,7 @@ class RingLayout:
         keyed: dict[Channel, bool] = {}
         found: dict[str, Channel] = {}
         p_source = next(i.upstream for i in head.inputs if not i.loop)
+        q_source = next(i.upstream for i in q.inputs if i.upstream is not p)
         for stage in (head, p, q):
             task = TaskSpec(stage.index, 0, 1)
             for inp, (topic, parts) in zip(stage.inputs, plan.input_channels(task), strict=True):
@@ -85,8 +87,16 @@ class RingLayout:
             found["q_to_p"],
             found["q_own"],
             _task(p_source),
+            _task(q_source),
             keyed,
         )
+
+    def initiator(self, task: str) -> str:
+        """Who started a snapshot whose initiator is subtask `task`
+        (`CheckpointRecord.started_by`; empty: the coordinator)."""
+        if not task:
+            return "coordinator"
+        return {self.p_source.id: P, self.q_source.id: Q}.get(task, task)
 
     def element(self, channel: Channel) -> str:
         """The table row of a channel (its topic and partition for one outside the table)."""
@@ -108,7 +118,8 @@ class RingSnapshot:
     `p_state`/`q_state`: the process's keyed state, key -> value; `channels`:
     element (`RingLayout.element`) -> the stream records its recorded state
     holds, in channel order (only channels with a non-empty range appear);
-    `started_by`: `initiators`; `p_source_offset`: where the snapshot resumes
+    `started_by`: `RingLayout.initiator` of the subtask the control topic names
+    as its initiator; `q_cut`: `q_cut_on`; `p_source_offset`: where the snapshot resumes
     p's source (below 1: its first record, the token ring's token, is still unread;
     a negative offset is Kafka's "from the beginning").
     """
@@ -119,6 +130,7 @@ class RingSnapshot:
     channels: dict[str, list[Any]]
     started_by: str
     p_source_offset: int
+    q_cut: str = ""
 
 
 class _Log:
@@ -208,9 +220,11 @@ def read_snapshots(
     bootstrap: str,
     checkpoints: Iterable[int],
     alignment: Alignment,
+    started_by: Mapping[int, str],
 ) -> list[RingSnapshot]:
     """Read `checkpoints` (completed, still stored) of the ring laid out as `layout`,
-    whose subtasks snapshotted with `alignment`."""
+    whose subtasks snapshotted with `alignment`; `started_by` maps a checkpoint to
+    the subtask that started it (`CheckpointRecord.started_by`)."""
     log = _Log(bootstrap)
     fmt = BatchFormat(layout.plan.job.channel_serde)
     out = []
@@ -246,7 +260,7 @@ def read_snapshots(
                 own = marker = False
             else:
                 own, marker = mine <= theirs, theirs < mine
-        started = initiators(own, marker)
+        q_cut = q_cut_on(own, marker)
         source = metas[layout.p_source.id].source_offsets
         out.append(
             RingSnapshot(
@@ -254,8 +268,9 @@ def read_snapshots(
                 _state(storage, n, layout.p, f"s{layout.p.stage}.{P}", layout.plan),
                 _state(storage, n, layout.q, f"s{layout.q.stage}.{Q}", layout.plan),
                 channels,
-                started,
+                layout.initiator(started_by[n]) if n in started_by else "unknown",
                 min(source.get(topic, {}).get(0, 0) for topic in source) if source else 0,
+                q_cut,
             )
         )
     return out

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -36,10 +37,11 @@ __all__ = [
     "Element",
     "TokenSnapshot",
     "Verdict",
-    "initiators",
+    "caught_in_flight",
     "location",
     "naive_schedule",
     "naive_snapshot",
+    "q_cut_on",
 ]
 
 
@@ -68,7 +70,9 @@ class TokenSnapshot:
     `p_to_q` and `q_to_p` count tokens in the channels' recorded state;
     `elsewhere` counts tokens recorded in any other channel of the job (a
     source's or p's own; never one in a correct run, counted so that the
-    verdict cannot miss one).
+    verdict cannot miss one). `started_by`: the process whose source started
+    it (``p``, ``q``; ``coordinator``; ``own clocks`` for the naive scheme);
+    `q_cut`: `q_cut_on`.
     """
 
     label: str
@@ -78,6 +82,7 @@ class TokenSnapshot:
     q_to_p: int = 0
     started_by: str = ""
     elsewhere: int = 0
+    q_cut: str = ""
 
     @property
     def tokens(self) -> int:
@@ -110,24 +115,36 @@ class TokenSnapshot:
         return rows
 
 
-def initiators(q_own_first: bool, q_marker_first: bool) -> str:
-    """Who started a snapshot of the ring: the processes that snapshotted on their own
-    source's barrier rather than on the other's marker.
+def q_cut_on(q_own_first: bool, q_marker_first: bool) -> str:
+    """Which barrier q snapshotted on, read back from what it recorded.
 
-    p always does: its loop head snapshots once its forward input (p's source)
-    delivered the barrier and never on the loop channel. q did if its own
-    source's barrier reached it before p's marker (`q_own_first`: it then
-    recorded p→q); if p's marker came first (`q_marker_first`), q followed p.
-    Both is an aligned snapshot: q waited for both; neither, not known (the
+    Whoever started the snapshot, both sources snapshot (the initiator, then
+    the other on the coordinator's relay), so q may meet the snapshot first on
+    its own source's barrier (`q_own_first`: unaligned, it then records p→q
+    until p's marker comes) or first on p's marker (`q_marker_first`). Both is
+    an aligned snapshot (q waited for both); neither: not known (the
     barriers' order could not be read back).
     """
     if q_own_first and q_marker_first:
-        return "p, q aligned"
+        return "both, aligned"
     if q_own_first:
-        return "p+q"
+        return "own source"
     if q_marker_first:
-        return "p"
-    return "p, q unknown"
+        return "p's marker"
+    return "unknown"
+
+
+def caught_in_flight(snapshots: Iterable[TokenSnapshot]) -> dict[str, Counter[Element]]:
+    """Per initiator (`TokenSnapshot.started_by`), in how many of its snapshots each
+    channel's recorded state held the token; initiators that never caught it map
+    to an empty counter."""
+    out: dict[str, Counter[Element]] = {}
+    for s in snapshots:
+        caught = out.setdefault(s.started_by, Counter())
+        for element, n in ((Element.P_TO_Q, s.p_to_q), (Element.Q_TO_P, s.q_to_p)):
+            if n:
+                caught[element] += 1
+    return out
 
 
 def location(event: int) -> Element:
@@ -186,13 +203,15 @@ class BankSnapshot:
 
     `balances`: process -> account -> balance (every account, untouched ones at
     their opening balance); `in_flight`: channel -> the credits ``(account,
-    amount)`` its recorded state holds, in channel order.
+    amount)`` its recorded state holds, in channel order; `started_by` and
+    `q_cut` as in `TokenSnapshot`.
     """
 
     label: str
     balances: Mapping[str, Mapping[str, int]]
     in_flight: Mapping[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     started_by: str = ""
+    q_cut: str = ""
 
     @property
     def held(self) -> int:

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from kstream.dataflow import snapshot_request
 from kstream.dataflow.plan import plan
+from kstream.errors import JobFailedError
 from kstream.examples.seed_ring import (
     MAX_HOLD,
     OPENING_BALANCE,
+    REQUEST,
     P,
     Q,
     _bank_process,
     _token_process,
     bank,
     hold_ticks,
+    requesting,
     token_ring,
 )
 
@@ -79,3 +85,18 @@ def test_a_payment_moves_money_and_an_overdraft_is_refused() -> None:
     assert list(_bank_process("Y2", ["credit", "Y2", 300], y2)) == []
     assert y2.value == OPENING_BALANCE + 300
     assert (P, Q) == ("p", "q")
+
+
+def test_a_marked_record_asks_its_source_for_a_snapshot_and_reads_as_its_value() -> None:
+    asked: list[None] = []
+    token = snapshot_request.server.set(lambda: asked.append(None))
+    try:
+        assert requesting("tick") == "tick"
+        assert asked == []
+        assert requesting({REQUEST: ["pay", "X1", "Y2", 5]}) == ["pay", "X1", "Y2", 5]
+        assert len(asked) == 1
+    finally:
+        snapshot_request.server.reset(token)
+    # Outside a source's stage nothing serves the request: refused, not ignored.
+    with pytest.raises(JobFailedError, match="outside a source's stage"):
+        requesting({REQUEST: "tick"})

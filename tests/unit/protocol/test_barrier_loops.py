@@ -33,6 +33,7 @@ from kstream.protocol.barrier import (
     Block,
     Channel,
     ChannelStateComplete,
+    CheckpointAborted,
     Drop,
     Process,
     RecordArrived,
@@ -86,11 +87,45 @@ def test_an_empty_loop_range_resumes_after_the_barrier() -> None:
     ]
 
 
+def test_a_snapshot_started_inside_the_loop_is_aligned_with_the_loop_blocked() -> None:
+    # A source feeding the loop's body started snapshot 1: its barrier comes
+    # around the loop before the relay brings it to the head's forward input.
+    a = Aligner.over([F0, L0], GEN, logged=[L0])
+    assert a.handle(barrier(L0, 2, 1, {F0: 5, L0: 3})) == [Block(L0, 3)]
+    assert a.aligning == 1
+    # Fed back after q's snapshot: not in this cut, so not processed before it.
+    assert a.handle(RecordArrived(L0, 3, GEN)) == [
+        Drop("channel blocked for alignment; re-read after the barrier")
+    ]
+    assert a.handle(RecordArrived(F0, 5, GEN)) == [Process()]
+    # The loop's barrier came before the snapshot: nothing to record on it.
+    assert a.handle(barrier(F0, 6, 1, {F0: 7, L0: 3})) == [
+        TakeSnapshot(1, {F0: 7, L0: 3}, frozenset()),
+        Unblock(L0),
+    ]
+    assert a.recording == {}
+
+
+def test_a_snapshot_started_inside_the_loop_is_taken_at_once_unaligned() -> None:
+    a = Aligner.over([F0, L0], GEN, mode=Alignment.UNALIGNED, logged=[L0])
+    assert a.handle(barrier(L0, 2, 1, {F0: 5, L0: 3})) == [
+        TakeSnapshot(1, {F0: 5, L0: 3}, frozenset({F0}))
+    ]
+    assert a.recording == {1: frozenset({F0})}
+    for o in (5, 6):
+        assert a.handle(RecordArrived(F0, o, GEN)) == [Process()]
+    # The forward channel's records before its barrier are the snapshot's channel state.
+    assert a.handle(barrier(F0, 7, 1, {F0: 8, L0: 3})) == [
+        ChannelStateComplete(1, {F0: 5, L0: 3}, {F0: (Replay(7, GEN),)})
+    ]
+
+
 @pytest.mark.parametrize("mode", list(Alignment))
-def test_a_barrier_on_a_loop_channel_never_starts_a_snapshot(mode: Alignment) -> None:
+def test_a_loop_barrier_of_an_aborted_snapshot_is_dropped(mode: Alignment) -> None:
     a = Aligner.over([F0, L0], GEN, mode=mode, logged=[L0])
+    a.handle(CheckpointAborted(1))
     assert a.handle(barrier(L0, 0, 1, {F0: 0, L0: 1})) == [
-        Drop("barrier on a loop channel of a checkpoint not recorded here")
+        Drop("barrier of a checkpoint already taken or aborted")
     ]
     assert a.aligning is None
     assert a.recording == {}

@@ -12,12 +12,14 @@ from kstream.protocol.messages import (
     Acked,
     Completed,
     ControlMessage,
+    Initiated,
     Recovered,
     Triggered,
     WorkerAlive,
 )
 from kstream.protocol.recovery import (
     Abort,
+    Announced,
     Commit,
     Interrupt,
     Restore,
@@ -74,6 +76,9 @@ def test_the_main_loop_acts_on_its_generation_only() -> None:
     assert sm.read(Aborted(generation=2, checkpoint=7)) == [Abort(7)]
     assert sm.read(Recovered(2, 5)) == []  # not newer
     assert sm.read(Acked(checkpoint=6, generation=2, task="s0-0")) == []
+    # A source's own snapshot, announced: the other sources hold theirs.
+    assert sm.read(Initiated(8, 2, "s3-0")) == [Announced(8)]
+    assert sm.read(Initiated(9, 1, "s3-0")) == []  # a generation left
     assert sm.read(Recovered(3, 6)) == [Restore(3, 6)]
     assert sm.read(Completed(generation=2, checkpoint=7)) == []
 

@@ -98,3 +98,44 @@ def test_it_starts_none_while_a_snapshot_it_knows_of_is_in_flight() -> None:
     source.on_complete(c(3))
     assert source.in_flight == frozenset()
     assert source.start(9.0, clock) == c(4, 1)
+
+
+def test_it_starts_none_while_another_sources_announced_snapshot_is_unrelayed() -> None:
+    # Another source's `Initiated` is read before the coordinator's relay: a source
+    # starting its own in between would overtake it (a larger id) and decline it.
+    clock = LamportClock()
+    source = SourceInitiation(initiator=2)
+    source.request()
+    other = c(1, 1)
+    clock.observe(other)
+    source.on_announced(other)
+    assert source.start(1.0, clock) is None  # waits for the relay
+    assert source.on_trigger(other) == Take(other)
+    assert source.start(1.0, clock) is None  # now in flight here
+    source.on_complete(other)
+    assert source.start(1.0, clock) == c(2, 2)
+
+
+@pytest.mark.parametrize("end", ["abort", "complete"])
+def test_an_announced_snapshot_that_ends_unrelayed_releases_the_wait(end: str) -> None:
+    clock = LamportClock()
+    source = SourceInitiation(initiator=2)
+    source.request()
+    source.on_announced(c(1, 1))
+    if end == "abort":
+        source.on_abort(c(1, 1))  # e.g. the in-flight limit
+    else:
+        source.on_complete(c(1, 1))
+    assert source.start(1.0, clock) is not None
+
+
+def test_announcements_it_need_not_wait_for() -> None:
+    clock = LamportClock()
+    source = SourceInitiation(initiator=2, last=c(3))
+    source.on_announced(c(2, 1))  # older than one it took: it will decline the relay
+    own = source.start(1.0, clock) if source.request() is None else None
+    assert own is not None
+    source.on_announced(own)  # its own, read back
+    source.on_complete(own)
+    source.request()
+    assert source.start(1.0, clock) is not None

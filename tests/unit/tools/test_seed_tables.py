@@ -1,5 +1,6 @@
 """The seeds' tables and verdicts (pure): where a global snapshot puts the token,
-the naive scheme's snapshots, who started a snapshot, a bank snapshot's total."""
+the naive scheme's snapshots, which barrier q cut on, the catches per initiator,
+the processes' snapshot requests, a bank snapshot's total."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kstream.tools.seeds.demos import bank_snapshot, token_events, token_snapshot
+from kstream.errors import ConfigurationError
+from kstream.examples.seed_ring import REQUEST
+from kstream.tools.seeds.demos import (
+    Initiator,
+    bank_snapshot,
+    mark_requests,
+    token_events,
+    token_snapshot,
+)
 from kstream.tools.seeds.ring import RingSnapshot
 from kstream.tools.seeds.tables import (
     MAX_SKEW,
@@ -15,10 +24,11 @@ from kstream.tools.seeds.tables import (
     Element,
     TokenSnapshot,
     Verdict,
-    initiators,
+    caught_in_flight,
     location,
     naive_schedule,
     naive_snapshot,
+    q_cut_on,
 )
 
 events = st.integers(min_value=0, max_value=400)
@@ -109,16 +119,73 @@ def test_verdicts_count_every_place_the_token_is() -> None:
 
 
 @pytest.mark.parametrize(
-    ("own", "marker", "who"),
+    ("own", "marker", "cut"),
     [
-        (True, False, "p+q"),
-        (False, True, "p"),
-        (True, True, "p, q aligned"),
-        (False, False, "p, q unknown"),
+        (True, False, "own source"),
+        (False, True, "p's marker"),
+        (True, True, "both, aligned"),
+        (False, False, "unknown"),
     ],
 )
-def test_who_started_a_snapshot(own: bool, marker: bool, who: str) -> None:
-    assert initiators(own, marker) == who
+def test_which_barrier_q_cut_on(own: bool, marker: bool, cut: str) -> None:
+    assert q_cut_on(own, marker) == cut
+
+
+def test_catches_are_counted_per_initiator_and_channel() -> None:
+    snapshots = [
+        TokenSnapshot("1", p_holds=False, q_holds=False, p_to_q=1, started_by="q"),
+        TokenSnapshot("2", p_holds=False, q_holds=False, q_to_p=1, started_by="q"),
+        TokenSnapshot("3", p_holds=False, q_holds=False, p_to_q=1, started_by="q"),
+        TokenSnapshot("4", p_holds=False, q_holds=False, q_to_p=1, started_by="p"),
+        TokenSnapshot("5", p_holds=True, q_holds=False, started_by="p"),
+        TokenSnapshot("6", p_holds=False, q_holds=True, started_by="coordinator"),
+    ]
+    assert caught_in_flight(snapshots) == {
+        "q": {Element.P_TO_Q: 2, Element.Q_TO_P: 1},
+        "p": {Element.Q_TO_P: 1},
+        "coordinator": {},
+    }
+
+
+@given(
+    n=st.integers(min_value=0, max_value=300),
+    every=st.floats(min_value=0.5, max_value=40),
+    seed=st.integers(min_value=0, max_value=1000),
+    turns=st.sampled_from([1, 2]),
+)
+def test_requests_mark_one_record_per_turn_and_keep_every_value(
+    n: int, every: float, seed: int, turns: int
+) -> None:
+    values = [["v", i] for i in range(n)]
+    size = max(2, round(every))
+    for turn in range(turns):
+        marked = mark_requests(values, every, seed, "q", turn, turns)
+        assert [v[REQUEST] if isinstance(v, dict) else v for v in marked] == values
+        at = [i for i, v in enumerate(marked) if isinstance(v, dict)]
+        assert 0 not in at  # p's first record (the token) is never a request
+        # One in each of its turns, in the turn's first half (past its first record).
+        assert [i // size for i in at] == list(range(turn, n // size + 1, turns))[: len(at)]
+        assert all(1 <= i % size <= size // 2 for i in at)
+        assert len(at) >= (n // size - turn + turns - 1) // turns  # every full turn requests
+        assert mark_requests(values, every, seed, "q", turn, turns) == marked  # same on replay
+
+
+def test_p_and_q_take_turns_half_a_turn_apart_at_least() -> None:
+    values = list(range(400))
+    p = [i for i, v in enumerate(mark_requests(values, 10, 1, "p", 0, 2)) if isinstance(v, dict)]
+    q = [i for i, v in enumerate(mark_requests(values, 10, 1, "q", 1, 2)) if isinstance(v, dict)]
+    assert len(p) == len(q) == 20
+    assert all(abs(a - b) >= 5 for a in p for b in q)
+
+
+def test_initiators_parse_and_say_who_requests() -> None:
+    assert Initiator.parse("both").starts("p")
+    assert Initiator.parse("both").starts("q")
+    assert Initiator.parse("q").starts("q")
+    assert not Initiator.parse("q").starts("p")
+    assert not Initiator.parse("coordinator").starts("p")
+    with pytest.raises(ConfigurationError, match="--initiator must be one of p, q, both"):
+        Initiator.parse("r")
 
 
 def ring_snapshot(
@@ -127,7 +194,7 @@ def ring_snapshot(
     channels: dict[str, list[object]],
     source_offset: int = 5,
 ) -> RingSnapshot:
-    return RingSnapshot(7, p_state, q_state, channels, "p+q", source_offset)
+    return RingSnapshot(7, p_state, q_state, channels, "q", source_offset, "own source")
 
 
 def test_a_checkpoint_of_the_token_ring_reads_as_the_seeds_table() -> None:
@@ -143,6 +210,10 @@ def test_a_checkpoint_of_the_token_ring_reads_as_the_seeds_table() -> None:
         assert (unread.elsewhere, unread.verdict) == (1, Verdict.ONCE)
     lost = token_snapshot(ring_snapshot({}, {}, {"kstream.j.s2[0]": [["token", 1]]}))
     assert lost.elsewhere == 1
+    # A snapshot that reached p through the loop first records p's input channel,
+    # where the token is still as p's source wrote it.
+    recorded = token_snapshot(ring_snapshot({}, {}, {"kstream.j.s1[0]": ["token", "tick"]}))
+    assert (recorded.elsewhere, recorded.verdict) == (1, Verdict.ONCE)
 
 
 def test_the_token_chain_of_a_checkpoint() -> None:
