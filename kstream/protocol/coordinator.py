@@ -58,6 +58,7 @@ from kstream.protocol.messages import (
 from kstream.protocol.snapshot_id import COORDINATOR, LamportClock
 
 __all__ = [
+    "UNRESPONSIVE_AFTER",
     "Abort",
     "AckReceived",
     "CheckpointDamaged",
@@ -77,6 +78,11 @@ __all__ = [
     "Trigger",
     "WorkerLost",
 ]
+
+#: A worker found silent in this many generations in a row is unresponsive: a
+#: SIGSTOPped zombie wakes within one (and must be fenced, not killed), while a
+#: process whose Kafka clients are stuck would be rolled back for ever.
+UNRESPONSIVE_AFTER = 2
 
 # -- events ------------------------------------------------------------------
 
@@ -199,11 +205,18 @@ class Abort:
 
 @dataclass(frozen=True, slots=True)
 class Recover:
-    """Roll every subtask back to `checkpoint` (None: start over) in `generation`."""
+    """Roll every subtask back to `checkpoint` (None: start over) in `generation`.
+
+    `unresponsive` names workers found silent in `UNRESPONSIVE_AFTER` generations
+    in a row: alive perhaps, but not reaching Kafka (a client stuck after broker
+    faults was seen to do this). Rolling back again cannot help them; the runner
+    replaces the ones it started.
+    """
 
     generation: int
     checkpoint: int | None
     reason: str
+    unresponsive: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +304,8 @@ class Coordinator:
     pending: dict[int, _Pending] = field(default_factory=dict, init=False)
     last_trigger: float | None = field(default=None, init=False)
     heartbeats: dict[str, float] = field(default_factory=dict, init=False)
+    #: Per worker, in how many generations in a row it was found silent.
+    silences: dict[str, int] = field(default_factory=dict, init=False)
     started: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -330,8 +345,10 @@ class Coordinator:
             case Heartbeat():
                 if event.generation == self.generation:
                     self.heartbeats[event.worker] = event.now
+                    self.silences.pop(event.worker, None)
                 return []
             case WorkerLost():
+                self.silences.pop(event.worker, None)
                 return self._recover(event.now, f"worker {event.worker} lost: {event.reason}")
             case InitiatedReceived():
                 return self._on_initiated(event)
@@ -350,14 +367,16 @@ class Coordinator:
             return self._recover(event.now, why)
         return []
 
-    def _recover(self, now: float, reason: str) -> list[Command]:
+    def _recover(
+        self, now: float, reason: str, unresponsive: tuple[str, ...] = ()
+    ) -> list[Command]:
         self.generation += 1
         self.pending.clear()
         # A full interval before the first trigger: workers need time to restore.
         self.last_trigger = now
         # Everyone gets a fresh liveness allowance in the new generation.
         self.heartbeats = dict.fromkeys(self.heartbeats, now)
-        return [Recover(self.generation, self.latest_completed, reason)]
+        return [Recover(self.generation, self.latest_completed, reason, unresponsive)]
 
     def _on_tick(self, now: float) -> list[Command]:
         commands: list[Command] = []
@@ -371,8 +390,15 @@ class Coordinator:
             w for w, seen in self.heartbeats.items() if now - seen > self.config.liveness_timeout
         )
         if silent:
+            for w in silent:
+                self.silences[w] = self.silences.get(w, 0) + 1
+            unresponsive = tuple(w for w in silent if self.silences[w] >= UNRESPONSIVE_AFTER)
+            for w in unresponsive:
+                del self.silences[w]  # its replacement starts with a clean record
             return commands + self._recover(
-                now, f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s"
+                now,
+                f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s",
+                unresponsive,
             )
         due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
         if due and len(self.pending) < self.config.max_in_flight:

@@ -36,6 +36,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.control_retention import ControlRetention, restatement
 from kstream.protocol.coordinator import (
+    UNRESPONSIVE_AFTER,
     Abort,
     AckReceived,
     CheckpointDamaged,
@@ -442,6 +443,30 @@ class Runner:
             self.supervisor.check_free(index)
             self.supervisor.spawn(index)
 
+    def _replace_unresponsive(self, workers: tuple[str, ...], now: float) -> None:
+        """Replace the started workers the coordinator found silent generation after generation.
+
+        Runs after the rollback was announced, so the replacement joins the new
+        generation. Workers started by hand (`--no-spawn`) are left alone.
+        """
+        for name in workers:
+            index = int(name.removeprefix("w"))
+            if not self.supervisor.kill(index):
+                continue
+            self.say(
+                f"worker {name} sent no heartbeat in {UNRESPONSIVE_AFTER} generations in a row: "
+                "killed and restarted"
+            )
+            if not self.supervisor.restart_allowed(now):
+                self._failed = (
+                    f"workers died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; "
+                    f"last: worker {index} unresponsive; see {self.log_path(index)}"
+                )
+                return
+            self.stats.restarts += 1
+            self.supervisor.check_free(index)
+            self.supervisor.spawn(index)
+
     # -- the loop -----------------------------------------------------------
 
     def step(self, timeout: float = 0.05) -> None:
@@ -582,6 +607,7 @@ class Runner:
                     self._send(
                         Recovered(c.generation, c.checkpoint, c.reason, time.time(), fresh=fresh)
                     )
+                    self._replace_unresponsive(c.unresponsive, time.monotonic())
                 case Halt():
                     raise CheckpointDamagedError(
                         f"job {self.job.name}: {c.reason}. {self._halt_advice()}"

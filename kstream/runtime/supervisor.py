@@ -82,6 +82,15 @@ class Supervisor:
             env={**os.environ, **self.env, RUNNER_PID_ENV: str(os.getpid())},
         )
 
+    def kill(self, index: int) -> bool:
+        """SIGKILL worker `index` if it runs; True if it did. Returns once it is gone."""
+        proc = self.procs.get(index)
+        if proc is None or proc.poll() is not None:
+            return False
+        proc.kill()
+        proc.wait()
+        return True
+
     def pids(self) -> dict[int, int]:
         """The process ids of the workers running now, by worker index."""
         return {i: p.pid for i, p in self.procs.items() if p.poll() is None}

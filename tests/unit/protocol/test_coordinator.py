@@ -240,6 +240,38 @@ def test_heartbeat_silence_past_the_liveness_timeout_rolls_back() -> None:
     assert coordinator.handle(Tick(21.0)) == []
 
 
+def test_a_worker_silent_generation_after_generation_is_named_unresponsive() -> None:
+    coordinator = started(CoordinatorConfig(interval=100.0, liveness_timeout=10.0))
+    coordinator.handle(Heartbeat("w0", 1, 1.0))
+    coordinator.handle(Heartbeat("w1", 1, 1.0))
+    # Generation 1: w1 falls silent (a SIGSTOPped zombie would wake within one).
+    coordinator.handle(Heartbeat("w0", 1, 10.0))
+    [first] = coordinator.handle(Tick(11.5))
+    assert isinstance(first, Recover)
+    assert first.unresponsive == ()
+    # Generation 2: w0 answers, w1 stays silent: rolling back again cannot help it.
+    coordinator.handle(Heartbeat("w0", 2, 20.0))
+    [second] = coordinator.handle(Tick(22.0))
+    assert isinstance(second, Recover)
+    assert second.unresponsive == ("w1",)
+    # Its replacement starts with a clean record: one silence is a rollback only.
+    coordinator.handle(Heartbeat("w0", 3, 31.0))
+    [third] = coordinator.handle(Tick(32.5))
+    assert isinstance(third, Recover)
+    assert third.unresponsive == ()
+
+
+def test_a_heartbeat_between_silences_clears_the_record() -> None:
+    coordinator = started(CoordinatorConfig(interval=100.0, liveness_timeout=10.0))
+    coordinator.handle(Heartbeat("w0", 1, 1.0))
+    [first] = coordinator.handle(Tick(11.5))  # silent once
+    assert isinstance(first, Recover)
+    coordinator.handle(Heartbeat("w0", 2, 12.0))  # the zombie woke and joined
+    [second] = coordinator.handle(Tick(22.5))  # silent again, but not in a row
+    assert isinstance(second, Recover)
+    assert second.unresponsive == ()
+
+
 def test_invalid_configurations_are_rejected() -> None:
     for bad in (
         {"interval": 0.0},

@@ -1,4 +1,4 @@
-"""A batch that takes longer than the liveness timeout is not a worker's death.
+"""Liveness: a slow batch is not a worker's death; a silent worker is replaced.
 
 The worker's main loop sends heartbeats between batches; one user call slower
 than the timeout used to make the coordinator declare the worker dead, roll
@@ -9,10 +9,14 @@ the main loop is busy.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from wordcount_runs import assert_exactly_once, run_wordcount
 
 from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
@@ -56,3 +60,35 @@ def test_a_user_call_slower_than_the_liveness_timeout_is_waited_for(
     assert runner.stats.recoveries == 0, "the busy worker was declared dead"
     out = Counter(r.value.decode() for r in read_all(bootstrap, dst) if r.value is not None)
     assert out == Counter(line.upper() for line in lines)
+
+
+def test_a_worker_that_stays_silent_is_replaced_and_the_job_finishes(bootstrap: str) -> None:
+    """A worker alive but unheard of generation after generation (here: stopped and never
+    continued; in fault campaigns: a process whose Kafka clients were stuck after broker
+    faults) used to be rolled back around every liveness timeout, for ever."""
+    stopped: list[int] = []
+
+    def stop_one_worker(runner: Runner) -> None:
+        if not stopped and runner.stats.completed >= 2:
+            pid = runner.worker_pids()[1]
+            os.kill(pid, signal.SIGSTOP)  # never continued: only replacing it ends this
+            stopped.append(pid)
+
+    messages: list[str] = []
+    try:
+        outcome = run_wordcount(
+            bootstrap,
+            messages,
+            lines=6_000,
+            kills=0,
+            checkpoint_interval=0.5,
+            rate=400.0,
+            chaos=stop_one_worker,
+        )
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert stopped, messages
+    assert any("killed and restarted" in m for m in messages), messages
+    assert_exactly_once(outcome)
