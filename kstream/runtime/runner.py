@@ -429,19 +429,13 @@ class Runner:
                 self._failed = self._failed or f"worker {index} failed; see {self.log_path(index)}"
                 return
             how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            if not self.supervisor.restart_allowed(now):
-                self._failed = (
-                    f"workers died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; "
-                    f"last: worker {index} {how}; see {self.log_path(index)}"
-                )
+            if not self._restart_allowed(index, how, now):
                 return
             assert self.coordinator is not None
             # The rollback is announced before the replacement starts, so it joins the new
             # generation instead of the failed one.
             self._execute(self.coordinator.handle(WorkerLost(f"w{index}", how, now)))
-            self.stats.restarts += 1
-            self.supervisor.check_free(index)
-            self.supervisor.spawn(index)
+            self._respawn(index)
 
     def _replace_unresponsive(self, workers: tuple[str, ...], now: float) -> None:
         """Replace the started workers the coordinator found silent generation after generation.
@@ -457,15 +451,24 @@ class Runner:
                 f"worker {name} sent no heartbeat in {UNRESPONSIVE_AFTER} generations in a row: "
                 "killed and restarted"
             )
-            if not self.supervisor.restart_allowed(now):
-                self._failed = (
-                    f"workers died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; "
-                    f"last: worker {index} unresponsive; see {self.log_path(index)}"
-                )
+            if not self._restart_allowed(index, "unresponsive", now):
                 return
-            self.stats.restarts += 1
-            self.supervisor.check_free(index)
-            self.supervisor.spawn(index)
+            self._respawn(index)
+
+    def _restart_allowed(self, index: int, how: str, now: float) -> bool:
+        """Count a restart of worker `index`; False (and the job failed) when too many."""
+        if self.supervisor.restart_allowed(now):
+            return True
+        self._failed = (
+            f"workers died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; "
+            f"last: worker {index} {how}; see {self.log_path(index)}"
+        )
+        return False
+
+    def _respawn(self, index: int) -> None:
+        self.stats.restarts += 1
+        self.supervisor.check_free(index)
+        self.supervisor.spawn(index)
 
     # -- the loop -----------------------------------------------------------
 

@@ -108,6 +108,12 @@ InitiatorOption = Annotated[
     ),
 ]
 
+#: The seeds' demos' shared options.
+SeedKillOption = Annotated[
+    int, typer.Option("--kill", help="Worker SIGKILLs mid-run.", callback=NON_NEGATIVE)
+]
+SeedIntervalOption = Annotated[float, typer.Option("--checkpoint-interval", callback=POSITIVE)]
+
 
 @demo_app.command("token-ring")
 def demo_token_ring(
@@ -129,16 +135,12 @@ def demo_token_ring(
             "(shows the token vanish or double).",
         ),
     ] = False,
-    kill: Annotated[
-        int, typer.Option("--kill", help="Worker SIGKILLs mid-run.", callback=NON_NEGATIVE)
-    ] = 1,
+    kill: SeedKillOption = 1,
     seed: Annotated[
         int,
         typer.Option("--seed", help="Seed of the holding times and kills.", callback=NON_NEGATIVE),
     ] = 0,
-    checkpoint_interval: Annotated[
-        float, typer.Option("--checkpoint-interval", callback=POSITIVE)
-    ] = SEED_INTERVAL_S,
+    checkpoint_interval: SeedIntervalOption = SEED_INTERVAL_S,
     initiator: InitiatorOption = "both",
     bootstrap_servers: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -180,15 +182,11 @@ def demo_bank(
         float, typer.Option("--rate", help="Payments per second from each.", callback=POSITIVE)
     ] = 25.0,
     alignment: AlignmentOption = "unaligned",
-    kill: Annotated[
-        int, typer.Option("--kill", help="Worker SIGKILLs mid-run.", callback=NON_NEGATIVE)
-    ] = 1,
+    kill: SeedKillOption = 1,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the payments and kills.", callback=NON_NEGATIVE)
     ] = 0,
-    checkpoint_interval: Annotated[
-        float, typer.Option("--checkpoint-interval", callback=POSITIVE)
-    ] = SEED_INTERVAL_S,
+    checkpoint_interval: SeedIntervalOption = SEED_INTERVAL_S,
     initiator: InitiatorOption = "both",
     bootstrap_servers: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
