@@ -365,8 +365,16 @@ class Feeder:
         self._rate = rate
         self._sent = 0
         self._started: float | None = None
+        self._held_since: float | None = None
         #: Offset after the last value of each partition (no transactions: offsets = counts).
         self.ends = {p: len(range(p, len(values), partitions)) for p in range(partitions)}
+
+    def hold(self) -> None:
+        """Write nothing until the next `feed`, and stop the rate's clock meanwhile
+        (a demo holds its input while its job recovers, so a slow restart does not
+        turn the rest of the input into a backlog read in one go)."""
+        if self._started is not None and self._held_since is None:
+            self._held_since = time.monotonic()
 
     @property
     def sent(self) -> int:
@@ -380,6 +388,10 @@ class Feeder:
         now = time.monotonic()
         if self._started is None:
             self._started = now
+        if self._held_since is not None:
+            # The clock stood still while held: no burst of values on resuming.
+            self._started += now - self._held_since
+            self._held_since = None
         due = len(self._values)
         if self._rate is not None:
             due = min(due, int((now - self._started) * self._rate) + 1)

@@ -306,6 +306,9 @@ class Coordinator:
     heartbeats: dict[str, float] = field(default_factory=dict, init=False)
     #: Per worker, in how many generations in a row it was found silent.
     silences: dict[str, int] = field(default_factory=dict, init=False)
+    #: Workers heard from in the current generation (a worker's first heartbeat
+    #: of a generation follows its restore): who is running, not still joining.
+    joined: set[str] = field(default_factory=set, init=False)
     started: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -346,6 +349,7 @@ class Coordinator:
                 if event.generation == self.generation:
                     self.heartbeats[event.worker] = event.now
                     self.silences.pop(event.worker, None)
+                    self.joined.add(event.worker)
                 return []
             case WorkerLost():
                 self.silences.pop(event.worker, None)
@@ -376,6 +380,7 @@ class Coordinator:
         self.last_trigger = now
         # Everyone gets a fresh liveness allowance in the new generation.
         self.heartbeats = dict.fromkeys(self.heartbeats, now)
+        self.joined = set()
         return [Recover(self.generation, self.latest_completed, reason, unresponsive)]
 
     def _on_tick(self, now: float) -> list[Command]:

@@ -417,6 +417,13 @@ class Runner:
             cmd += ["-p", f"{k}={v}"]
         return cmd
 
+    @property
+    def running(self) -> bool:
+        """Whether every worker has restored and runs the current generation (not
+        while a recovery is under way, or before the first one finished)."""
+        c = self.coordinator
+        return c is not None and len(c.joined) >= self.workers
+
     def log_path(self, index: int) -> Path:
         return self.supervisor.log_path(index)
 

@@ -232,9 +232,15 @@ def _run_ring(
         f"{alignment.value} snapshots every {interval:g} s, {who}"
     )
 
-    def feed(_: Runner) -> None:
+    def feed(r: Runner) -> None:
+        # Input flows only while the worker runs: the token moves on its holder's
+        # own ticks, and ticks written while the worker starts or restores would be
+        # read in one go, leaving the token with a holder that has no ticks left.
         for f in feeders:
-            f.feed()
+            if r.running:
+                f.feed()
+            else:
+                f.hold()
 
     started = time.monotonic()
     with Progress(

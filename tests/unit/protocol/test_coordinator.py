@@ -272,6 +272,22 @@ def test_a_heartbeat_between_silences_clears_the_record() -> None:
     assert second.unresponsive == ()
 
 
+def test_joined_names_the_workers_heard_in_the_current_generation() -> None:
+    coordinator = started(CoordinatorConfig(interval=100.0, liveness_timeout=10.0))
+    assert coordinator.joined == set()
+    coordinator.handle(Heartbeat("w0", 0, 0.5))  # still in the generation before
+    assert coordinator.joined == set()
+    coordinator.handle(Heartbeat("w0", 1, 1.0))
+    coordinator.handle(Heartbeat("w1", 1, 1.0))
+    assert coordinator.joined == {"w0", "w1"}
+    # A rollback: nobody runs the new generation until it says so.
+    coordinator.handle(WorkerLost("w1", "killed", 2.0))
+    assert coordinator.joined == set()
+    coordinator.handle(Heartbeat("w1", 1, 2.5))  # late, of the old generation
+    coordinator.handle(Heartbeat("w0", 2, 3.0))
+    assert coordinator.joined == {"w0"}
+
+
 def test_invalid_configurations_are_rejected() -> None:
     for bad in (
         {"interval": 0.0},
