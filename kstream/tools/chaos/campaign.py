@@ -34,7 +34,7 @@ from kstream.protocol.messages import Completed, ControlMessage, Recovered, Trig
 from kstream.protocol.names import control_topic
 from kstream.protocol.snapshot_id import SnapshotId
 from kstream.runtime.control import ControlReader, read_messages
-from kstream.testing import Feeder
+from kstream.tools.chaos.feeder import InputFeeder
 from kstream.tools.chaos.reader import OutputReader, final_outputs, read_input
 from kstream.tools.chaos.resources import SAMPLE_EVERY_S, ResourceSample, sample
 from kstream.tools.chaos.schedule import KINDS, Fault, LastFault, may_strike, schedule
@@ -122,6 +122,8 @@ class CampaignResult:
     #: Times the checker's live consumer was replaced because it stalled; outputs it missed.
     checker_reconnects: int = 0
     checker_missed: int = 0
+    #: Times the campaign's input producer was replaced because it was stuck.
+    feeder_replacements: int = 0
     #: When each output record became visible to the checker (seconds after the start).
     seen: tuple[float, ...] = ()
     #: Worker memory and the job's disk over time (`kstream.tools.chaos.resources`).
@@ -209,7 +211,7 @@ class _Campaign:
         self.lines = self.c.workload.generate(
             self.c.seed, max(1, int(self.c.rate * self.c.duration))
         )
-        self.feeder = Feeder(self.bootstrap, self.input, self.lines, PARTITIONS, self.c.rate)
+        self.feeder = InputFeeder(self.bootstrap, self.input, self.lines, PARTITIONS, self.c.rate)
         params = self.c.workload.params(self.input, self.output)
         command = [
             sys.executable, "-m", "kstream", "run", self.c.workload.spec,
@@ -464,9 +466,16 @@ class _Campaign:
 
     def drain(self) -> tuple[bool, list[bytes]]:
         """Feed the rest, then wait until every key's last output is its final value."""
-        while self.feeder.sent < len(self.lines):
+        deadline = self.now() + self.c.drain_timeout
+        while not self.feeder.done:
+            if self.now() > deadline:
+                self.incidents.append(
+                    f"input not all written after {self.c.drain_timeout:.0f}s: "
+                    f"{self.feeder.pending:,} deliveries pending"
+                )
+                self.log(self.incidents[-1])
+                return False, read_input(self.bootstrap, self.input)
             self.round(faults=False)
-        self.feeder.feed()
         lines = read_input(self.bootstrap, self.input)
         finals = self.c.workload.final_values(lines)
         self.log(f"input complete: {len(lines):,} lines; waiting for {len(finals):,} final values")
@@ -504,6 +513,11 @@ class _Campaign:
             f"checkpoint {self.latest_triggered}, {self.completed} completed, "
             f"{len(self.injected)} faults{extra}"
             + (f"; checker reconnected {self.reader.reconnects}x" if self.reader.reconnects else "")
+            + (
+                f"; input producer replaced {self.feeder.replacements}x"
+                if self.feeder.replacements
+                else ""
+            )
         )
 
 
@@ -558,6 +572,7 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
             scheduled=c.scheduled,
             checker_reconnects=c.reader.reconnects,
             checker_missed=missed,
+            feeder_replacements=c.feeder.replacements,
             seen=tuple(o.seen_at for o in outputs),
             resources=tuple(c.resources),
         )

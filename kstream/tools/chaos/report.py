@@ -115,6 +115,7 @@ def report_json(result: CampaignResult) -> dict[str, Any]:
             "reconnects": result.checker_reconnects,
             "outputs_only_seen_at_the_end": result.checker_missed,
         },
+        "input_producer_replacements": result.feeder_replacements,
         "resources": resources_json(result.resources),
         "runner_exits": list(result.runner_exits),
         "incidents": list(result.incidents),
