@@ -9,8 +9,9 @@ carries out what it says (see docs/architecture.md, "Flow control"):
 * every subtask that writes channels runs a `ChannelProbe` thread that, every
   `PROBE_INTERVAL_S`, asks the cluster for the end offsets of the channels
   it writes (one ListOffsets request) and for the positions their readers
-  committed (one OffsetFetch per downstream subtask), off the processing
-  thread;
+  committed (one OffsetFetch per downstream subtask, sent by a consumer of
+  that subtask's group that never joins it, not by the admin client: see
+  `ChannelProbe`), off the processing thread;
 * the writer counts the channel records it hands to its producer, per
   channel (`FlowControl.counted`: one dictionary update per channel record,
   which carries up to 500 stream records);
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, assert_never, cast
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 # Public, but missing from the type stubs' exports.
@@ -71,6 +72,8 @@ REPORT_INTERVAL_S = 0.1
 PROBE_INTERVAL_S = 0.1
 #: Bound on one probe's requests; a probe that takes longer is skipped.
 PROBE_TIMEOUT_S = 5.0
+#: Probes failing for this long replace their clients (`ChannelProbe._rebuild`).
+REBUILD_AFTER_S = 5.0
 
 
 def written_channels(plan: Plan, spec: TaskSpec) -> dict[Channel, str]:
@@ -162,7 +165,19 @@ class PositionReport:
 
 
 class ChannelProbe:
-    """A thread reading the lag inputs of `channels` (channel -> its reader's group)."""
+    """A thread reading the lag inputs of `channels` (channel -> its reader's group).
+
+    The readers' committed positions are fetched by one consumer per group,
+    configured with that group but never subscribing (so it never joins the
+    group or changes its assignment). Not by the admin client's
+    ListConsumerGroupOffsets: librdkafka (2.16 and earlier) dereferences the
+    admin client's absent consumer group when an OffsetFetch answer asks for a
+    coordinator refresh, which is what a restarted broker answers, and the
+    whole process dies of SIGSEGV on its ``rdk:main`` thread (upstream
+    confluentinc/librdkafka#5315). A consumer with a group handles the same
+    answer. Reading with ``read_uncommitted`` keeps the fetch from waiting on
+    offsets pending in a transaction (the readers' reports are plain commits).
+    """
 
     def __init__(
         self,
@@ -176,25 +191,59 @@ class ChannelProbe:
         self._groups: dict[str, list[Channel]] = {}
         for ch, group in channels.items():
             self._groups.setdefault(group, []).append(ch)
-        self._admin = AdminClient(client_config(bootstrap))
+        self._bootstrap = bootstrap
+        self._admin, self._readers = self._clients()
         #: The newest answer (replaced whole: readers need no lock).
         self.latest: Probed | None = None
         #: Probe rounds that got no answer (the thread goes on after each).
         self.failures = 0
+        #: How often the clients were replaced after failing for `REBUILD_AFTER_S`.
+        self.rebuilds = 0
+        self._answered = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="channel-probe", daemon=True)
         self._thread.start()
+
+    def _clients(self) -> tuple[AdminClient, dict[str, Consumer]]:
+        readers = {
+            group: Consumer(
+                client_config(
+                    self._bootstrap,
+                    {
+                        "group.id": group,
+                        "enable.auto.commit": False,
+                        "isolation.level": "read_uncommitted",
+                    },
+                )
+            )
+            for group in self._groups
+        }
+        return AdminClient(client_config(self._bootstrap)), readers
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self.latest = self.probe()
+                self._answered = time.monotonic()
             except (KafkaException, TimeoutError) as exc:
                 # An unanswered round must not end the thread: the gate would go
                 # blind for good (it resumes, see `FlowGate`, but never pauses again).
                 self.failures += 1
                 log.debug("channel probe failed: %r", exc)
+                if time.monotonic() - self._answered >= REBUILD_AFTER_S:
+                    self._rebuild()
             self._stop.wait(PROBE_INTERVAL_S)
+
+    def _rebuild(self) -> None:
+        """Replace the clients: after a broker restart, librdkafka's admin client
+        (2.16) answered every ListOffsets with FENCED_LEADER_EPOCH for good,
+        keeping the leader epoch it knew; a new client asks afresh."""
+        old = self._readers
+        self._admin, self._readers = self._clients()
+        for consumer in old.values():
+            consumer.close()
+        self.rebuilds += 1
+        self._answered = time.monotonic()  # the next rebuild, if any, after as long again
 
     def probe(self) -> Probed:
         """One round: end offsets and the readers' positions (raises `KafkaException`,
@@ -206,20 +255,15 @@ class ChannelProbe:
         end_futures = self._admin.list_offsets(
             dict.fromkeys(tps, latest), request_timeout=PROBE_TIMEOUT_S
         )
-        group_futures: list[Future[Any]] = []
-        for group, chans in self._groups.items():
-            request = ConsumerGroupTopicPartitions(
-                group, [TopicPartition(c.topic, c.partition) for c in chans]
-            )
-            group_futures += self._admin.list_consumer_group_offsets(
-                [request], request_timeout=PROBE_TIMEOUT_S
-            ).values()
-        ends = _offsets(end_futures)
         positions: dict[Channel, int] = {}
-        for f in group_futures:
-            for tp in f.result(PROBE_TIMEOUT_S).topic_partitions:
+        for group, chans in self._groups.items():
+            committed = self._readers[group].committed(
+                [TopicPartition(c.topic, c.partition) for c in chans], timeout=PROBE_TIMEOUT_S
+            )
+            for tp in committed:
                 if tp.error is None and tp.offset >= 0:
                     positions[Channel(tp.topic, tp.partition)] = int(tp.offset)
+        ends = _offsets(end_futures)
         unknown = [TopicPartition(c.topic, c.partition) for c in ends if c not in positions]
         starts = {}
         if unknown:
@@ -235,6 +279,9 @@ class ChannelProbe:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(PROBE_TIMEOUT_S * 2)
+        if not self._thread.is_alive():
+            for consumer in self._readers.values():
+                consumer.close()
 
 
 def _offsets(futures: dict[TopicPartition, Future[Any]]) -> dict[Channel, int]:
