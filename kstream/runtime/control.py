@@ -157,13 +157,21 @@ class ControlReader:
         return reader
 
     def _unstall(self) -> None:
-        """Replace the consumer if the topic's end lies beyond what it returned."""
+        """Replace the consumer if the topic's end lies beyond what it returned.
+
+        The end comes from a fresh client: a stuck consumer may be unable to
+        answer even this (a long fault campaign's reader failed every such
+        request for good while the cluster answered everyone else).
+        """
+        probe = Consumer(client_config(self._bootstrap, MANUAL_OFFSETS, {"group.id": self._group}))
         try:
-            _, end = self._consumer.get_watermark_offsets(
+            _, end = probe.get_watermark_offsets(
                 TopicPartition(self.topic, 0), timeout=STALL_CHECK_TIMEOUT_S, cached=False
             )
         except KafkaException:
             return  # the broker does not answer: nothing to tell yet
+        finally:
+            probe.close()
         if end <= self._next:
             return
         self._consumer.close()

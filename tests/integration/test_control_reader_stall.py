@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from kstream.infra.admin import Admin
 from kstream.protocol.messages import Aborted
 from kstream.protocol.names import control_topic
 from kstream.runtime import control
 from kstream.runtime.control import ControlReader, ControlWriter
+from kstream.runtime.kafka import MANUAL_OFFSETS, client_config
 from kstream.testing import unique_name
 
 pytestmark = pytest.mark.broker
@@ -54,6 +55,33 @@ def test_a_control_reader_that_stops_receiving_is_replaced_and_misses_nothing(
         assert reader.replaced == 1
         # A reader that is merely idle (nothing new) is left alone.
         assert read_until(reader, 1, 3) == []
+        assert reader.replaced == 1
+    finally:
+        reader.close()
+
+
+def test_a_control_reader_whose_consumer_cannot_answer_at_all_is_replaced(
+    bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stuck reader of a long campaign failed even the end-offset query its own
+    # consumer was asked: whether the topic grew must be asked by a fresh client.
+    monkeypatch.setattr(control, "STALL_S", 1.0)
+    job = unique_name("stall")
+    Admin(bootstrap).create_topics({control_topic(job): 1})
+    writer = ControlWriter(bootstrap, job)
+    reader = ControlReader(bootstrap, job, unique_name("group"))
+    try:
+        for n in range(2):
+            writer.send(Aborted(n, 1, "before"))
+        assert read_until(reader, 2, 60) == [0, 1]
+        # A consumer with no broker behind it: nothing returned, nothing answered.
+        dead = Consumer(client_config("127.0.0.1:1", MANUAL_OFFSETS, {"group.id": "g"}))
+        dead.assign([TopicPartition(control_topic(job), 0, 2)])
+        reader._consumer.close()
+        reader._consumer = dead
+        for n in range(2, 4):
+            writer.send(Aborted(n, 1, "while stuck"))
+        assert read_until(reader, 2, 60) == [2, 3]
         assert reader.replaced == 1
     finally:
         reader.close()
