@@ -35,14 +35,20 @@ def read_until(reader: ControlReader, count: int, timeout: float) -> list[int]:
     return got
 
 
-def test_a_control_reader_that_stops_receiving_is_replaced_and_misses_nothing(
+def stall_prone(
     bootstrap: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[str, ControlWriter, ControlReader]:
+    """A job's control topic, a writer and a reader that checks for a stall after 1 s."""
     monkeypatch.setattr(control, "STALL_S", 1.0)
     job = unique_name("stall")
     Admin(bootstrap).create_topics({control_topic(job): 1})
-    writer = ControlWriter(bootstrap, job)
-    reader = ControlReader(bootstrap, job, unique_name("group"))
+    return job, ControlWriter(bootstrap, job), ControlReader(bootstrap, job, unique_name("group"))
+
+
+def test_a_control_reader_that_stops_receiving_is_replaced_and_misses_nothing(
+    bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job, writer, reader = stall_prone(bootstrap, monkeypatch)
     try:
         for n in range(3):
             writer.send(Aborted(n, 1, "before"))
@@ -65,11 +71,7 @@ def test_a_control_reader_whose_consumer_cannot_answer_at_all_is_replaced(
 ) -> None:
     # The stuck reader of a long campaign failed even the end-offset query its own
     # consumer was asked: whether the topic grew must be asked by a fresh client.
-    monkeypatch.setattr(control, "STALL_S", 1.0)
-    job = unique_name("stall")
-    Admin(bootstrap).create_topics({control_topic(job): 1})
-    writer = ControlWriter(bootstrap, job)
-    reader = ControlReader(bootstrap, job, unique_name("group"))
+    job, writer, reader = stall_prone(bootstrap, monkeypatch)
     try:
         for n in range(2):
             writer.send(Aborted(n, 1, "before"))
