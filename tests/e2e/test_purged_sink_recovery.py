@@ -191,9 +191,7 @@ def test_a_sink_killed_between_pre_commit_and_commit_after_purges_recovers_exact
 
             # 3. The job recovers and completes a checkpoint after the fault.
             phase = Phase(f"round {round_}: recovery after {point}@{hit}", said)
-            while not (
-                runner.stats.recoveries > recoveries and (runner.stats.latest or 0) > hit
-            ):
+            while not (runner.stats.recoveries > recoveries and (runner.stats.latest or 0) > hit):
                 step()
                 phase.check()
 
