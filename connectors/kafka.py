@@ -548,7 +548,14 @@ class TransactionalWriter(SinkWriter):
                 self._ctx.bootstrap,
                 MANUAL_OFFSETS,
                 READ_COMMITTED,
-                {"group.id": marker_reader_group(self._tid), "enable.partition.eof": True},
+                {
+                    "group.id": marker_reader_group(self._tid),
+                    "enable.partition.eof": True,
+                    # A purge may move the log start past a window after `low` was read
+                    # (the runner purges on its own clock): go on from the new log start,
+                    # where the newest committed marker still is, not from the end.
+                    "auto.offset.reset": "earliest",
+                },
             )
         )
         tp = TopicPartition(self._marker_topic, self._ctx.marker_partition)

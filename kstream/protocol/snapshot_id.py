@@ -1,28 +1,43 @@
 """Snapshot ids: Lamport clocks, so that any source may start a snapshot (pure, no I/O).
 
 A snapshot id is a pair (sequence, initiator), ordered by sequence, then by
-initiator, and carried everywhere (control messages, barriers, checkpoint
-directories, sink epochs) as one integer, ``sequence * INITIATORS +
-initiator``, whose integer order is the pair's order. Initiator 0 is the
-coordinator; source subtask i of the job (in plan order, over all sources) is
-1 + i.
+the initiator's *rank* at that sequence, and carried everywhere (control
+messages, barriers, checkpoint directories, sink epochs) as one integer,
+``sequence * INITIATORS + rank``, whose integer order is the pair's order.
+Initiator 0 is the coordinator; source subtask i of the job (in plan order,
+over all sources) is 1 + i.
+
+**Fair ties.** When two initiators start snapshots with the same sequence,
+the larger id wins (the other is declined, `kstream.protocol.initiation`).
+The rank is ``initiator XOR (sequence mod INITIATORS)``, a different
+permutation of the initiators at each sequence, so no initiator always wins:
+of two initiators whose numbers first differ at bit h, each has the larger
+id on exactly half of any 2**(h+1) consecutive sequences (never more than
+2**h in a row; the coordinator and source 0 alternate), and in any
+`INITIATORS` consecutive sequences every initiator ranks highest of all
+once. A fixed rank (the initiator itself) let the higher-numbered of two
+sources win every tie, and the other starve.
 
 Every participant keeps the largest id it has seen (`LamportClock.observe`:
 in control messages, its restored snapshot, its own snapshots) and names a
 snapshot it starts with `next_after(seen, initiator)`, whose sequence is one
-more than that of `seen`. So ids are unique without a central counter (two
-initiators never share an initiator number, one initiator never repeats a
-sequence) and grow along every causal chain.
+more than that of `seen`. So ids are unique without a central counter (at
+one sequence the rank is a permutation of the initiators, and one initiator
+never repeats a sequence) and grow along every causal chain.
 
-**Ids written before this scheme** (1, 2, 3, ..., from the coordinator alone)
-stay what they are: plain integers, ordered as before. Decoded, id 3 is
-(sequence 0, initiator 3), an initiator that means nothing; nothing acts on an
-id's initiator (it is for display), only on its order, and the first id of
-the new scheme, `next_after(3, i)` = 1024 + i, is larger than every old one.
+**Ids written by earlier versions** keep their integer, hence their order:
+every non-negative integer decodes to a pair that encodes back to it, and a
+new id (a sequence above the largest seen) is above all of them. Plain ids
+1, 2, 3, ... (the coordinator alone) decode as sequence 0, where rank and
+initiator coincide, as before: (0, 3), an initiator that means nothing. Ids
+of the first Lamport scheme (rank = initiator) decode to their sequence and
+a permuted initiator: nothing acts on an id's initiator (it is for display),
+only on its order and sequence.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from kstream.errors import ConfigurationError, ProtocolError
@@ -43,9 +58,13 @@ INITIATORS = 1024
 COORDINATOR = 0
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@functools.total_ordering
+@dataclass(frozen=True, slots=True)
 class SnapshotId:
-    """One snapshot's id: `sequence` (the Lamport time) and who started it."""
+    """One snapshot's id: `sequence` (the Lamport time) and who started it.
+
+    Ordered as its integer (`encode`): by sequence, then by `rank`.
+    """
 
     sequence: int
     initiator: int
@@ -58,20 +77,36 @@ class SnapshotId:
                 f"snapshot initiator must be in 0..{INITIATORS - 1}, got {self.initiator}"
             )
 
+    @property
+    def rank(self) -> int:
+        """Where the initiator stands among all at this sequence (larger wins a tie)."""
+        return _rotated(self.initiator, self.sequence)
+
     def encode(self) -> int:
         """The integer carried on the wire and in storage."""
-        return self.sequence * INITIATORS + self.initiator
+        return self.sequence * INITIATORS + self.rank
 
     @classmethod
     def decode(cls, checkpoint: int) -> SnapshotId:
         """The pair an integer id stands for (ids of earlier versions: see the module doc)."""
         if checkpoint < 0:
             raise ProtocolError(f"snapshot id must be >= 0, got {checkpoint}")
-        return cls(*divmod(checkpoint, INITIATORS))
+        sequence, rank = divmod(checkpoint, INITIATORS)
+        return cls(sequence, _rotated(rank, sequence))
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, SnapshotId):
+            return NotImplemented
+        return self.encode() < other.encode()
 
     def __str__(self) -> str:
         who = "coordinator" if self.initiator == COORDINATOR else f"source {self.initiator - 1}"
         return f"{self.encode()} (sequence {self.sequence}, {who})"
+
+
+def _rotated(n: int, sequence: int) -> int:
+    """`n` XOR the sequence's low bits: initiator to rank and back (its own inverse)."""
+    return n ^ (sequence % INITIATORS)
 
 
 def next_after(seen: int, initiator: int) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 
 from kstream.connectors import kafka as kafka_connector
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
@@ -21,6 +23,8 @@ from kstream.runtime.sink import SinkContext
 from kstream.testing import read_all, unique_name, wait_settled
 
 pytestmark = pytest.mark.broker
+
+T = TypeVar("T")
 
 
 def _writer(
@@ -174,3 +178,41 @@ def test_an_expired_transaction_is_named_and_republished_by_the_rollback(
     _writer(bootstrap, job, topic).recover(2, kept)  # the rollback to checkpoint 2
     wait_settled(bootstrap, topic)
     assert [r.key for r in read_all(bootstrap, topic)] == [b"a", b"b"]
+
+
+def test_a_purge_during_the_marker_read_does_not_hide_the_newest_committed_marker(
+    bootstrap: str, job_and_topic: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner purges the marker partition between the recovering sink's reading of
+    its log start and its fetch: the read must go on from the new log start (the purge
+    point is a committed marker, never after the newest), not skip to the end and find
+    no committed marker, which would publish the committed epoch 5 a second time."""
+    job, topic = job_and_topic
+    first = _writer(bootstrap, job, topic)
+    first.recover(None, None)
+    for epoch in range(1, 6):
+        first.write(("w", epoch))
+        kept = first.pre_commit(epoch)
+        assert kept.finish is not None
+        kept.finish()
+        if epoch < 5:
+            first.commit(epoch)
+    # Checkpoint 5 names the newest marker committed before it (epoch 4's), completes,
+    # and the process dies right after committing epoch 5.
+    partition, purge_at = kept.meta["marker"]
+    first.commit(5)
+    marker_read = kafka_connector.request
+
+    def purge_after_reading_the_log_start(call: Callable[[], T], what: str) -> T:
+        answer = marker_read(call, what)
+        if what.startswith("cannot read the end of"):
+            Admin(bootstrap).delete_records_before(
+                [TopicPartition(commit_topic(job), partition, purge_at)]
+            )
+        return answer
+
+    monkeypatch.setattr(kafka_connector, "request", purge_after_reading_the_log_start)
+    _writer(bootstrap, job, topic).recover(5, kept)
+    assert Admin(bootstrap).watermarks(commit_topic(job))[partition][0] == purge_at
+    wait_settled(bootstrap, topic)
+    assert [json.loads(r.value) for r in read_all(bootstrap, topic)] == [1, 2, 3, 4, 5]

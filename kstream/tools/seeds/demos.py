@@ -194,8 +194,8 @@ def _run_ring(
     admin.create_topics({p_topic: 1, q_topic: 1})
     # One request every `interval` seconds of ticks; with both initiators p and q
     # take turns. Two snapshots started at the same moment would race (the larger
-    # id survives, and on equal sequences that is always q's): turns keep p's
-    # and q's apart, so each process's snapshots complete.
+    # id survives, p's or q's by turns on equal sequences, and the other is lost):
+    # turns keep p's and q's apart, so each process's snapshots complete.
     both = initiator is Initiator.BOTH
     inputs = {
         process: mark_requests(

@@ -103,16 +103,18 @@ def test_declines_and_timeouts_end_source_initiated_checkpoints_like_the_others(
 def test_recovery_picks_the_completed_checkpoint_with_the_largest_id() -> None:
     coordinator = started(CoordinatorConfig(interval=1.0, timeout=60.0, max_in_flight=3))
     assert coordinator.handle(Tick(1.0)) == [Trigger(c(1), 1)]
-    coordinator.handle(InitiatedReceived(c(2, 2), 1, "src-1", 1.1))
-    coordinator.handle(InitiatedReceived(c(2, 1), 1, "src-0", 1.2))
+    # Both sources start one on sequence 2; which ranks higher depends on the sequence.
+    (low, low_task), (high, high_task) = sorted([(c(2, 1), "src-0"), (c(2, 2), "src-1")])
+    coordinator.handle(InitiatedReceived(high, 1, high_task, 1.1))
+    coordinator.handle(InitiatedReceived(low, 1, low_task, 1.2))
     all_ack(coordinator, c(1), 1.3)
-    all_ack(coordinator, c(2, 1), 1.4)  # subsumes nothing newer: c(2, 2) stays pending
-    assert list(coordinator.pending) == [c(2, 2)]
-    all_ack(coordinator, c(2, 2), 1.5)
-    assert coordinator.completed == [c(1), c(2, 1), c(2, 2)]
+    all_ack(coordinator, low, 1.4)  # subsumes nothing newer: the higher stays pending
+    assert list(coordinator.pending) == [high]
+    all_ack(coordinator, high, 1.5)
+    assert coordinator.completed == [c(1), low, high]
     [recover] = Coordinator(TASKS, CONFIG, coordinator_history(coordinator)).start(3.0)
     assert isinstance(recover, Recover)
-    assert recover.checkpoint == c(2, 2)
+    assert recover.checkpoint == high
 
 
 def coordinator_history(coordinator: Coordinator) -> History:

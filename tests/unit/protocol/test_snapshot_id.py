@@ -53,8 +53,8 @@ def test_ids_of_earlier_versions_read_as_plain_integers_below_every_new_one() ->
     assert old == sorted(old)
     assert [s.encode() for s in old] == [1, 2, 3]
     # ...and the first Lamport id after them is above them all.
-    assert next_after(3, COORDINATOR) == INITIATORS
-    assert next_after(3, 2) == INITIATORS + 2
+    assert next_after(3, COORDINATOR) == SnapshotId(1, COORDINATOR).encode() > 3
+    assert next_after(3, 2) == SnapshotId(1, 2).encode() > 3
     # A long-running old job (past 1023) continues above its largest id too.
     assert next_after(5000, COORDINATOR) > 5000
 
@@ -80,7 +80,8 @@ def test_the_clock_keeps_the_largest_id_seen_and_ticks_past_it() -> None:
     clock.observe(3 * INITIATORS + 2)
     clock.observe(INITIATORS)  # older: changes nothing
     assert clock.seen == 3 * INITIATORS + 2
-    assert clock.tick(5) == 4 * INITIATORS + 5
-    assert clock.seen == 4 * INITIATORS + 5
+    assert clock.tick(5) == SnapshotId(4, 5).encode()
+    assert clock.seen == SnapshotId(4, 5).encode()
     assert str(SnapshotId.decode(clock.seen)) == f"{clock.seen} (sequence 4, source 4)"
-    assert str(SnapshotId(4, COORDINATOR)) == f"{4 * INITIATORS} (sequence 4, coordinator)"
+    coordinator = SnapshotId(4, COORDINATOR)
+    assert str(coordinator) == f"{coordinator.encode()} (sequence 4, coordinator)"
