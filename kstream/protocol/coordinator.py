@@ -454,23 +454,30 @@ class Coordinator:
         if latest is not None and n < latest:
             # Whatever it would cut, a newer cut is already the restore point.
             return [Abort(n, self.generation, f"older than completed checkpoint {latest}")]
+        # Its initiator took nothing in flight when it started `n` (it starts one only
+        # then), so every pending smaller id still has to reach it, and it will
+        # decline them all (snapshots are taken in id order): abort them now, so
+        # that the race of a trigger with a source's start costs one snapshot, not
+        # both.
+        overtaken = sorted(m for m in self.pending if m < n)
+        commands: list[Command] = []
+        for m in overtaken:
+            del self.pending[m]
+            commands.append(Abort(m, self.generation, f"overtaken by {n}, started by {event.task}"))
         if len(self.pending) >= self.config.max_in_flight:
             # Declined rather than queued: its initiator took it already, and its
             # barriers are on their way; an abort releases them everywhere.
-            return [
-                Abort(
-                    n,
-                    self.generation,
-                    f"started by {event.task} while {len(self.pending)} checkpoints were "
-                    f"in flight (at most {self.config.max_in_flight})",
-                )
-            ]
+            why = (
+                f"started by {event.task} while {len(self.pending)} checkpoints were "
+                f"in flight (at most {self.config.max_in_flight})"
+            )
+            return [*commands, Abort(n, self.generation, why)]
         self.pending[n] = _Pending(triggered_at=event.now)
         # A snapshot started anywhere restarts the interval: the coordinator's
         # own come only when no source started one for an interval, and do not
         # race a source's into the in-flight limit right after it.
         self.last_trigger = event.now
-        return [Trigger(n, self.generation)]
+        return [*commands, Trigger(n, self.generation)]
 
     def _on_decline(self, decline: DeclineReceived) -> list[Command]:
         if decline.generation != self.generation or decline.checkpoint not in self.pending:

@@ -105,13 +105,17 @@ def test_coordinator_and_source_initiated_snapshots_both_complete_unaligned(
         bootstrap,
         messages,
         workers=2,
-        lines=12_000,
+        lines=20_000,
         rate=2000.0,
         kills=0,
         # Unequal intervals: two initiators on one period would start together
-        # (and abort each other) every time.
-        checkpoint_interval=0.5,
-        source_snapshot_interval_s=1.2,
+        # (and abort each other) every time. A source starts one only while no
+        # snapshot is in flight, and the coordinator triggers an interval after
+        # its last trigger: with checkpoints that take about as long as its
+        # interval (a loaded machine) the source would find no gap, so the
+        # coordinator's interval is well above a checkpoint's duration.
+        checkpoint_interval=2.0,
+        source_snapshot_interval_s=0.7,
         alignment=Alignment.UNALIGNED,
         seed=37,
     )

@@ -69,14 +69,32 @@ def test_stale_unknown_and_known_announcements_are_ignored() -> None:
 def test_beyond_max_in_flight_a_source_initiated_checkpoint_is_aborted_at_once() -> None:
     coordinator = started(CoordinatorConfig(interval=1.0, timeout=60.0, max_in_flight=1))
     assert coordinator.handle(Tick(1.0)) == [Trigger(c(1), 1)]
-    [abort] = coordinator.handle(InitiatedReceived(c(2, 2), 1, "src-1", 1.2))
+    # A smaller id than the one in flight (same sequence, a lower rank).
+    assert c(1, 1) < c(1)
+    [abort] = coordinator.handle(InitiatedReceived(c(1, 1), 1, "src-0", 1.2))
     assert isinstance(abort, Abort)
-    assert abort.checkpoint == c(2, 2)
-    assert "src-1" in abort.reason
+    assert abort.checkpoint == c(1, 1)
+    assert "src-0" in abort.reason
     assert "at most 1" in abort.reason
     assert list(coordinator.pending) == [c(1)]
     # The coordinator's checkpoint goes on unharmed and completes.
     assert isinstance(all_ack(coordinator, c(1), 1.5)[0], Complete)
+
+
+def test_a_source_that_started_a_larger_id_overtakes_the_smaller_ones_in_flight() -> None:
+    # The source started c(2, 2) before the trigger of c(1) reached it, so it will
+    # decline c(1) (snapshots are taken in id order): c(1) is aborted at once and
+    # the source's goes on, instead of both failing.
+    coordinator = started(CoordinatorConfig(interval=1.0, timeout=60.0, max_in_flight=1))
+    assert coordinator.handle(Tick(1.0)) == [Trigger(c(1), 1)]
+    assert coordinator.handle(InitiatedReceived(c(2, 2), 1, "src-1", 1.2)) == [
+        Abort(c(1), 1, f"overtaken by {c(2, 2)}, started by src-1"),
+        Trigger(c(2, 2), 1),
+    ]
+    assert list(coordinator.pending) == [c(2, 2)]
+    # The source's declining c(1) later changes nothing.
+    assert coordinator.handle(DeclineReceived(c(1), 1, "src-1", "overtaken", 1.3)) == []
+    assert isinstance(all_ack(coordinator, c(2, 2), 1.5)[0], Complete)
 
 
 def test_one_older_than_the_restore_point_is_aborted() -> None:
@@ -89,8 +107,10 @@ def test_one_older_than_the_restore_point_is_aborted() -> None:
 
 def test_declines_and_timeouts_end_source_initiated_checkpoints_like_the_others() -> None:
     coordinator = started(CoordinatorConfig(interval=100.0, timeout=5.0, max_in_flight=2))
-    coordinator.handle(InitiatedReceived(c(1, 1), 1, "src-0", 0.0))
+    # The larger first: a smaller one started later overtakes nothing.
+    assert c(1, 1) < c(1, 2)
     coordinator.handle(InitiatedReceived(c(1, 2), 1, "src-1", 0.0))
+    coordinator.handle(InitiatedReceived(c(1, 1), 1, "src-0", 0.0))
     [declined] = coordinator.handle(DeclineReceived(c(1, 1), 1, "src-1", "overtaken", 0.1))
     assert isinstance(declined, Abort)
     assert declined.checkpoint == c(1, 1)
@@ -103,11 +123,11 @@ def test_declines_and_timeouts_end_source_initiated_checkpoints_like_the_others(
 def test_recovery_picks_the_completed_checkpoint_with_the_largest_id() -> None:
     coordinator = started(CoordinatorConfig(interval=1.0, timeout=60.0, max_in_flight=3))
     assert coordinator.handle(Tick(1.0)) == [Trigger(c(1), 1)]
+    all_ack(coordinator, c(1), 1.05)
     # Both sources start one on sequence 2; which ranks higher depends on the sequence.
     (low, low_task), (high, high_task) = sorted([(c(2, 1), "src-0"), (c(2, 2), "src-1")])
     coordinator.handle(InitiatedReceived(high, 1, high_task, 1.1))
     coordinator.handle(InitiatedReceived(low, 1, low_task, 1.2))
-    all_ack(coordinator, c(1), 1.3)
     all_ack(coordinator, low, 1.4)  # subsumes nothing newer: the higher stays pending
     assert list(coordinator.pending) == [high]
     all_ack(coordinator, high, 1.5)
