@@ -174,3 +174,27 @@ def test_an_expired_transaction_is_named_and_republished_by_the_rollback(
     _writer(bootstrap, job, topic).recover(2, kept)  # the rollback to checkpoint 2
     wait_settled(bootstrap, topic)
     assert [r.key for r in read_all(bootstrap, topic)] == [b"a", b"b"]
+
+
+def test_outputs_written_into_a_full_queue_wait_for_room_and_all_commit_in_order(
+    bootstrap: str, job_and_topic: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Producers with room for two lingering records: most writes find the queue
+    # full, so the one-call produce of `write` falls back to waiting for room.
+    monkeypatch.setattr(
+        kafka_connector,
+        "BATCHING",
+        {**kafka_connector.BATCHING, "queue.buffering.max.messages": 2, "linger.ms": 50},
+    )
+    job, topic = job_and_topic
+    writer = _writer(bootstrap, job, topic)
+    writer.recover(None, None)
+    sent = [(f"w{i % 3}", i) for i in range(40)]
+    for pair in sent:
+        writer.write(pair)
+    writer.pre_commit(1)
+    writer.commit(1)
+    writer.close()
+    wait_settled(bootstrap, topic)
+    got = [(r.key, r.value) for r in read_all(bootstrap, topic)]
+    assert got == [(k.encode(), str(v).encode()) for k, v in sent]
