@@ -124,7 +124,8 @@ def compile_chain(
             _timers(state, stage_index, node, ctx, element, emit, to_side, timer_operators)
 
             def process(key: Any, value: Any) -> None:
-                ctx.key = key_bytes(key)
+                # Every key format encodes a str as its UTF-8 (`key_encoder`): no call for it.
+                ctx.key = key.encode() if type(key) is str else key_bytes(key)
                 ctx.key_object = key
                 out = fn(key, value, ctx)
                 if out is not None:

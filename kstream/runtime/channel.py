@@ -322,7 +322,9 @@ class ChannelWriter:
         """Route one value to its channel's batch."""
         if self._key_fn is not None:
             key = self._key_fn(value)
-            j = zlib.crc32(self._key_bytes(key)) % self._d
+            # Every key format encodes a str as its UTF-8 (`key_encoder`): no call for it.
+            kb = key.encode() if type(key) is str else self._key_bytes(key)
+            j = zlib.crc32(kb) % self._d
             batch = self._batches[j]
             batch.append((key, value))
         else:

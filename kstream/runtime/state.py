@@ -83,7 +83,12 @@ def legacy_key_bytes(key: Any) -> bytes:
 
 
 def key_encoder(key_format: int) -> Callable[[Any], bytes]:
-    """`key_bytes` of key format `key_format` (`KEY_FORMAT` or `LEGACY_KEY_FORMAT`)."""
+    """`key_bytes` of key format `key_format` (`KEY_FORMAT` or `LEGACY_KEY_FORMAT`).
+
+    Every format encodes a str as its UTF-8 bytes, and the per-record paths
+    (a keyed operator's call, a channel's routing) rely on it: they encode a
+    str key inline and call the encoder only for other keys.
+    """
     return legacy_key_bytes if key_format == LEGACY_KEY_FORMAT else key_bytes
 
 

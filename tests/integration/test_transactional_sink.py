@@ -216,3 +216,27 @@ def test_a_purge_during_the_marker_read_does_not_hide_the_newest_committed_marke
     assert Admin(bootstrap).watermarks(commit_topic(job))[partition][0] == purge_at
     wait_settled(bootstrap, topic)
     assert [json.loads(r.value) for r in read_all(bootstrap, topic)] == [1, 2, 3, 4, 5]
+
+
+def test_outputs_written_into_a_full_queue_wait_for_room_and_all_commit_in_order(
+    bootstrap: str, job_and_topic: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Producers with room for two lingering records: most writes find the queue
+    # full, so the one-call produce of `write` falls back to waiting for room.
+    monkeypatch.setattr(
+        kafka_connector,
+        "BATCHING",
+        {**kafka_connector.BATCHING, "queue.buffering.max.messages": 2, "linger.ms": 50},
+    )
+    job, topic = job_and_topic
+    writer = _writer(bootstrap, job, topic)
+    writer.recover(None, None)
+    sent = [(f"w{i % 3}", i) for i in range(40)]
+    for pair in sent:
+        writer.write(pair)
+    writer.pre_commit(1)
+    writer.commit(1)
+    writer.close()
+    wait_settled(bootstrap, topic)
+    got = [(r.key, r.value) for r in read_all(bootstrap, topic)]
+    assert got == [(k.encode(), str(v).encode()) for k, v in sent]
