@@ -26,6 +26,11 @@ Invariants (checked by the tests):
   the newest completed checkpoint;
 * at most `max_in_flight` checkpoints are pending at once; a timed-out one is
   aborted and does not delay the next trigger;
+* after `Recover` the first trigger waits until every worker of `workers` has
+  restored (its first heartbeat of the generation not marked restoring), or a
+  full interval, whichever comes first: workers that restore fast are not held
+  back, and a worker slow to restore delays nothing beyond what the interval
+  always did;
 * a checkpoint reported damaged is never restored again: the job rolls back to
   the newest remaining one, or halts when none remains (it never silently
   starts over, which would drop the state and repeat the output).
@@ -119,11 +124,12 @@ class DeclineReceived:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """Worker `worker` is alive and running `generation`."""
+    """Worker `worker` is alive in `generation`; `restoring`: not running it yet."""
 
     worker: str
     generation: int
     now: float
+    restoring: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +303,9 @@ class Coordinator:
     tasks: frozenset[str]
     config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     history: History = field(default_factory=History)
+    #: The workers whose subtasks make up `tasks` (``w0``...). Empty: unknown, and
+    #: the first trigger after a recovery waits a full interval.
+    workers: frozenset[str] = frozenset()
     generation: int = field(init=False)
     #: The largest checkpoint id seen (`kstream.protocol.snapshot_id`).
     clock: LamportClock = field(init=False)
@@ -309,6 +318,9 @@ class Coordinator:
     #: Workers heard from in the current generation (a worker's first heartbeat
     #: of a generation follows its restore): who is running, not still joining.
     joined: set[str] = field(default_factory=set, init=False)
+    #: Whether the current generation has had no checkpoint yet: its first is
+    #: triggered as soon as every worker joined (or after an interval).
+    awaiting_join: bool = field(default=False, init=False)
     started: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -347,9 +359,11 @@ class Coordinator:
                 return self._on_decline(event)
             case Heartbeat():
                 if event.generation == self.generation:
+                    # Restoring or running, the worker is alive in this generation.
                     self.heartbeats[event.worker] = event.now
                     self.silences.pop(event.worker, None)
-                    self.joined.add(event.worker)
+                    if not event.restoring:
+                        self.joined.add(event.worker)
                 return []
             case WorkerLost():
                 self.silences.pop(event.worker, None)
@@ -376,8 +390,10 @@ class Coordinator:
     ) -> list[Command]:
         self.generation += 1
         self.pending.clear()
-        # A full interval before the first trigger: workers need time to restore.
+        # The first trigger waits for every worker to restore (`_on_tick`), at
+        # most an interval: one sent earlier would find subtasks still restoring.
         self.last_trigger = now
+        self.awaiting_join = True
         # Everyone gets a fresh liveness allowance in the new generation.
         self.heartbeats = dict.fromkeys(self.heartbeats, now)
         self.joined = set()
@@ -405,13 +421,24 @@ class Coordinator:
                 f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s",
                 unresponsive,
             )
-        due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
+        due = (
+            self.last_trigger is None
+            or now - self.last_trigger >= self.config.interval
+            or (self.awaiting_join and self.all_joined)
+        )
         if due and len(self.pending) < self.config.max_in_flight:
             n = self.clock.tick(COORDINATOR)
             self.pending[n] = _Pending(triggered_at=now)
             self.last_trigger = now
+            self.awaiting_join = False
             commands.append(Trigger(n, self.generation))
         return commands
+
+    @property
+    def all_joined(self) -> bool:
+        """Whether every worker of `workers` restored in the current generation
+        (False while `workers` is unknown)."""
+        return bool(self.workers) and self.workers <= self.joined
 
     def _on_ack(self, ack: AckReceived) -> list[Command]:
         pending = self.pending.get(ack.checkpoint)
@@ -470,6 +497,7 @@ class Coordinator:
         # own come only when no source started one for an interval, and do not
         # race a source's into the in-flight limit right after it.
         self.last_trigger = event.now
+        self.awaiting_join = False
         return [Trigger(n, self.generation)]
 
     def _on_decline(self, decline: DeclineReceived) -> list[Command]:

@@ -221,7 +221,8 @@ class Runner:
             history = dataclasses.replace(history, max_checkpoint=stored)
         history = self._resume_point(history)
         tasks = frozenset(t.id for t in self.plan.tasks)
-        self.coordinator = Coordinator(tasks, self.config, history)
+        workers = frozenset(f"w{i}" for i in range(self.workers))
+        self.coordinator = Coordinator(tasks, self.config, history, workers)
         self._settle_restore_point()
         self.control = ControlWriter(self.bootstrap, self.job.name)
         self.reader = ControlReader.at_end(
@@ -421,8 +422,7 @@ class Runner:
     def running(self) -> bool:
         """Whether every worker has restored and runs the current generation (not
         while a recovery is under way, or before the first one finished)."""
-        c = self.coordinator
-        return c is not None and len(c.joined) >= self.workers
+        return self.coordinator is not None and self.coordinator.all_joined
 
     def log_path(self, index: int) -> Path:
         return self.supervisor.log_path(index)
@@ -559,7 +559,7 @@ class Runner:
                 return InitiatedReceived(msg.checkpoint, msg.generation, msg.task, now)
             case WorkerAlive():
                 self._notify(self.report.observe(msg, now))
-                return Heartbeat(msg.worker, msg.generation, now)
+                return Heartbeat(msg.worker, msg.generation, now, restoring=msg.restoring)
             case WorkerFailed():
                 self._failed = f"worker {msg.worker}: {msg.reason}"
             case RestoreFailed(generation=g, checkpoint=damaged):
