@@ -80,6 +80,10 @@ CLOSE_TIMEOUT_S = 10.0
 #: Commit markers read at once when a recovery looks for the newest committed one
 #: (then 4x as many further back, until one is found).
 MARKER_WINDOW = 256
+#: How long one read of the marker partition may wait. A batch read returns only
+#: when full or at its timeout (the partition's end does not cut it short), and a
+#: recovery waits for this read (a one-second wait cost every recovery a second).
+MARKER_POLL_S = 0.05
 #: Warn when a pending transaction has used this share of its timeout.
 WARN_FRACTION = 0.5
 
@@ -608,7 +612,7 @@ class TransactionalWriter(SinkWriter):
         last = at = 0
         deadline = time.monotonic() + TXN_TIMEOUT_S
         while time.monotonic() < deadline:
-            for m in consumer.consume(500, 1.0):
+            for m in consumer.consume(500, MARKER_POLL_S):
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

@@ -26,11 +26,12 @@ Invariants (checked by the tests):
   the newest completed checkpoint;
 * at most `max_in_flight` checkpoints are pending at once; a timed-out one is
   aborted and does not delay the next trigger;
-* after `Recover` the first trigger waits until every worker of `workers` has
-  restored (its first heartbeat of the generation not marked restoring), or a
-  full interval, whichever comes first: workers that restore fast are not held
-  back, and a worker slow to restore delays nothing beyond what the interval
-  always did;
+* after `Recover` the generation's first trigger waits until every worker of
+  `workers` has restored (sent a heartbeat of the generation not marked
+  restoring), then follows at once: no checkpoint can complete before every
+  subtask is restored, and one triggered earlier is taken by sources that have
+  not read anything yet, so it commits no new output. Without `workers` it
+  waits a full interval;
 * a checkpoint reported damaged is never restored again: the job rolls back to
   the newest remaining one, or halts when none remains (it never silently
   starts over, which would drop the state and repeat the output).
@@ -304,7 +305,7 @@ class Coordinator:
     config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     history: History = field(default_factory=History)
     #: The workers whose subtasks make up `tasks` (``w0``...). Empty: unknown, and
-    #: the first trigger after a recovery waits a full interval.
+    #: the first trigger after a recovery waits a full interval instead of their restores.
     workers: frozenset[str] = frozenset()
     generation: int = field(init=False)
     #: The largest checkpoint id seen (`kstream.protocol.snapshot_id`).
@@ -319,7 +320,7 @@ class Coordinator:
     #: of a generation follows its restore): who is running, not still joining.
     joined: set[str] = field(default_factory=set, init=False)
     #: Whether the current generation has had no checkpoint yet: its first is
-    #: triggered as soon as every worker joined (or after an interval).
+    #: triggered as soon as every worker joined.
     awaiting_join: bool = field(default=False, init=False)
     started: bool = field(default=False, init=False)
 
@@ -390,8 +391,8 @@ class Coordinator:
     ) -> list[Command]:
         self.generation += 1
         self.pending.clear()
-        # The first trigger waits for every worker to restore (`_on_tick`), at
-        # most an interval: one sent earlier would find subtasks still restoring.
+        # The first trigger waits for every worker to restore (`_on_tick`): one
+        # sent earlier would find subtasks still restoring.
         self.last_trigger = now
         self.awaiting_join = True
         # Everyone gets a fresh liveness allowance in the new generation.
@@ -421,11 +422,10 @@ class Coordinator:
                 f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s",
                 unresponsive,
             )
-        due = (
-            self.last_trigger is None
-            or now - self.last_trigger >= self.config.interval
-            or (self.awaiting_join and self.all_joined)
-        )
+        if self.awaiting_join and self.workers:
+            due = self.all_joined
+        else:
+            due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
         if due and len(self.pending) < self.config.max_in_flight:
             n = self.clock.tick(COORDINATOR)
             self.pending[n] = _Pending(triggered_at=now)
