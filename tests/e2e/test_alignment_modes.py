@@ -163,7 +163,10 @@ def run_wordcount(bootstrap: str, state_dir: Path, mode: str) -> ModeRun:
         kill_after=2,
         seed=SEED,
         say=messages.append,
-        chaos=lambda _: feeder.feed(),
+        # Input flows only while every worker runs: a start or restore slowed by a
+        # loaded machine would otherwise turn the input into one backlog, drained in
+        # fewer checkpoints than the kills need.
+        chaos=lambda r: feeder.feed() if r.running else feeder.hold(),
     )
     wait_settled(bootstrap, dst)
     records = read_all(bootstrap, dst)
