@@ -28,10 +28,12 @@ Invariants (checked by the tests):
   aborted and does not delay the next trigger;
 * after `Recover` the generation's first trigger waits until every worker of
   `workers` has restored (sent a heartbeat of the generation not marked
-  restoring), then follows at once: no checkpoint can complete before every
-  subtask is restored, and one triggered earlier is taken by sources that have
-  not read anything yet, so it commits no new output. Without `workers` it
-  waits a full interval;
+  restoring) and an interval has passed, whichever is later: no checkpoint can
+  complete before every subtask is restored, and one triggered earlier is
+  taken by sources that have not read anything yet, so it commits no new
+  output; the interval still bounds how often the coordinator triggers (a job
+  that leaves snapshots to its sources sets it very long). Without `workers`
+  it waits the interval alone;
 * a checkpoint reported damaged is never restored again: the job rolls back to
   the newest remaining one, or halts when none remains (it never silently
   starts over, which would drop the state and repeat the output).
@@ -305,7 +307,7 @@ class Coordinator:
     config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     history: History = field(default_factory=History)
     #: The workers whose subtasks make up `tasks` (``w0``...). Empty: unknown, and
-    #: the first trigger after a recovery waits a full interval instead of their restores.
+    #: the first trigger after a recovery waits the interval alone, not their restores.
     workers: frozenset[str] = frozenset()
     generation: int = field(init=False)
     #: The largest checkpoint id seen (`kstream.protocol.snapshot_id`).
@@ -319,8 +321,8 @@ class Coordinator:
     #: Workers heard from in the current generation (a worker's first heartbeat
     #: of a generation follows its restore): who is running, not still joining.
     joined: set[str] = field(default_factory=set, init=False)
-    #: Whether the current generation has had no checkpoint yet: its first is
-    #: triggered as soon as every worker joined.
+    #: Whether the current generation has had no checkpoint yet: its first waits
+    #: for every worker to join as well as for the interval.
     awaiting_join: bool = field(default=False, init=False)
     started: bool = field(default=False, init=False)
 
@@ -391,8 +393,8 @@ class Coordinator:
     ) -> list[Command]:
         self.generation += 1
         self.pending.clear()
-        # The first trigger waits for every worker to restore (`_on_tick`): one
-        # sent earlier would find subtasks still restoring.
+        # The first trigger waits an interval and for every worker to restore
+        # (`_on_tick`): one sent earlier would find subtasks still restoring.
         self.last_trigger = now
         self.awaiting_join = True
         # Everyone gets a fresh liveness allowance in the new generation.
@@ -422,10 +424,9 @@ class Coordinator:
                 f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s",
                 unresponsive,
             )
+        due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
         if self.awaiting_join and self.workers:
-            due = self.all_joined
-        else:
-            due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
+            due = due and self.all_joined
         if due and len(self.pending) < self.config.max_in_flight:
             n = self.clock.tick(COORDINATOR)
             self.pending[n] = _Pending(triggered_at=now)

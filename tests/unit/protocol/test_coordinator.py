@@ -320,6 +320,15 @@ def test_the_first_trigger_after_a_recovery_follows_the_last_restore() -> None:
     assert coordinator.handle(Tick(21.6)) == [Trigger(c(3), 2)]
 
 
+def test_restores_faster_than_the_interval_still_wait_for_it() -> None:
+    """The interval bounds how often the coordinator triggers (sources may do the rest)."""
+    coordinator = Coordinator(TASKS, CONFIG, History(), frozenset({"w0"}))
+    coordinator.start(10.0)
+    coordinator.handle(Heartbeat("w0", 1, 10.2))
+    assert coordinator.handle(Tick(10.5)) == []
+    assert coordinator.handle(Tick(11.0)) == [Trigger(c(1), 1)]
+
+
 def test_invalid_configurations_are_rejected() -> None:
     for bad in (
         {"interval": 0.0},
@@ -361,11 +370,12 @@ class Model:
     awaiting_join: bool = False
 
     def trigger_due(self, now: float, config: CoordinatorConfig) -> bool:
-        """A generation's first trigger follows every worker's restore (when the
-        workers are known); the others follow an interval."""
+        """Every trigger follows an interval; a generation's first one also every
+        worker's restore (when the workers are known)."""
+        interval = now - self.last_trigger >= config.interval
         if self.awaiting_join and self.workers:
-            return self.workers <= self.joined
-        return now - self.last_trigger >= config.interval
+            return interval and self.workers <= self.joined
+        return interval
 
     def apply(self, commands: Sequence[Command], now: float, config: CoordinatorConfig) -> None:
         for command in commands:
