@@ -221,8 +221,10 @@ class Runner:
             history = dataclasses.replace(history, max_checkpoint=stored)
         history = self._resume_point(history)
         tasks = frozenset(t.id for t in self.plan.tasks)
-        workers = frozenset(f"w{i}" for i in range(self.workers))
-        self.coordinator = Coordinator(tasks, self.config, history, workers)
+        # Not told its workers: a generation's first trigger waits the interval
+        # alone. Waiting for the restores as well (`Coordinator.workers`) changed
+        # when the chaos test's kills come, and that is not understood yet.
+        self.coordinator = Coordinator(tasks, self.config, history)
         self._settle_restore_point()
         self.control = ControlWriter(self.bootstrap, self.job.name)
         self.reader = ControlReader.at_end(
@@ -422,7 +424,8 @@ class Runner:
     def running(self) -> bool:
         """Whether every worker has restored and runs the current generation (not
         while a recovery is under way, or before the first one finished)."""
-        return self.coordinator is not None and self.coordinator.all_joined
+        c = self.coordinator
+        return c is not None and len(c.joined) >= self.workers
 
     def log_path(self, index: int) -> Path:
         return self.supervisor.log_path(index)
