@@ -18,6 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,10 @@ CLOSE_TIMEOUT_S = 10.0
 #: Commit markers read at once when a recovery looks for the newest committed one
 #: (then 4x as many further back, until one is found).
 MARKER_WINDOW = 256
+#: How long one read of the marker partition may wait. A batch read returns only
+#: when full or at its timeout (the partition's end does not cut it short), and a
+#: recovery waits for this read (a one-second wait cost every recovery a second).
+MARKER_POLL_S = 0.05
 #: Warn when a pending transaction has used this share of its timeout.
 WARN_FRACTION = 0.5
 
@@ -435,24 +440,51 @@ class TransactionalWriter(SinkWriter):
     def _producer(self, slot: int) -> Producer:
         producer = self._producers.get(slot)
         if producer is None:
-            producer = Producer(
-                client_config(
-                    self._ctx.bootstrap,
-                    BATCHING,
-                    {
-                        "transactional.id": slot_transactional_id(self._tid, slot),
-                        "transaction.timeout.ms": self._ctx.transaction_timeout_ms,
-                        "message.max.bytes": self._max_bytes,
-                        # Markers learn their offset from their delivery report; records
-                        # without a callback of their own cost no Python call for theirs.
-                        "delivery.report.only.error": False,
-                    },
-                )
-            )
-            # Fences any earlier producer with this id and aborts its open transaction.
-            transact(producer.init_transactions, "init_transactions")
-            self._producers[slot] = producer
+            producer = self._producers[slot] = self._fenced_producer(slot)
         return producer
+
+    def _fenced_producer(self, slot: int) -> Producer:
+        """A new producer of `slot`, its transactions initialised (thread-safe)."""
+        producer = Producer(
+            client_config(
+                self._ctx.bootstrap,
+                BATCHING,
+                {
+                    "transactional.id": slot_transactional_id(self._tid, slot),
+                    "transaction.timeout.ms": self._ctx.transaction_timeout_ms,
+                    "message.max.bytes": self._max_bytes,
+                    # Markers learn their offset from their delivery report; records
+                    # without a callback of their own cost no Python call for theirs.
+                    "delivery.report.only.error": False,
+                },
+            )
+        )
+        # Fences any earlier producer with this id and aborts its open transaction.
+        transact(producer.init_transactions, "init_transactions")
+        return producer
+
+    def _fence_all(self) -> None:
+        """Open and fence every slot's producer, all at once.
+
+        Each `init_transactions` waits for the broker to abort what a crashed
+        predecessor left open, most of a recovery's sink time; the slots'
+        waits overlap (librdkafka releases the GIL). Returns once every slot
+        is fenced, or raises the first failure.
+        """
+        missing = [s for s in range(POOL_SIZE) if s not in self._producers]
+        if not missing:
+            return
+        with ThreadPoolExecutor(len(missing), thread_name_prefix="fence") as pool:
+            futures = {s: pool.submit(self._fenced_producer, s) for s in missing}
+        failed: BaseException | None = None
+        for slot, future in futures.items():
+            exc = future.exception()
+            if exc is None:
+                self._producers[slot] = future.result()
+            else:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def _marker(self, producer: Producer, epoch: int) -> None:
         value = json.dumps({"epoch": epoch, "generation": self._ctx.generation}).encode()
@@ -597,8 +629,7 @@ class TransactionalWriter(SinkWriter):
             log.info("%s: checkpoint %d failed; its epoch waits for the next one", self._tid, epoch)
 
     def recover(self, epoch: int | None, kept: SinkSnapshot | None) -> None:
-        for slot in range(POOL_SIZE):
-            self._producer(slot)  # fence zombies, abort what they left open
+        self._fence_all()  # fence zombies, abort what they left open, before reading markers
         epochs: dict[int, list[Row]] = kept.payload if kept is not None and kept.payload else {}
         last = self._last_committed() if epochs else 0
         for action in self._ledger.recover(epoch, epochs, last):
@@ -672,7 +703,7 @@ class TransactionalWriter(SinkWriter):
         last = at = 0
         deadline = time.monotonic() + TXN_TIMEOUT_S
         while time.monotonic() < deadline:
-            for m in consumer.consume(500, 1.0):
+            for m in consumer.consume(500, MARKER_POLL_S):
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

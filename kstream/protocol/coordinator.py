@@ -26,6 +26,14 @@ Invariants (checked by the tests):
   the newest completed checkpoint;
 * at most `max_in_flight` checkpoints are pending at once; a timed-out one is
   aborted and does not delay the next trigger;
+* after `Recover` the generation's first trigger waits until every worker of
+  `workers` has restored (sent a heartbeat of the generation not marked
+  restoring) and an interval has passed, whichever is later: no checkpoint can
+  complete before every subtask is restored, and one triggered earlier is
+  taken by sources that have not read anything yet, so it commits no new
+  output; the interval still bounds how often the coordinator triggers (a job
+  that leaves snapshots to its sources sets it very long). Without `workers`
+  it waits the interval alone;
 * a checkpoint reported damaged is never restored again: the job rolls back to
   the newest remaining one, or halts when none remains (it never silently
   starts over, which would drop the state and repeat the output).
@@ -119,11 +127,12 @@ class DeclineReceived:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """Worker `worker` is alive and running `generation`."""
+    """Worker `worker` is alive in `generation`; `restoring`: not running it yet."""
 
     worker: str
     generation: int
     now: float
+    restoring: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +306,9 @@ class Coordinator:
     tasks: frozenset[str]
     config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     history: History = field(default_factory=History)
+    #: The workers whose subtasks make up `tasks` (``w0``...). Empty: unknown, and
+    #: the first trigger after a recovery waits the interval alone, not their restores.
+    workers: frozenset[str] = frozenset()
     generation: int = field(init=False)
     #: The largest checkpoint id seen (`kstream.protocol.snapshot_id`).
     clock: LamportClock = field(init=False)
@@ -309,6 +321,9 @@ class Coordinator:
     #: Workers heard from in the current generation (a worker's first heartbeat
     #: of a generation follows its restore): who is running, not still joining.
     joined: set[str] = field(default_factory=set, init=False)
+    #: Whether the current generation has had no checkpoint yet: its first waits
+    #: for every worker to join as well as for the interval.
+    awaiting_join: bool = field(default=False, init=False)
     started: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -347,9 +362,11 @@ class Coordinator:
                 return self._on_decline(event)
             case Heartbeat():
                 if event.generation == self.generation:
+                    # Restoring or running, the worker is alive in this generation.
                     self.heartbeats[event.worker] = event.now
                     self.silences.pop(event.worker, None)
-                    self.joined.add(event.worker)
+                    if not event.restoring:
+                        self.joined.add(event.worker)
                 return []
             case WorkerLost():
                 self.silences.pop(event.worker, None)
@@ -376,8 +393,10 @@ class Coordinator:
     ) -> list[Command]:
         self.generation += 1
         self.pending.clear()
-        # A full interval before the first trigger: workers need time to restore.
+        # The first trigger waits an interval and for every worker to restore
+        # (`_on_tick`): one sent earlier would find subtasks still restoring.
         self.last_trigger = now
+        self.awaiting_join = True
         # Everyone gets a fresh liveness allowance in the new generation.
         self.heartbeats = dict.fromkeys(self.heartbeats, now)
         self.joined = set()
@@ -406,12 +425,21 @@ class Coordinator:
                 unresponsive,
             )
         due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
+        if self.awaiting_join and self.workers:
+            due = due and self.all_joined
         if due and len(self.pending) < self.config.max_in_flight:
             n = self.clock.tick(COORDINATOR)
             self.pending[n] = _Pending(triggered_at=now)
             self.last_trigger = now
+            self.awaiting_join = False
             commands.append(Trigger(n, self.generation))
         return commands
+
+    @property
+    def all_joined(self) -> bool:
+        """Whether every worker of `workers` restored in the current generation
+        (False while `workers` is unknown)."""
+        return bool(self.workers) and self.workers <= self.joined
 
     def _on_ack(self, ack: AckReceived) -> list[Command]:
         pending = self.pending.get(ack.checkpoint)
@@ -477,6 +505,7 @@ class Coordinator:
         # own come only when no source started one for an interval, and do not
         # race a source's into the in-flight limit right after it.
         self.last_trigger = event.now
+        self.awaiting_join = False
         return [*commands, Trigger(n, self.generation)]
 
     def _on_decline(self, decline: DeclineReceived) -> list[Command]:

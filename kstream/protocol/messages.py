@@ -432,6 +432,9 @@ class WorkerAlive:
     """Worker `worker` runs `generation`; process `process` has done `counters` so far.
 
     `dead_letter` describes the latest record it dead-lettered ("" if none).
+    `restoring`: the worker is alive in `generation` but still restoring its
+    subtasks (its heartbeat thread speaks for it meanwhile); absent in
+    messages of earlier versions, read as False.
     """
 
     TYPE: ClassVar[str] = "heartbeat"
@@ -442,9 +445,10 @@ class WorkerAlive:
     process: str | None = None
     counters: WorkerCounters | None = None
     dead_letter: str = ""
+    restoring: bool = False
 
     def to_dict(self) -> Wire:
-        return {
+        wire: Wire = {
             "type": self.TYPE,
             "worker": self.worker,
             "generation": self.generation,
@@ -453,6 +457,10 @@ class WorkerAlive:
             "counters": None if self.counters is None else self.counters.to_message(),
             "dead_letter": self.dead_letter,
         }
+        if self.restoring:
+            # Only when set: a running worker's heartbeat keeps the bytes it always had.
+            wire["restoring"] = True
+        return wire
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> WorkerAlive:
@@ -465,6 +473,7 @@ class WorkerAlive:
             process if isinstance(process, str) else None,
             WorkerCounters.from_message(raw.get("counters")),
             dead_letter if isinstance(dead_letter, str) else "",
+            raw.get("restoring") is True,
         )
 
 

@@ -38,8 +38,10 @@ class Heartbeat:
 
     `send(message, flush)` appends to the control topic (thread-safe: a
     librdkafka producer); `generation()` is the worker's current generation;
-    `alive()` is checked before each send from the thread and may end the
-    process (an orphaned worker kills itself there).
+    `restoring()` whether its subtasks are still being restored in it (the
+    coordinator waits for every worker's restore before the generation's first
+    checkpoint); `alive()` is checked before each send from the thread and may
+    end the process (an orphaned worker kills itself there).
     """
 
     def __init__(
@@ -48,11 +50,13 @@ class Heartbeat:
         send: Callable[[WorkerAlive, bool], None],
         generation: Callable[[], int],
         alive: Callable[[], None],
+        restoring: Callable[[], bool] = lambda: False,
     ) -> None:
         self.period = period
         self._send = send
         self._generation = generation
         self._alive = alive
+        self._restoring = restoring
         # One lock orders every send: a repeated heartbeat never goes out after
         # a newer one the main loop published (counters would seem to go back).
         self._lock = threading.Lock()
@@ -99,7 +103,12 @@ class Heartbeat:
             if latest is None or not self.due(time.monotonic()):
                 return False
             self._alive()
-            message = dataclasses.replace(latest, generation=self._generation(), time=time.time())
+            message = dataclasses.replace(
+                latest,
+                generation=self._generation(),
+                restoring=self._restoring(),
+                time=time.time(),
+            )
             self._last = time.monotonic()
             self._send(message, False)
             return True

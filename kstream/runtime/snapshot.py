@@ -260,6 +260,24 @@ def _link_or_copy(src: str, dst: str) -> str:
     return dst
 
 
+#: The files of a RocksDB database that are immutable once written: SST tables and blobs.
+IMMUTABLE_DB_FILES = (".sst", ".blob")
+
+
+def _link_table_or_copy(src: str, dst: str) -> str:
+    """Link `src` at `dst` if it is an immutable RocksDB file; copy it otherwise.
+
+    Copies where linking fails (another file system, no hard links).
+    """
+    if src.endswith(IMMUTABLE_DB_FILES):
+        try:
+            os.link(src, dst)
+            return dst
+        except OSError:
+            pass
+    return str(shutil.copy2(src, dst))
+
+
 def _sha256(path: Path) -> str:
     with path.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -415,8 +433,11 @@ class LocalCheckpointStorage:
         if not src.is_dir():
             return False
         target.parent.mkdir(parents=True, exist_ok=True)
-        # Copy, not link: the restored database will be written to.
-        shutil.copytree(src, target)
+        # RocksDB never writes a table file again once written (compaction writes
+        # new ones and deletes the old), so those are linked, not copied: a
+        # restore costs no copy of the state. Every other file (MANIFEST,
+        # CURRENT, OPTIONS, logs) is written to, and copied.
+        shutil.copytree(src, target, copy_function=_link_table_or_copy)
         return True
 
     def discard(self, checkpoint: int) -> None:

@@ -155,6 +155,7 @@ class Worker:
             lambda message, flush: self.control.send(message, flush=flush),
             lambda: self.generation,
             self._die_if_orphaned,
+            lambda: self.restoring,
         )
         #: Identifies this process in heartbeats: its counters start at zero.
         self.process = uuid.uuid4().hex[:12]
@@ -164,6 +165,8 @@ class Worker:
         self._reader: ControlReader | None = None
         #: What the control messages ask of this worker (generations, deferrals).
         self.recovery = WorkerRecovery()
+        #: The generation whose subtasks are restored and running (0: none yet).
+        self._running = 0
         #: The runner that spawned this process, if one did: the worker dies with it.
         self.runner_pid = runner_pid()
 
@@ -171,6 +174,11 @@ class Worker:
     def generation(self) -> int:
         """The generation this worker's subtasks run in (0 before it joined)."""
         return self.recovery.generation
+
+    @property
+    def restoring(self) -> bool:
+        """Whether the subtasks of `generation` are still being restored."""
+        return self._running != self.recovery.generation
 
     def _on_delivery_error(self, err: KafkaError | None, msg: KafkaMessage) -> None:
         if err is not None:
@@ -209,6 +217,7 @@ class Worker:
                 self._carry_out(self.recovery.read(msg))
 
     def _restore(self, generation: int, checkpoint: int | None) -> None:
+        started = time.monotonic()
         self._retire_tasks()
         rt = TaskRuntime(
             bootstrap=self.bootstrap,
@@ -243,13 +252,17 @@ class Worker:
             self._send(RestoreFailed(self.name, generation, checkpoint, str(exc)))
             raise
         log.info(
-            "%s: generation %d, restored %s from %s",
+            "%s: generation %d, restored %s from %s in %.2fs",
             self.name,
             generation,
             ", ".join(t.id for t in self.tasks) or "no subtasks",
             f"checkpoint {checkpoint}" if checkpoint is not None else "scratch",
+            time.monotonic() - started,
         )
-        self._heartbeat(force=True)
+        self._running = generation
+        # Flushed: the coordinator triggers the generation's first checkpoint as
+        # soon as every worker's first heartbeat not marked restoring arrives.
+        self._heartbeat(force=True, flush=True)
 
     def _announce(self, checkpoint: int) -> None:
         """A subtask of this worker started `checkpoint`: tell the others now."""
@@ -373,6 +386,7 @@ class Worker:
                     process=self.process,
                     counters=self.counters(),
                     dead_letter=latest,
+                    restoring=self.restoring,
                 ),
                 flush=flush,
             )

@@ -7,9 +7,10 @@ while the input is processed. The input is skewed, so that one source subtask
 lags behind the other and a counting subtask's barriers arrive far apart: the
 word count's lines of source subtask 0 hold about ten times the words of the
 others, and the windowed input is a backlog of 3 partitions read by 2 source
-subtasks. The alignment timeout is 1 ms, so its checkpoints switch to the
-unaligned rule; the runner's statistics (from the subtasks' acks) must show
-that they did (and that the aligned run never did), or the test proves nothing.
+subtasks (written in parts, each after a recovery). The alignment timeout is
+1 ms, so its checkpoints switch to the unaligned rule; the runner's statistics
+(from the subtasks' acks) must show that they did (and that the aligned run
+never did), or the test proves nothing.
 
 What "identical" means, read with read_committed:
 
@@ -162,7 +163,10 @@ def run_wordcount(bootstrap: str, state_dir: Path, mode: str) -> ModeRun:
         kill_after=2,
         seed=SEED,
         say=messages.append,
-        chaos=lambda _: feeder.feed(),
+        # Input flows only while every worker runs: a start or restore slowed by a
+        # loaded machine would otherwise turn the input into one backlog, drained in
+        # fewer checkpoints than the kills need.
+        chaos=lambda r: feeder.feed() if r.running else feeder.hold(),
     )
     wait_settled(bootstrap, dst)
     records = read_all(bootstrap, dst)
@@ -183,7 +187,23 @@ def run_windowed(bootstrap: str, state_dir: Path, mode: str) -> ModeRun:
     run = unique_name("modes-win")
     src, dst, late = topics(bootstrap, run, "in", "out", "late")
     records = shifted(inputs.keyed_events(SEED, partitions=3, allowed_lateness=0))
-    ends = write(bootstrap, src, padded(records, max(r[1] for r in records)))
+    backlog = padded(records, max(r[1] for r in records))
+    ends = dict(Counter(r[0] for r in backlog))
+    # The backlog arrives in KILLS + 1 parts (each partition's records in order),
+    # the next once the job recovered from the kill before: a generation's first
+    # checkpoint follows its workers' restores, so a job drains a small backlog
+    # before it completes, and the kills would find nothing left to hit.
+    size = -(-len(backlog) // (KILLS + 1))
+    parts = [backlog[i : i + size] for i in range(0, len(backlog), size)]
+    write(bootstrap, src, parts[0])
+    released = 1
+
+    def release(runner: Runner) -> None:
+        nonlocal released
+        if released < len(parts) and runner.stats.recoveries >= released:
+            write(bootstrap, src, parts[released])
+            released += 1
+
     params = {
         "input": src,
         "output": dst,
@@ -206,7 +226,14 @@ def run_windowed(bootstrap: str, state_dir: Path, mode: str) -> ModeRun:
         messages,
     )
     kills = run_until_consumed(
-        runner, src, ends, kills=KILLS, seed=SEED, say=messages.append, timeout=600
+        runner,
+        src,
+        ends,
+        kills=KILLS,
+        seed=SEED,
+        say=messages.append,
+        chaos=release,
+        timeout=600,
     )
     assert read_all(bootstrap, dead_letter_topic(job.name)) == []
     ref = references.windowed_counts(records, windowed_counts.assigner(params), JOB_OOO_MS, 0)

@@ -13,6 +13,7 @@ class Sent:
     def __init__(self) -> None:
         self.messages: list[WorkerAlive] = []
         self.generation = 1
+        self.restoring = False
         self.checks = 0
 
     def send(self, message: WorkerAlive, flush: bool) -> None:
@@ -22,7 +23,9 @@ class Sent:
         self.checks += 1
 
     def heartbeat(self, period: float) -> Heartbeat:
-        return Heartbeat(period, self.send, lambda: self.generation, self.alive)
+        return Heartbeat(
+            period, self.send, lambda: self.generation, self.alive, lambda: self.restoring
+        )
 
 
 def alive(generation: int, processed: int) -> WorkerAlive:
@@ -80,3 +83,16 @@ def test_a_failing_send_does_not_end_the_thread() -> None:
         time.sleep(0.01)  # waiting on the thread under test; it has no event to signal
     hb.stop()
     assert len(calls) >= 3
+
+
+def test_a_repeated_heartbeat_says_whether_the_worker_is_still_restoring() -> None:
+    """The coordinator triggers a generation's first checkpoint once no worker restores."""
+    sent = Sent()
+    hb = sent.heartbeat(period=0.0)
+    hb.publish(alive(1, 5))
+    sent.generation, sent.restoring = 2, True  # restoring the new generation's subtasks
+    assert hb.repeat()
+    assert (sent.messages[-1].generation, sent.messages[-1].restoring) == (2, True)
+    sent.restoring = False
+    assert hb.repeat()
+    assert (sent.messages[-1].generation, sent.messages[-1].restoring) == (2, False)

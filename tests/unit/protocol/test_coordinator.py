@@ -288,6 +288,47 @@ def test_joined_names_the_workers_heard_in_the_current_generation() -> None:
     assert coordinator.joined == {"w0"}
 
 
+def test_a_restoring_worker_is_alive_but_has_not_joined() -> None:
+    coordinator = started(CoordinatorConfig(interval=100.0, liveness_timeout=10.0))
+    coordinator.handle(Heartbeat("w0", 1, 8.0, restoring=True))
+    assert coordinator.joined == set()
+    # Its heartbeats keep it alive: a long restore is not a death.
+    assert kinds(coordinator.handle(Tick(15.0))) == []
+    coordinator.handle(Heartbeat("w0", 1, 16.0))
+    assert coordinator.joined == {"w0"}
+
+
+def test_the_first_trigger_after_a_recovery_follows_the_last_restore() -> None:
+    coordinator = Coordinator(TASKS, CONFIG, History(), frozenset({"w0", "w1"}))
+    coordinator.start(10.0)
+    coordinator.handle(Heartbeat("w0", 1, 10.2))
+    coordinator.handle(Heartbeat("w1", 1, 10.3, restoring=True))
+    # A full interval passed, but w1 is still restoring: nothing could complete.
+    assert coordinator.handle(Tick(11.5)) == []
+    coordinator.handle(Heartbeat("w1", 1, 12.0))
+    assert coordinator.handle(Tick(12.0)) == [Trigger(c(1), 1)]
+    assert kinds(feed(coordinator, acks(c(1), 1, 12.5))) == ["Complete"]
+    # Later checkpoints keep the interval.
+    assert coordinator.handle(Tick(12.9)) == []
+    assert coordinator.handle(Tick(13.0)) == [Trigger(c(2), 1)]
+    # A rollback waits for the restores again, however long ago the last trigger was.
+    coordinator.handle(WorkerLost("w0", "killed", 20.0))
+    coordinator.handle(Heartbeat("w0", 1, 20.1))  # late, of the generation before
+    coordinator.handle(Heartbeat("w1", 2, 20.2))
+    assert coordinator.handle(Tick(21.5)) == []
+    coordinator.handle(Heartbeat("w0", 2, 21.6))
+    assert coordinator.handle(Tick(21.6)) == [Trigger(c(3), 2)]
+
+
+def test_restores_faster_than_the_interval_still_wait_for_it() -> None:
+    """The interval bounds how often the coordinator triggers (sources may do the rest)."""
+    coordinator = Coordinator(TASKS, CONFIG, History(), frozenset({"w0"}))
+    coordinator.start(10.0)
+    coordinator.handle(Heartbeat("w0", 1, 10.2))
+    assert coordinator.handle(Tick(10.5)) == []
+    assert coordinator.handle(Tick(11.0)) == [Trigger(c(1), 1)]
+
+
 def test_invalid_configurations_are_rejected() -> None:
     for bad in (
         {"interval": 0.0},
@@ -322,13 +363,27 @@ class Model:
     ever_completed: set[int] = field(default_factory=set)
     last_trigger: float = 0.0
     heartbeats: dict[str, float] = field(default_factory=dict)
+    #: The workers the coordinator was told of (empty: unknown).
+    workers: frozenset[str] = frozenset()
+    #: Workers that restored in the current generation, and whether it had no trigger yet.
+    joined: set[str] = field(default_factory=set)
+    awaiting_join: bool = False
+
+    def trigger_due(self, now: float, config: CoordinatorConfig) -> bool:
+        """Every trigger follows an interval; a generation's first one also every
+        worker's restore (when the workers are known)."""
+        interval = now - self.last_trigger >= config.interval
+        if self.awaiting_join and self.workers:
+            return interval and self.workers <= self.joined
+        return interval
 
     def apply(self, commands: Sequence[Command], now: float, config: CoordinatorConfig) -> None:
         for command in commands:
             if isinstance(command, Trigger):
                 assert command.generation == self.generation
                 assert command.checkpoint > self.max_triggered, "checkpoint id reused"
-                assert now - self.last_trigger >= config.interval
+                assert self.trigger_due(now, config), "triggered before it was due"
+                self.awaiting_join = False
                 self.max_triggered = command.checkpoint
                 self.pending[command.checkpoint] = now
                 self.acked[command.checkpoint] = set()
@@ -361,6 +416,8 @@ class Model:
                 self.acked.clear()
                 self.last_trigger = now
                 self.heartbeats = dict.fromkeys(self.heartbeats, now)
+                self.joined = set()
+                self.awaiting_join = True
             assert len(self.pending) <= config.max_in_flight
         assert len(self.completed) <= config.retained
 
@@ -391,10 +448,17 @@ class CoordinatorMachine(RuleBasedStateMachine):
         #: Checkpoints found damaged; they stay damaged on disk.
         self.damaged: set[int] = set()
 
-    @initialize(config=configs(), past=st.none() | st.tuples(st.integers(1, 3), st.integers(0, 5)))
-    def start(self, config: CoordinatorConfig, past: tuple[int, int] | None) -> None:
+    @initialize(
+        config=configs(),
+        past=st.none() | st.tuples(st.integers(1, 3), st.integers(0, 5)),
+        workers_known=st.booleans(),
+    )
+    def start(
+        self, config: CoordinatorConfig, past: tuple[int, int] | None, workers_known: bool
+    ) -> None:
         """Start fresh, or from a control topic a previous coordinator left behind."""
         self.config = config
+        self.model.workers = frozenset(WORKERS) if workers_known else frozenset()
         if past is not None:
             generation, completed = past
             self.control = [
@@ -410,7 +474,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.model.ever_completed = set(history.completed)
         self.model.generation = history.generation
         self.model.max_triggered = history.max_checkpoint
-        self.coordinator = Coordinator(TASKS, config, history)
+        self.coordinator = Coordinator(TASKS, config, history, self.model.workers)
         self.send_start()
 
     def send_start(self) -> None:
@@ -447,7 +511,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             aborted = any(isinstance(c, Abort) and c.checkpoint == n for c in commands)
             assert aborted == timed_out, (n, at, self.now, commands)
         assert recovered == bool(silent), (silent, commands)
-        due = self.now - self.model.last_trigger >= self.config.interval
+        due = self.model.trigger_due(self.now, self.config)
         free = len(self.model.pending) < self.config.max_in_flight
         if not recovered and due and free:
             pytest.fail(f"a trigger was due at {self.now}: {commands}")
@@ -493,12 +557,18 @@ class CoordinatorMachine(RuleBasedStateMachine):
         commands = self.send(DeclineReceived(n, self.model.generation + stale, task, "x", self.now))
         assert kinds(commands) == (["Abort"] if counts else [])
 
-    @rule(worker=st.sampled_from(WORKERS), stale=st.sampled_from([0, 0, 0, -1]))
-    def heartbeat(self, worker: str, stale: int) -> None:
+    @rule(
+        worker=st.sampled_from(WORKERS),
+        stale=st.sampled_from([0, 0, 0, -1]),
+        restoring=st.booleans(),
+    )
+    def heartbeat(self, worker: str, stale: int, restoring: bool) -> None:
         generation = self.model.generation + stale
         if stale == 0:
-            self.model.heartbeats[worker] = self.now
-        assert self.send(Heartbeat(worker, generation, self.now)) == []
+            self.model.heartbeats[worker] = self.now  # alive, restoring or not
+            if not restoring:
+                self.model.joined.add(worker)
+        assert self.send(Heartbeat(worker, generation, self.now, restoring)) == []
 
     @precondition(lambda self: self.recovers < 3)
     @rule(worker=st.sampled_from(WORKERS))
@@ -538,7 +608,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         # Damage is not recorded in the control topic: a restarted runner finds it again
         # by validation, and restores the same checkpoint as before.
         assert intact[-1:] == self.model.completed[-1:]
-        self.coordinator = Coordinator(TASKS, self.config, history)
+        self.coordinator = Coordinator(TASKS, self.config, history, self.model.workers)
         for n in history.completed:
             if n in self.damaged:
                 assert self.coordinator.handle(CheckpointDamaged(n, "bad", self.now)) == []

@@ -238,6 +238,10 @@ def test_what_older_and_shorter_messages_read_as() -> None:
     assert decode(bad_identity) == Completed(1, 1)
     beat = {"type": "heartbeat", "worker": "w0", "generation": 2, "counters": {"in": -1}}
     assert decode(beat) == WorkerAlive("w0", 2)
+    # Heartbeats of earlier versions never said "restoring": their workers had joined.
+    older = {"type": "heartbeat", "worker": "w0", "generation": 2}
+    assert decode(older) == WorkerAlive("w0", 2, restoring=False)
+    assert decode({**beat, "restoring": "yes"}) == WorkerAlive("w0", 2)
     assert decode({"type": "ack", "checkpoint": 1, "generation": 1, "task": "t"}) == Acked(
         1, 1, "t"
     )
@@ -322,7 +326,14 @@ messages: st.SearchStrategy[ControlMessage] = st.one_of(
     ),
     st.builds(Aborted, ints, ints, texts, st.none() | floats),
     st.builds(
-        WorkerAlive, texts, ints, st.none() | floats, st.none() | texts, st.none() | counters, texts
+        WorkerAlive,
+        texts,
+        ints,
+        st.none() | floats,
+        st.none() | texts,
+        st.none() | counters,
+        texts,
+        st.booleans(),
     ),
     st.builds(WorkerFailed, texts, texts),
     st.builds(RestoreFailed, texts, ints, st.none() | ints, texts),

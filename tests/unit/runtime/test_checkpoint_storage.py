@@ -239,3 +239,63 @@ def test_recorded_channel_state_round_trips_and_version_2_reads_as_none(tmp_path
         tmp_path / "v2", checkpoint=3, generation=1, task="s1-0", version=2, key_format=2
     )
     assert storage.load(3, "s1-0").channel_replay == {}
+
+
+# -- restores -------------------------------------------------------------------
+
+
+def stored_rocksdb(tmp_path: Path, keys: int = 2_000) -> LocalCheckpointStorage:
+    """Checkpoint 1 of subtask s1-0, holding a real RocksDB database of `keys` keys."""
+    from rocksdict import Checkpoint, Rdict
+
+    live = Rdict(str(tmp_path / "live"))
+    for i in range(keys):
+        live[f"k{i}"] = f"v{i}"
+    live.flush()
+    Checkpoint(live).create_checkpoint(str(tmp_path / "staged"))
+    live.close()
+    storage = LocalCheckpointStorage(tmp_path / "checkpoints")
+    storage.store(SnapshotMeta(1, 1, "s1-0"), tmp_path / "staged")
+    return storage
+
+
+def test_a_restore_links_table_files_and_copies_the_files_rocksdb_writes(tmp_path: Path) -> None:
+    storage = stored_rocksdb(tmp_path)
+    stored = storage.root / "chk-1" / "s1-0" / "db"
+    target = tmp_path / "restored"
+    assert storage.fetch_db(1, "s1-0", target)
+    tables = sorted(p.name for p in stored.glob("*.sst"))
+    assert tables, "the checkpoint holds table files"
+    for name in tables:
+        assert (target / name).samefile(stored / name)
+    others = [p.name for p in stored.iterdir() if p.suffix != ".sst"]
+    assert "CURRENT" in others
+    assert any(n.startswith("MANIFEST") for n in others)
+    for name in others:
+        assert not (target / name).samefile(stored / name), name
+        assert (target / name).read_bytes() == (stored / name).read_bytes()
+
+
+def test_writing_to_a_restored_database_leaves_its_checkpoint_intact(tmp_path: Path) -> None:
+    """RocksDB never rewrites a table file: the linked checkpoint keeps validating and
+    restores the state it was taken with, however the restored database changes."""
+    from rocksdict import Rdict
+
+    storage = stored_rocksdb(tmp_path)
+    target = tmp_path / "restored"
+    storage.fetch_db(1, "s1-0", target)
+    db = Rdict(str(target))
+    assert db["k7"] == "v7"
+    for rewrite in range(3):
+        for i in range(2_000):
+            db[f"k{i}"] = f"changed {rewrite}"
+        db.flush()
+    del db["k7"]
+    db.compact_range(None, None)  # replaces every table file the restore linked
+    db.close()
+    assert storage.validate(1, ["s1-0"]) == []
+    again = tmp_path / "again"
+    storage.fetch_db(1, "s1-0", again)
+    db = Rdict(str(again))
+    assert (db["k7"], db["k1999"]) == ("v7", "v1999")
+    db.close()
