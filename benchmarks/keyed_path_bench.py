@@ -33,6 +33,7 @@ from kstream.examples.wordcount import count
 from kstream.infra.admin import Admin
 from kstream.protocol.names import commit_topic
 from kstream.runtime.chain import compile_chain
+from kstream.runtime.kafka import client_config
 from kstream.runtime.sink import SinkContext, SinkWriter
 from kstream.runtime.state import StateStore
 
@@ -66,7 +67,7 @@ def main() -> None:
 
     def open_sink(node: Node) -> Any:
         assert node.sink is not None
-        producer = Producer({"bootstrap.servers": bootstrap})
+        producer = Producer(client_config(bootstrap))
         writer = node.sink.open(SinkContext(bootstrap, name, "s1-0", 1, producer))
         writer.recover(None, None)
         writer.begin_epoch(1)

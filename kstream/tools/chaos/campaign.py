@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kstream.errors import KStreamError
 from kstream.infra.admin import Admin
 from kstream.infra.broker import LocalBroker
 from kstream.protocol.checkpoint_history import CheckpointRecord, checkpoint_history
@@ -549,9 +550,16 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
             c.log(f"the live reader had not seen {missed:,} committed outputs; judged all")
         starts = [f.at for f in c.injected]
         verdict = config.workload.judge(lines, outputs, starts)
-        if c.control is not None:
-            c.messages += [m for _, m in c.control.read_to_end()]
-        messages = c.messages or read_messages(c.bootstrap, c.job)
+        messages = c.messages
+        try:
+            if c.control is not None:
+                messages = messages + [m for _, m in c.control.read_to_end()]
+        except KStreamError as exc:
+            # The live reader failed at the end (a client left stale by the faults):
+            # the control topic is read afresh instead, as a whole.
+            c.log(f"the campaign's control reader failed ({exc}); reading the topic afresh")
+            messages = []
+        messages = messages or read_messages(c.bootstrap, c.job)
         history = tuple(checkpoint_history(messages))
         recoveries = sum(
             1 for m in messages if isinstance(m, Recovered) and m.generation > 1 and not m.restated
