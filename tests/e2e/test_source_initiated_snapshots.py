@@ -109,13 +109,14 @@ def test_coordinator_and_source_initiated_snapshots_both_complete_unaligned(
         rate=2000.0,
         kills=0,
         # Unequal intervals: two initiators on one period would start together
-        # (and abort each other) every time. A source starts one only while no
-        # snapshot is in flight, and the coordinator triggers an interval after
-        # its last trigger: with checkpoints that take about as long as its
-        # interval (a loaded machine) the source would find no gap, so the
-        # coordinator's interval is well above a checkpoint's duration.
-        checkpoint_interval=2.0,
-        source_snapshot_interval_s=0.7,
+        # (and abort each other) every time. The coordinator triggers only an
+        # interval after the last snapshot started anywhere, so a source on a
+        # shorter interval would leave it none: the source's is the longer. A
+        # source starts one only while no snapshot is in flight, so the
+        # coordinator's interval is well above a checkpoint's duration, even on
+        # a loaded machine: the source finds a gap after each.
+        checkpoint_interval=1.5,
+        source_snapshot_interval_s=2.5,
         alignment=Alignment.UNALIGNED,
         seed=37,
     )

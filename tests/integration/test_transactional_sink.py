@@ -166,6 +166,12 @@ def test_an_expired_transaction_is_named_and_republished_by_the_rollback(
     writer.commit(1)
     writer.write(("b", 1))
     kept = writer.pre_commit(2)  # checkpoint 2 completes, but its commit comes too late
+    # The pre-commit's flush (the snapshot thread's part): epoch 2's record is on the
+    # broker, in its open transaction, before the checkpoint can complete. Without it
+    # the record could still wait in the producer, the broker would have no
+    # transaction to expire, and the late commit would simply succeed.
+    assert kept.finish is not None
+    kept.finish()
     # No transaction is open once the broker has aborted the expired one (it checks
     # every few seconds): until then the topic does not settle.
     wait_settled(bootstrap, topic, timeout=60)
