@@ -318,8 +318,8 @@ class Coordinator:
     heartbeats: dict[str, float] = field(default_factory=dict, init=False)
     #: Per worker, in how many generations in a row it was found silent.
     silences: dict[str, int] = field(default_factory=dict, init=False)
-    #: Workers heard from in the current generation (a worker's first heartbeat
-    #: of a generation follows its restore): who is running, not still joining.
+    #: Workers heard from in the current generation with a heartbeat not marked
+    #: restoring: who is running it, not still restoring (`Heartbeat.restoring`).
     joined: set[str] = field(default_factory=set, init=False)
     #: Whether the current generation has had no checkpoint yet: its first waits
     #: for every worker to join as well as for the interval.
