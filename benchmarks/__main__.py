@@ -8,8 +8,9 @@
         [--state-keys 10000,1000000] [--state-value-bytes 100]
 
 Contenders (each its own OS process): plain, eos-loop, quix-eos, quix-alo,
-kafka-streams, kstream-eos, kstream-alo, kstream-amo. Writes results.json,
-throughput.png and report.html into --out and prints the table; the figures
+kafka-streams, kstream-eos, kstream-alo, kstream-alo-nocp (checkpoints off),
+kstream-amo. Writes results.json, throughput.png and report.html into --out
+and prints the table with the throughput targets checked; the figures
 beyond throughput (`benchmarks.latency`: latency, checkpoints and bytes per
 input record; `benchmarks.state_bench`: pause, recovery and RSS against state
 size) add their tables and PNGs to the same report. Exit 1 if any

@@ -110,7 +110,11 @@ def _loop(kind: str) -> Callable[[Context], list[str]]:
     return command
 
 
-def _kstream(guarantee: str) -> Callable[[Context], list[str]]:
+#: Checkpoint interval of `kstream-alo-nocp`, s: longer than any run, so none starts.
+CHECKPOINTS_OFF_S = 86400.0
+
+
+def _kstream(guarantee: str, interval: float = 1.0) -> Callable[[Context], list[str]]:
     def command(ctx: Context) -> list[str]:
         spec = (
             "kstream.examples.wordcount:job"
@@ -136,7 +140,7 @@ def _kstream(guarantee: str) -> Callable[[Context], list[str]]:
             "--guarantee",
             guarantee,
             "--checkpoint-interval",
-            "1",
+            f"{interval:g}",
             "--state-dir",
             str(ctx.scratch / "state"),
             "--bootstrap-servers",
@@ -323,6 +327,15 @@ CONTENDERS: tuple[Contender, ...] = (
         _KSTREAM_NOTE,
         ("wordcount", "windowed"),
         _kstream("at-least-once"),
+    ),
+    Contender(
+        # Checkpoints' cost (`benchmarks.targets`): the same job with none in the run.
+        "kstream-alo-nocp",
+        "kstream at-least-once, checkpoints off",
+        3,
+        _KSTREAM_NOTE,
+        ("wordcount",),
+        _kstream("at-least-once", CHECKPOINTS_OFF_S),
     ),
     Contender(
         "kstream-amo",

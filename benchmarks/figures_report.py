@@ -1,10 +1,11 @@
 """The figures beyond throughput in the suite's report: tables, Markdown and plots.
 
 Each figure is the JSON form its module returns, kept under ``figures`` in
-results.json: ``latency`` (`benchmarks.latency`, which also holds each run's
-checkpoint statistics and bytes per input record) and ``state``
+results.json: ``targets`` (`benchmarks.targets`, the throughput rows checked
+against the targets), ``latency`` (`benchmarks.latency`, which also holds each
+run's checkpoint statistics and bytes per input record) and ``state``
 (`benchmarks.state_bench`). Each renders as a rich table, a Markdown table and
-one PNG; a figure not measured in a run is simply absent.
+(but the targets) one PNG; a figure not measured in a run is simply absent.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from rich.table import Table
 
+from benchmarks import targets
 from benchmarks.bytes_bench import CATEGORIES
 
 Rows = list[list[str]]
@@ -123,7 +125,8 @@ def state_rows(fig: dict[str, Any]) -> Rows:
 
 
 #: Figure key -> (title, rows of its JSON form), in report order.
-SECTIONS: dict[str, list[tuple[str, Callable[[dict[str, Any]], Rows]]]] = {
+SECTIONS: dict[str, list[tuple[str, Callable[[Any], Rows]]]] = {
+    "targets": [("Throughput targets (ratios of words/s within this run)", targets.rows)],
     "latency": [
         ("End-to-end latency, exactly-once, at a steady input rate", latency_rows),
         ("Checkpoints in the same runs", checkpoint_rows),

@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import figures_report
+from benchmarks import figures_report, targets
 from benchmarks.suite import Result
 
 #: The two baselines every throughput is compared with.
@@ -72,12 +72,15 @@ def ratios(results: list[Result]) -> list[dict[str, Any]]:
 def document(
     results: list[Result], config: dict[str, Any], figures: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The JSON document of one suite run; `figures` are those beyond throughput (by key)."""
+    """The JSON document of one suite run; `figures` are those beyond throughput (by key).
+    With throughput rows, ``figures["targets"]`` checks them against the targets."""
+    rows = ratios(results)
+    checked = {"targets": targets.check(rows)} if rows else {}
     return {
         "suite": "kstream benchmarks",
         "machine": machine(),
         "config": config,
-        "figures": {"throughput": ratios(results), **(figures or {})},
+        "figures": {"throughput": rows, **checked, **(figures or {})},
     }
 
 

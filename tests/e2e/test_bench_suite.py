@@ -94,12 +94,24 @@ def _check(doc: dict[str, object], expected_rows: set[tuple[str, str]]) -> None:
 
 
 def test_suite_runs_and_verifies_the_local_contenders(bootstrap: str, tmp_path: Path) -> None:
-    doc = _run_suite(bootstrap, tmp_path, "plain,eos-loop,kstream-eos,kstream-alo,kstream-amo")
+    doc = _run_suite(
+        bootstrap, tmp_path, "plain,eos-loop,kstream-eos,kstream-alo,kstream-alo-nocp,kstream-amo"
+    )
     both = {"plain", "eos-loop", "kstream-eos"}
-    rows = {("wordcount", k) for k in (*both, "kstream-alo", "kstream-amo")}
+    rows = {("wordcount", k) for k in (*both, "kstream-alo", "kstream-alo-nocp", "kstream-amo")}
     rows |= {("mapfilter", k) for k in both}
     rows |= {("windowed", k) for k in (*both, "kstream-alo", "kstream-amo")}
     _check(doc, rows)
+    # Every target whose contenders ran is measured; the peers' are not (not chosen).
+    checked = {(c["target"], c["workload"]): c for c in doc["figures"]["targets"]}  # type: ignore[index]
+    measured = {k for k, c in checked.items() if c["measured"] is not None}
+    assert measured == {
+        *(("kstream EOS ÷ EOS loop", w) for w in ("wordcount", "mapfilter", "windowed")),
+        *(("kstream EOS ÷ plain loop", w) for w in ("wordcount", "mapfilter", "windowed")),
+        ("cost of checkpoints every 1 s (at-least-once)", "wordcount"),
+    }
+    assert all(c["met"] is None for k, c in checked.items() if k not in measured)
+    assert "Throughput targets" in (tmp_path / "results.md").read_text()
 
 
 def test_a_peer_that_cannot_be_installed_is_skipped_with_the_reason(
