@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from wordcount_runs import assert_exactly_once, run_wordcount
 
+from kstream.runtime.runner import Runner
+
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
 
@@ -33,3 +35,33 @@ def test_at_least_once_output_shows_the_duplicates_the_checker_counts(bootstrap:
     assert outcome.check.wrong_final == []  # state is exactly-once whatever the sink does
     assert outcome.check.duplicates > 0  # replayed output: the checker sees it
     assert outcome.check.outputs == outcome.words + outcome.check.duplicates
+
+
+def test_a_killed_worker_is_replaced_by_the_spare_process(bootstrap: str) -> None:
+    spares: set[int] = set()
+    workers: set[int] = set()
+
+    def watch(runner: Runner) -> None:
+        spare = runner.supervisor.spare
+        if spare is not None and spare.poll() is None:
+            spares.add(spare.pid)
+        workers.update(runner.worker_pids().values())
+
+    messages: list[str] = []
+    outcome = run_wordcount(
+        bootstrap,
+        messages,
+        lines=20_000,
+        kills=1,
+        kill_after=1,
+        checkpoint_interval=0.5,
+        seed=13,
+        chaos=watch,
+        # A live stream, so the kill comes while input still flows.
+        rate=4000.0,
+        hold_input_while_recovering=True,
+    )
+    assert outcome.kills == 1, messages
+    # The replacement is a process started before the kill, as the spare.
+    assert spares & workers, (spares, workers, messages)
+    assert_exactly_once(outcome)
