@@ -180,6 +180,9 @@ class Runner:
         self._failed: str | None = None
         self._admin = Admin(bootstrap)
         self._topics_checked = time.monotonic()
+        #: Whether the current generation completed a checkpoint: the spare worker
+        #: process is (re)started only then.
+        self._spare_due = False
         self.coordinator: Coordinator | None = None
         self.control: ControlWriter | None = None
         self.reader: ControlReader | None = None
@@ -193,6 +196,14 @@ class Runner:
         """
         self.lock.acquire()
         try:
+            if self.spawn:
+                # All checked before any starts: a refusal then leaves no orphaned worker.
+                for w in range(self.workers):
+                    self.supervisor.check_free(w)
+                # Their interpreters, imports and the job module load while this
+                # process checks the cluster and reads the control topic; they touch
+                # nothing until `start` names their index, after the rollback.
+                self.supervisor.prestart(range(self.workers))
             self.transaction_timeout_s = check_cluster(
                 self.plan,
                 bootstrap=self.bootstrap,
@@ -203,11 +214,22 @@ class Runner:
                 say=self.say,
             )
         except BaseException:
+            self.supervisor.stop()
             self.lock.release()
             raise
 
     def start(self) -> None:
-        """Resume the coordinator from the control topic, open a generation, spawn workers."""
+        """Resume the coordinator from the control topic, open a generation, spawn workers.
+
+        On an error the standbys `prepare` started are stopped.
+        """
+        try:
+            self._start()
+        except BaseException:
+            self.supervisor.stop()
+            raise
+
+    def _start(self) -> None:
         written = read_log(self.bootstrap, self.job.name)
         messages = [m for _, m in written]
         for offset, m in written:
@@ -221,10 +243,11 @@ class Runner:
             history = dataclasses.replace(history, max_checkpoint=stored)
         history = self._resume_point(history)
         tasks = frozenset(t.id for t in self.plan.tasks)
-        # Not told its workers: a generation's first trigger waits the interval
-        # alone. Waiting for the restores as well (`Coordinator.workers`) changed
-        # when the chaos test's kills come, and that is not understood yet.
-        self.coordinator = Coordinator(tasks, self.config, history)
+        # Told its workers: a generation's first checkpoint is triggered once every
+        # worker has restored (and an interval has passed since the rollback), not a
+        # full interval after the rollback while some still restore.
+        workers = frozenset(f"w{i}" for i in range(self.workers))
+        self.coordinator = Coordinator(tasks, self.config, history, workers)
         self._settle_restore_point()
         self.control = ControlWriter(self.bootstrap, self.job.name)
         self.reader = ControlReader.at_end(
@@ -236,9 +259,7 @@ class Runner:
         if latest is not None:
             self.say(f"resuming from checkpoint {latest}")
         if self.spawn:
-            # All checked before any starts: a refusal then leaves no orphaned worker.
-            for w in range(self.workers):
-                self.supervisor.check_free(w)
+            # After the rollback is written: they join this generation.
             for w in range(self.workers):
                 self.supervisor.spawn(w)
 
@@ -387,15 +408,16 @@ class Runner:
 
     # -- workers ------------------------------------------------------------
 
-    def worker_command(self, index: int) -> list[str]:
+    def worker_command(self) -> list[str]:
+        """A worker process's command line: a standby, told its index on stdin
+        (`kstream.runtime.supervisor`)."""
         cmd = [
             sys.executable,
             "-m",
             "kstream",
             "worker",
             self.spec,
-            "--worker",
-            str(index),
+            "--standby",
             "--workers",
             str(self.workers),
             "--job-name",
@@ -498,6 +520,9 @@ class Runner:
         self._notify(self.report.tick(now))
         if self.spawn:
             self._check_workers(now)
+            if self._spare_due:
+                # After the generation's first checkpoint: its imports would slow that down.
+                self.supervisor.keep_spare()
         if now - self._topics_checked >= TOPIC_CHECK_S:
             self._topics_checked = now
             self._topics_gone()
@@ -604,6 +629,7 @@ class Runner:
                         )
                     )
                     self._on_complete(c)
+                    self._spare_due = True
                 case Abort():
                     self._acks.pop(c.checkpoint, None)
                     self._send(Aborted(c.checkpoint, c.generation, c.reason, time.time()))
@@ -615,6 +641,7 @@ class Runner:
                     if self.stats.generation:
                         self.stats.recoveries += 1
                     self.stats.generation = c.generation
+                    self._spare_due = False
                     self._acks.clear()
                     fresh, self._announce_fresh = self._announce_fresh, False
                     self._send(

@@ -5,6 +5,16 @@ log file under the job's state directory. What a worker's exit means for the
 job (a rollback, a failed job) is the runner's to decide; the supervisor only
 reports exits, counts restarts against `MAX_RESTARTS`, and refuses to start a
 worker whose lock another process holds.
+
+Every process starts as a *standby* (``kstream worker --standby``): it imports
+kstream and loads the job module, then waits on its stdin for one line, the
+worker index it is to be and the log it is to write (`Supervisor.assign`).
+Before that it touches neither Kafka nor the state directory, so a standby can
+be started before the job's generation is announced: `prestart` starts the
+first workers while the runner still checks the cluster and reads the control
+topic, and `keep_spare` holds one spare ready, which becomes the replacement
+of the next worker that dies (a fresh process, its imports already done). A
+standby whose runner goes away reads the end of its stdin and exits.
 """
 
 from __future__ import annotations
@@ -39,15 +49,21 @@ class Supervisor:
         self,
         job_name: str,
         job_dir: Path,
-        command: Callable[[int], list[str]],
+        command: Callable[[], list[str]],
         env: dict[str, str],
     ) -> None:
         self.job_name = job_name
         self.job_dir = job_dir
+        #: The command line of a standby (`kstream worker --standby ...`).
         self.command = command
         self.env = env
+        #: The workers, by index: processes told their index.
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        self._logs: dict[int, IO[bytes]] = {}
+        #: Standbys started for a worker index (`prestart`), not told it yet.
+        self._waiting: dict[int, subprocess.Popen[bytes]] = {}
+        #: The standby kept for the next replacement (`keep_spare`).
+        self.spare: subprocess.Popen[bytes] | None = None
+        self._standby_log: IO[bytes] | None = None
         self._restart_times: list[float] = []
 
     def log_path(self, index: int) -> Path:
@@ -67,20 +83,58 @@ class Supervisor:
         probe.acquire()
         probe.release()
 
-    def spawn(self, index: int) -> None:
-        """Start worker `index` (again), its output appended to `log_path(index)`."""
-        path = self.log_path(index)
+    def standby_log_path(self) -> Path:
+        """Where standbys write until told their index (imports and job loading only)."""
+        return self.job_dir / "logs" / "standby.log"
+
+    def _start_standby(self) -> subprocess.Popen[bytes]:
+        path = self.standby_log_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        if index not in self._logs:
-            self._logs[index] = path.open("ab")
-        self.procs[index] = subprocess.Popen(
-            self.command(index),
-            stdin=subprocess.DEVNULL,
-            stdout=self._logs[index],
+        if self._standby_log is None:
+            self._standby_log = path.open("ab")
+        return subprocess.Popen(
+            self.command(),
+            stdin=subprocess.PIPE,
+            stdout=self._standby_log,
             stderr=subprocess.STDOUT,
             # The worker dies with this process (`kstream.runtime.parent`).
             env={**os.environ, **self.env, RUNNER_PID_ENV: str(os.getpid())},
         )
+
+    def prestart(self, indices: range) -> None:
+        """Start a standby for each of `indices`; `spawn` later tells it its index."""
+        for index in indices:
+            self._waiting[index] = self._start_standby()
+
+    def keep_spare(self) -> None:
+        """Start a spare standby unless one is alive (a dead one is replaced)."""
+        if self.spare is None or self.spare.poll() is not None:
+            self.spare = self._start_standby()
+
+    def spawn(self, index: int) -> None:
+        """Start worker `index` (again), its output appended to `log_path(index)`.
+
+        A standby already started for it (`prestart`) or the spare, if alive,
+        becomes the worker; else a new process is started.
+        """
+        proc = self._waiting.pop(index, None)
+        if proc is None or proc.poll() is not None:
+            proc, self.spare = self.spare, None
+        if proc is None or proc.poll() is not None:
+            proc = self._start_standby()
+        self.procs[index] = proc
+        self.assign(proc, index)
+
+    def assign(self, proc: subprocess.Popen[bytes], index: int) -> None:
+        """Tell standby `proc` it is worker `index` (a line: the index, then its log)."""
+        path = self.log_path(index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(f"{index} {path}\n".encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died meanwhile: `exits` reports it like any worker's death
 
     def kill(self, index: int) -> bool:
         """SIGKILL worker `index` if it runs; True if it did. Returns once it is gone."""
@@ -114,15 +168,24 @@ class Supervisor:
 
     def stop(self) -> None:
         """Stop every worker (SIGTERM, then SIGKILL after `STOP_TIMEOUT_S`); close the logs."""
+        standbys = [*self._waiting.values(), *([self.spare] if self.spare else [])]
+        for proc in standbys:
+            # Not a worker yet: the end of its stdin tells it to exit.
+            if proc.stdin is not None and not proc.stdin.closed:
+                proc.stdin.close()
+        everyone = [*self.procs.values(), *standbys]
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT_S
-        for proc in self.procs.values():
+        for proc in everyone:
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        for f in self._logs.values():
-            f.close()
+        self._waiting.clear()
+        self.spare = None
+        if self._standby_log is not None:
+            self._standby_log.close()
+            self._standby_log = None

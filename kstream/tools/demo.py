@@ -171,6 +171,7 @@ def wordcount_demo(
     alignment: Alignment = Alignment.ALIGNED,
     alignment_timeout_s: float | None = None,
     source_snapshot_interval_s: float | None = None,
+    hold_input_while_recovering: bool = False,
 ) -> WordcountOutcome:
     """Run the word count with `workers` workers, SIGKILL a random worker `kills` times,
     wait until every input line is processed, and check the counts against the input.
@@ -180,7 +181,12 @@ def wordcount_demo(
     checkpoint `kill_after` has completed. `worker_env`
     is added to the workers' environment (e.g. `KSTREAM_FAULT`); `chaos`, if
     given, is called with the runner on every round of the supervision loop
-    (fault-injection tests use it to kill and restart the broker).
+    (fault-injection tests use it to kill and restart the broker). With
+    `hold_input_while_recovering`, a live stream is written only while every
+    worker runs the current generation: the input's end is then reached after
+    as much running time, however long starts and recoveries take (a test
+    whose kills are due after some checkpoints needs the input still flowing
+    then).
     """
     servers = bootstrap_servers(bootstrap, say)
     admin = Admin(servers)
@@ -218,7 +224,10 @@ def wordcount_demo(
     runner.prepare()
 
     def each_round(r: Runner) -> None:
-        feeder.feed()
+        if hold_input_while_recovering and not r.running:
+            feeder.hold()
+        else:
+            feeder.feed()
         if chaos is not None:
             chaos(r)
 

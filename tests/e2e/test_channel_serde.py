@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_run import wait_for, worker_processes
+from test_cli_run import job_processes, wait_for
 from test_job_safety import Job, caught_up, lines, stop, truth
 
 from kstream.infra.admin import Admin
@@ -85,7 +85,7 @@ def test_user_objects_on_a_channel_fail_the_job_with_the_type_and_the_ways_out(
     assert "channel_serde=[kstream.RecordType(" in message
     assert "channel_serde='trusted-pickle') (unsafe: loading pickle runs code)" in message
     assert "Traceback" not in stderr
-    assert worker_processes(job.name) == []
+    assert job_processes(job.name) == []
     assert read_all(bootstrap, dst) == []
 
 
@@ -100,7 +100,7 @@ def test_user_objects_cross_when_pickle_is_trusted_or_the_type_declared(
         wait_for(lambda: caught_up(bootstrap, dst, expected), 180, "every word's count")
     finally:
         stop(proc)
-    assert worker_processes(job.name) == []
+    assert job_processes(job.name) == []
 
 
 def test_crafted_channel_records_are_dead_lettered_unread_and_the_job_goes_on(

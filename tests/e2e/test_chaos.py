@@ -25,13 +25,18 @@ KILL_AFTER = 3
 #: Input lines per second while the job runs: the faults must hit a job with
 #: work in flight, not one that already drained its input.
 RATE = 4000.0
-#: What every chaos run shares: 40,000 lines fed at `RATE`, one random worker
-#: SIGKILL, frequent checkpoints.
+#: What every chaos run shares: 40,000 lines fed at `RATE` while the job runs
+#: (held while it starts or recovers), one random worker SIGKILL, frequent
+#: checkpoints. Held, because the random kill is due after a number of completed
+#: checkpoints and the input's end after a span of feeding: fed during the
+#: armed point's recovery as well, the input could be covered before the kill
+#: was due, and the run would end without it.
 CHAOS_RUN: dict[str, Any] = {
     "lines": 40_000,
     "rate": RATE,
     "kills": 1,
     "checkpoint_interval": 0.3,
+    "hold_input_while_recovering": True,
 }
 
 

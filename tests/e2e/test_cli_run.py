@@ -56,7 +56,8 @@ def kstream(*args: str, **kw: object) -> subprocess.Popen[str]:
     )
 
 
-def worker_processes(job_name: str) -> list[int]:
+def job_processes(job_name: str) -> list[int]:
+    """Every `kstream worker` process of the job: workers and standbys."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -67,6 +68,20 @@ def worker_processes(job_name: str) -> list[int]:
             continue
         if b"worker" in cmd and b"kstream" in cmd and job_name.encode() in cmd:
             pids.append(int(proc.name))
+    return pids
+
+
+def worker_processes(job_name: str) -> list[int]:
+    """The job's processes told their worker index: those writing to a worker's log
+    (a standby, the spare among them, writes to the standby log)."""
+    pids = []
+    for pid in job_processes(job_name):
+        try:
+            out = os.readlink(f"/proc/{pid}/fd/1")
+        except OSError:
+            continue
+        if Path(out).name.startswith("worker-"):
+            pids.append(pid)
     return pids
 
 
@@ -115,7 +130,7 @@ def test_run_recovers_dead_letters_and_stops_cleanly(bootstrap: str, tmp_path: P
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
-    assert worker_processes(name) == [], "SIGTERM must stop every worker"
+    assert job_processes(name) == [], "SIGTERM must stop every worker and the spare"
 
     dead = read_all(bootstrap, f"kstream.{name}.dead-letters")
     assert [r.value for r in dead] == [b"poison pill"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_cli_run import wait_for, worker_processes
+from test_cli_run import job_processes, wait_for, worker_processes
 from test_job_safety import Job, lines, refused, run_until_checkpointed, stop, truth
 
 from kstream.infra.admin import Admin
@@ -48,7 +48,7 @@ def test_a_restore_with_another_state_serde_is_refused_naming_both(
     message = refused(job.run(src, dst, "-p", "serde=json"), "restoring msgpack state as JSON")
     assert f"checkpoint {newest} of s1-" in message
     assert "written with the msgpack state serde; the job's is json" in message
-    assert worker_processes(job.name) == []
+    assert job_processes(job.name) == []
 
     resumed = job.run(src, dst, "-p", "serde=msgpack")
     wait_for(lambda: len(worker_processes(job.name)) == 2, 90, "the resumed job's workers")

@@ -8,6 +8,7 @@ both commands load the job the same way and stop cleanly on SIGTERM or Ctrl-C.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -207,13 +208,18 @@ def run_command(
 
 def worker_command(
     spec: SpecArgument,
-    worker: Annotated[
-        int, typer.Option("--worker", help="This worker's index.", callback=NON_NEGATIVE)
-    ],
     workers: Annotated[
         int,
         typer.Option("--workers", help="Number of workers in the job.", callback=AT_LEAST_ONE),
     ],
+    worker: Annotated[
+        int | None,
+        typer.Option(
+            "--worker",
+            help="This worker's index (required without --standby).",
+            callback=NON_NEGATIVE,
+        ),
+    ] = None,
     param: ParamsOption = None,
     bootstrap_servers: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -228,6 +234,14 @@ def worker_command(
     alignment_timeout: AlignmentTimeoutOption = None,
     source_snapshot_interval: SourceSnapshotIntervalOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    standby: Annotated[
+        bool,
+        typer.Option(
+            "--standby",
+            help="Load the job, then wait for a line on stdin naming the worker index and "
+            "the log file (how `kstream run` starts its workers and keeps a spare).",
+        ),
+    ] = False,
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
     from kstream.runtime.parent import die_with_runner, runner_pid
@@ -242,6 +256,10 @@ def worker_command(
     _logging(verbose)
     mode = parse_alignment(alignment, alignment_timeout)
     job, _ = _load(spec, param, job_name)
+    if standby:
+        worker = _await_index()
+    if worker is None:
+        raise ConfigurationError("--worker is required (unless --standby)")
     if not 0 <= worker < workers:
         raise ConfigurationError(f"--worker must be in 0..{workers - 1}, got {worker}")
     stop = _stop_flag()
@@ -263,6 +281,24 @@ def worker_command(
     except JobFailedError as exc:
         err.print(f"kstream: job failed: {exc}", highlight=False, markup=False)
         sys.exit(EXIT_JOB_FAILED)
+
+
+def _await_index() -> int:
+    """A standby's wait: the worker index its runner names, output sent to the log named.
+
+    The end of stdin without a line (the runner stopped, or died) ends the
+    process quietly: it never touched Kafka or the state directory.
+    """
+    line = sys.stdin.buffer.readline().decode().strip()
+    index, _, log = line.partition(" ")
+    if not index.isdecimal():
+        raise SystemExit(0)
+    if log:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(fd, sys.stdout.fileno())
+        os.dup2(fd, sys.stderr.fileno())
+        os.close(fd)
+    return int(index)
 
 
 def _logging(verbose: bool) -> None:

@@ -16,14 +16,32 @@ def python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+#: A stand-in for ``kstream worker --standby``: reads the line naming its index and
+#: log, then writes to that log (as the worker does) and runs `BODY` with `i` set.
+#: The end of stdin without a line: exit 0.
+STANDBY = """
+import os, sys
+line = sys.stdin.readline().split(maxsplit=1)
+if not line:
+    raise SystemExit(0)
+i, log = int(line[0]), line[1].strip()
+fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+os.dup2(fd, 1)
+{body}
+"""
+
+
+def standby(body: str) -> list[str]:
+    return python(STANDBY.format(body=body))
+
+
 def test_exits_report_each_exited_worker_with_its_code_and_output_goes_to_its_log(
     tmp_path: Path,
 ) -> None:
-    codes = {0: 0, 1: 3}
     sup = Supervisor(
         "j",
         tmp_path / "j",
-        lambda i: python(f"import os; print(os.environ['WHO'], {i}); raise SystemExit({codes[i]})"),
+        lambda: standby("print(os.environ['WHO'], i); raise SystemExit({0: 0, 1: 3}[i])"),
         {"WHO": "worker"},
     )
     sup.spawn(0)
@@ -37,7 +55,7 @@ def test_exits_report_each_exited_worker_with_its_code_and_output_goes_to_its_lo
 
 
 def test_stop_ends_running_workers(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", lambda i: python("import time; time.sleep(600)"), {})
+    sup = Supervisor("j", tmp_path / "j", lambda: standby("import time; time.sleep(600)"), {})
     sup.spawn(0)
     assert list(sup.pids()) == [0]
     assert list(sup.exits()) == []
@@ -46,8 +64,67 @@ def test_stop_ends_running_workers(tmp_path: Path) -> None:
     assert [code for _, code in sup.exits()] == [-15]  # SIGTERM, within the grace period
 
 
+def test_a_prestarted_standby_becomes_the_worker_of_its_index(tmp_path: Path) -> None:
+    sup = Supervisor("j", tmp_path / "j", lambda: standby("print('worker', i)"), {})
+    sup.prestart(range(2))
+    started = {i: p.pid for i, p in sup._waiting.items()}
+    assert sup.pids() == {}  # not workers until told their index
+    sup.spawn(1)
+    sup.spawn(0)
+    assert {i: p.pid for i, p in sup.procs.items()} == started
+    for proc in sup.procs.values():
+        proc.wait()
+    sup.stop()
+    assert sup.log_path(0).read_text() == "worker 0\n"
+    assert sup.log_path(1).read_text() == "worker 1\n"
+
+
+def test_the_spare_replaces_the_next_worker_started_and_a_new_spare_follows(
+    tmp_path: Path,
+) -> None:
+    sup = Supervisor("j", tmp_path / "j", lambda: standby("import time; time.sleep(600)"), {})
+    sup.keep_spare()
+    assert sup.spare is not None
+    spare = sup.spare.pid
+    sup.keep_spare()  # alive: kept, not doubled
+    assert sup.spare.pid == spare
+    sup.spawn(0)
+    assert sup.pids() == {0: spare}
+    assert sup.spare is None
+    sup.keep_spare()
+    assert sup.spare is not None
+    assert sup.spare.pid != spare
+    sup.stop()
+
+
+def test_a_dead_spare_is_not_a_worker_and_is_replaced(tmp_path: Path) -> None:
+    sup = Supervisor("j", tmp_path / "j", lambda: standby("import time; time.sleep(600)"), {})
+    sup.keep_spare()
+    assert sup.spare is not None
+    dead = sup.spare
+    dead.kill()
+    dead.wait()
+    assert list(sup.exits()) == []  # a spare's death is no worker's
+    sup.spawn(0)  # not given to the dead spare
+    assert sup.pids()[0] != dead.pid
+    sup.keep_spare()
+    assert sup.spare is not None
+    assert sup.spare.pid not in (dead.pid, sup.pids()[0])
+    sup.stop()
+
+
+def test_stop_ends_standbys_never_told_their_index(tmp_path: Path) -> None:
+    sup = Supervisor("j", tmp_path / "j", lambda: standby("raise SystemExit(9)"), {})
+    sup.prestart(range(2))
+    sup.keep_spare()
+    standbys = [*sup._waiting.values(), sup.spare]
+    sup.stop()
+    # The end of stdin, not a signal: they exit on their own, never having been workers.
+    assert [p.returncode for p in standbys] == [0, 0, 0]
+
+
 def test_restarts_beyond_the_budget_within_the_window_are_refused(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", lambda i: [], {})
+    sup = Supervisor("j", tmp_path / "j", list, {})
     assert all(sup.restart_allowed(float(t)) for t in range(MAX_RESTARTS))
     assert not sup.restart_allowed(float(MAX_RESTARTS))
     # Restarts older than the window no longer count.
@@ -55,7 +132,7 @@ def test_restarts_beyond_the_budget_within_the_window_are_refused(tmp_path: Path
 
 
 def test_a_worker_locked_by_another_process_is_not_started(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", lambda i: [], {})
+    sup = Supervisor("j", tmp_path / "j", list, {})
     sup.check_free(0)  # free: no error, lock released again
     held = ProcessLock(worker_lock_path(tmp_path / "j", 0), "worker 0 of job j")
     held.acquire()
