@@ -12,7 +12,7 @@ of them what the whole topic gives. Pure: the runner feeds it and purges.
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
 from dataclasses import dataclass, field
 
 from kstream.errors import ConfigurationError
@@ -50,8 +50,12 @@ class ControlRetention:
 
     #: Completed checkpoints the coordinator retains (`CoordinatorConfig.retained`).
     retained: int
-    #: Offsets of the completions `replay` keeps (at most `retained`), oldest first.
-    _completions: deque[int] = field(init=False)
+    #: The completions `replay` keeps, as (checkpoint, offset): the `retained`
+    #: largest ids (a min-heap). Ids, not topic order: `replay` keeps the largest,
+    #: and a topic written by an older or foreign writer may hold them out of order.
+    _completions: list[tuple[int, int]] = field(default_factory=list, init=False)
+    #: The offset of the last completion: `replay` takes the identity from it.
+    _last_completion: int | None = field(default=None, init=False)
     #: The latest ``recover`` (what a joining worker restores from) and its offset.
     recovered: Recovered | None = field(default=None, init=False)
     recovered_at: int | None = field(default=None, init=False)
@@ -63,7 +67,6 @@ class ControlRetention:
     def __post_init__(self) -> None:
         if self.retained < 1:
             raise ConfigurationError(f"retained checkpoints must be >= 1, got {self.retained}")
-        self._completions = deque(maxlen=self.retained)
 
     def saw(self, offset: int, message: ControlMessage) -> None:
         """`message` is at `offset` (offsets increase from call to call)."""
@@ -75,12 +78,18 @@ class ControlRetention:
             self._checkpoint = (n, offset)
         match message:
             case Completed():
-                self._completions.append(offset)
+                self._last_completion = offset
+                entry = (message.checkpoint, offset)
+                if len(self._completions) < self.retained:
+                    heapq.heappush(self._completions, entry)
+                else:
+                    heapq.heappushpop(self._completions, entry)
             case Recovered():
                 self.recovered, self.recovered_at = message, offset
                 if message.fresh:
                     # `replay` forgets every completion before a fresh start.
                     self._completions.clear()
+                    self._last_completion = None
             case Presence():
                 self._presence = offset
             case _:
@@ -96,7 +105,9 @@ class ControlRetention:
         """
         if self.recovered_at is None:
             return None
-        keep = [self.recovered_at, *list(self._completions)[:1]]
+        keep = [self.recovered_at, *(offset for _, offset in self._completions)]
+        if self._last_completion is not None:
+            keep.append(self._last_completion)
         for seen in (self._generation, self._checkpoint):
             if seen is not None:
                 keep.append(seen[1])
