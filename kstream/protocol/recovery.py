@@ -29,8 +29,9 @@ starts itself after it (`kstream.protocol.snapshot_id`). A new worker process
 reads the whole topic when it joins, so its clock never goes back.
 
 Until the worker has caught up with the topic (`caught_up`), messages are only
-collected: it restores from the latest `Recovered` of the backlog and then acts
-on the messages after it (a trigger sent while the process was starting).
+collected: it restores from the `Recovered` of the backlog's newest generation
+(the last of them) and then acts on the messages after it (a trigger sent
+while the process was starting).
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ class WorkerRecovery:
     clock: LamportClock = field(default_factory=LamportClock)
     #: Whether the backlog of the control topic has been read (`caught_up`).
     _caught_up: bool = field(default=False, init=False)
-    #: While joining: the latest `Recovered` read, and the messages after it.
+    #: While joining: the `Recovered` of the newest generation read, and the messages after it.
     _latest: Recovered | None = field(default=None, init=False)
     _since: list[ControlMessage] = field(default_factory=list, init=False)
     #: Messages read in a sink's wait, to be acted on back in the main loop.
@@ -182,7 +183,11 @@ class WorkerRecovery:
         """Feed one message read `where`; return the actions to carry out, in order."""
         self.clock.observe(checkpoint_of(msg))
         if not self._caught_up:
-            if isinstance(msg, Recovered):
+            # The newest generation, not the last `Recovered` written: one a stale
+            # writer left after a newer one must not take a joining worker back.
+            if isinstance(msg, Recovered) and (
+                self._latest is None or msg.generation >= self._latest.generation
+            ):
                 self._latest, self._since = msg, []
             else:
                 self._since.append(msg)

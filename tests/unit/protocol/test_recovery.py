@@ -59,6 +59,20 @@ def test_a_worker_joins_the_latest_generation_of_the_backlog_and_replays_what_fo
     assert sm.caught_up() == []  # once
 
 
+def test_a_stale_recover_after_a_newer_one_does_not_take_a_joining_worker_back() -> None:
+    sm = WorkerRecovery()
+    for msg in [
+        Recovered(1, None),
+        Recovered(2, 1),
+        Recovered(1, None),  # left by a stale writer after the newer generation
+        Triggered(generation=2, checkpoint=2),
+        Triggered(generation=1, checkpoint=3),
+    ]:
+        assert sm.read(msg) == []
+    assert sm.caught_up() == [Restore(2, 1), Trigger(2)]
+    assert sm.generation == 2
+
+
 def test_without_a_generation_in_the_backlog_the_next_recovered_joins() -> None:
     sm = WorkerRecovery()
     sm.read(Triggered(generation=1, checkpoint=1))
@@ -174,13 +188,14 @@ def reference(msgs: list[ControlMessage], backlog: int) -> list[tuple[int, Worke
     Returns (generation, action) pairs: the generation whose subtasks the action is for.
     """
     start, generation = 0, 0
+    newest: Recovered | None = None
     out: list[tuple[int, WorkerAction]] = []
     for i, m in enumerate(msgs[:backlog]):
-        if isinstance(m, Recovered):
-            start, generation = i + 1, m.generation
-    if generation:
-        last = [m for m in msgs[:backlog] if isinstance(m, Recovered)][-1]
-        out.append((generation, Restore(generation, last.checkpoint)))
+        # A joining worker takes the newest generation (a stale recover comes later).
+        if isinstance(m, Recovered) and m.generation >= generation:
+            start, generation, newest = i + 1, m.generation, m
+    if newest is not None:
+        out.append((generation, Restore(generation, newest.checkpoint)))
     for m in msgs[start if generation else backlog :]:
         if isinstance(m, Recovered) and m.generation > generation:
             generation = m.generation
