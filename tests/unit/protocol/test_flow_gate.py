@@ -134,7 +134,8 @@ def test_probes_are_wanted_only_while_their_answer_can_change_a_decision() -> No
     gate.handle(Probed(2.0, {C0: 9, C1: 0}, {C0: 2, C1: 0}, written={C0: 9, C1: 0}))
     assert gate.wants_probe({C0: 9, C1: 0})  # the answer itself is above the mark
     gate.handle(Wrote({C0: 13, C1: 0}))  # 7 + 4 > 10
-    assert gate.paused and gate.wants_probe({C0: 13, C1: 0})
+    assert gate.paused
+    assert gate.wants_probe({C0: 13, C1: 0})
     assert not FlowGate(FlowConfig(max_lag=0)).wants_probe({C0: 100})  # off
 
 
@@ -345,7 +346,9 @@ def test_a_probe_the_gate_does_not_want_would_change_nothing(
     assert all(lag <= gate.config.resume_at for lag in estimate.values())
     # Readers moved on by `advance` (never past the end): each lag is at most its estimate.
     ends = {c: 1000 + written[c] for c in CHANNELS}
-    positions = {c: ends[c] - max(0, estimate[c] - a) for c, a in zip(CHANNELS, advance)}
+    positions = {
+        c: ends[c] - max(0, estimate[c] - a) for c, a in zip(CHANNELS, advance, strict=True)
+    }
     answer = Probed(newest + later, ends, positions, written=dict(written))
     assert gate.handle(answer) == []
     assert not gate.paused
