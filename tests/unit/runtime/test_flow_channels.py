@@ -6,11 +6,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from confluent_kafka import TopicPartition
+
 from kstream.dataflow.plan import TaskSpec, plan
 from kstream.examples import collatz, wordcount
 from kstream.protocol.barrier import Channel
 from kstream.protocol.flow import FlowConfig
-from kstream.runtime.flow import ChannelProbe, FlowControl, _CountingProducer, written_channels
+from kstream.runtime.flow import (
+    IDLE_INTERVAL_S,
+    ChannelProbe,
+    FlowControl,
+    PositionReport,
+    _CountingProducer,
+    written_channels,
+)
 
 
 def test_a_source_subtask_writes_one_channel_per_counting_subtask() -> None:
@@ -60,6 +69,47 @@ def test_the_counting_producer_counts_its_channels_and_passes_everything_on() ->
     ]
     assert inner.polled == 1
     assert counts == {Channel("kstream.wc.s1", 2): 1, Channel("kstream.wc.s1", 3): 2}
+
+
+class _PlacedConsumer:
+    """Assignment and positions as a consumer reports them; records each commit."""
+
+    def __init__(self) -> None:
+        self.offsets = {("kstream.wc.s1", 0): 5, ("kstream.wc.s1", 2): 7}
+        self.commits: list[list[tuple[str, int, int]]] = []
+
+    def assignment(self) -> list[Any]:
+        return [TopicPartition(t, p) for t, p in self.offsets]
+
+    def position(self, tps: list[Any]) -> list[Any]:
+        return [
+            TopicPartition(tp.topic, tp.partition, self.offsets[tp.topic, tp.partition])
+            for tp in tps
+        ]
+
+    def commit(self, *, offsets: list[Any], asynchronous: bool) -> None:
+        assert asynchronous
+        self.commits.append([(tp.topic, tp.partition, tp.offset) for tp in offsets])
+
+
+def test_a_reader_reports_moving_positions_each_interval_and_still_ones_each_second() -> None:
+    consumer = _PlacedConsumer()
+    report = PositionReport(consumer)
+    report.step(0.0)
+    assert consumer.commits == [[("kstream.wc.s1", 0, 5), ("kstream.wc.s1", 2, 7)]]
+    for t in (0.1, 0.2, 0.5, 0.9):
+        report.step(t)  # unchanged: nothing sent
+    assert len(consumer.commits) == 1
+    consumer.offsets["kstream.wc.s1", 2] = 9
+    report.step(0.95)  # moved, but within the report interval of the last step
+    assert len(consumer.commits) == 1
+    report.step(1.0)
+    assert consumer.commits[-1] == [("kstream.wc.s1", 0, 5), ("kstream.wc.s1", 2, 9)]
+    report.step(1.1)
+    assert len(consumer.commits) == 2
+    # Unchanged for IDLE_INTERVAL_S: sent again (an asynchronous commit may have been lost).
+    report.step(1.0 + IDLE_INTERVAL_S)
+    assert consumer.commits[-1] == consumer.commits[-2]
 
 
 def test_a_probe_that_gets_no_answer_keeps_probing() -> None:
