@@ -677,14 +677,18 @@ class SourceTask(Subtask):
         return position
 
     def poll(self, timeout: float) -> int:
-        # Snapshots are taken between batches: a batch is all-before or all-after.
-        self._snapshot_between_batches()
         # The stage's functions may ask for a snapshot (`kstream.request_snapshot`).
         served = snapshot_request.server.set(self.initiation.request)
         try:
-            return self._read(timeout)
+            # A trigger read already is not kept waiting for input.
+            read = self._read(0.0 if self._triggered else timeout)
         finally:
             snapshot_request.server.reset(served)
+        # Snapshots are taken between batches: a batch is all-before or all-after.
+        # After the batch, not before it: the records already fetched when the
+        # trigger was read are in its checkpoint, rather than waiting for the next.
+        self._snapshot_between_batches()
+        return read
 
     def _read(self, timeout: float) -> int:
         """Read one batch and push it through the chain; how many records were read."""
