@@ -685,10 +685,7 @@ class SourceTask(Subtask):
         served = snapshot_request.server.set(self.initiation.request)
         try:
             # A trigger read already waits for no input, and for a short batch only.
-            if self._triggered:
-                read = self._read(0.0, TRIGGERED_BATCH)
-            else:
-                read = self._read(timeout)
+            read = self._read(0.0, TRIGGERED_BATCH) if self._triggered else self._read(timeout)
         finally:
             snapshot_request.server.reset(served)
         # Snapshots are taken between batches: a batch is all-before or all-after.
