@@ -435,6 +435,27 @@ class Coordinator:
             commands.append(Trigger(n, self.generation))
         return commands
 
+    def next_trigger_in(self, now: float) -> float | None:
+        """Seconds from `now` until the earliest `Tick` that triggers a checkpoint,
+        absent other events (0: one at `now` may); None while only an event can
+        make one due (not started, or the generation's first waiting for workers
+        to join).
+
+        With the in-flight limit reached, that is when the oldest pending
+        checkpoint times out (a `Tick` just after it aborts it, then triggers).
+        The caller waits for events at most this long, so a trigger is not late
+        by a turn of its loop; the rule itself is `_on_tick`'s.
+        """
+        if not self.started:
+            return None
+        if self.awaiting_join and self.workers and not self.all_joined:
+            return None
+        due = 0.0 if self.last_trigger is None else self.last_trigger + self.config.interval
+        if len(self.pending) >= self.config.max_in_flight:
+            oldest = min(p.triggered_at for p in self.pending.values())
+            due = max(due, oldest + self.config.timeout)
+        return max(0.0, due - now)
+
     @property
     def all_joined(self) -> bool:
         """Whether every worker of `workers` restored in the current generation

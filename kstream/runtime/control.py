@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from kstream.errors import KafkaUnavailableError, ProtocolError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, record_bytes
@@ -204,16 +204,35 @@ class ControlReader:
         return int(high)
 
     def poll(self, timeout: float = 0.0, limit: int = 500) -> list[tuple[int, ControlMessage]]:
-        """Messages available now (waiting up to `timeout`), with their offsets.
+        """Messages available now, with their offsets; if there are none, waits up
+        to `timeout` for the first and returns as soon as it arrives.
 
         Records that are no message (`kstream.protocol.messages.decode`) are skipped.
         """
         return _decoded(self._records(timeout, limit))
 
+    def _fetch(self, timeout: float, limit: int) -> list[Message]:
+        """Up to `limit` records: those queued, or the first to arrive within `timeout`
+        and those queued with it.
+
+        Not ``consume(limit, timeout)`` alone: librdkafka's batch call waits out
+        its whole timeout unless `limit` records arrive, and every control
+        message read that way (an ack, a completion) waited with it.
+        """
+        msgs = self._consumer.consume(limit, 0)
+        if msgs or timeout <= 0:
+            return msgs
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return []
+        if limit <= 1:
+            return [first]
+        return [first, *self._consumer.consume(limit - 1, 0)]
+
     def _records(self, timeout: float, limit: int) -> list[tuple[int, dict[str, Any]]]:
-        """The JSON objects available now, with their offsets."""
+        """The JSON objects available now (or the first within `timeout`), with their offsets."""
         out: list[tuple[int, dict[str, Any]]] = []
-        msgs = self._consumer.consume(limit, timeout)
+        msgs = self._fetch(timeout, limit)
         now = time.monotonic()
         if any(m.error() is None for m in msgs):
             self._quiet_since = now

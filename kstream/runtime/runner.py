@@ -505,9 +505,16 @@ class Runner:
     # -- the loop -----------------------------------------------------------
 
     def step(self, timeout: float = 0.05) -> None:
-        """One round: control messages, clock, worker liveness. Raises `JobFailedError`."""
+        """One round: control messages, clock, worker liveness. Raises `JobFailedError`.
+
+        Waits for control messages up to `timeout`, but no longer than until the
+        next checkpoint is due, and returns as soon as one arrives.
+        """
         assert self.coordinator is not None
         assert self.reader is not None
+        due = self.coordinator.next_trigger_in(time.monotonic())
+        if due is not None:
+            timeout = min(timeout, due)
         for offset, msg in self.reader.poll(timeout):
             self._saw(offset, msg)
             event = self._event(msg, time.monotonic())

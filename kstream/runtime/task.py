@@ -109,6 +109,10 @@ _V = TypeVar("_V")
 
 #: Records fetched per `consume` call: large batches amortise the Python call overhead.
 BATCH = 1000
+#: A source with a trigger waiting reads at most this many records before its
+#: snapshot: those fetched already join this checkpoint, but a full batch's
+#: work (a backlog's) would hold every barrier of the checkpoint back.
+TRIGGERED_BATCH = 100
 #: A gap between two polls of a source counts at most this much towards idleness
 #: (ms): more than a poll's wait, far less than any sensible idle timeout.
 MAX_POLL_GAP_MS = 100
@@ -677,16 +681,20 @@ class SourceTask(Subtask):
         return position
 
     def poll(self, timeout: float) -> int:
-        # Snapshots are taken between batches: a batch is all-before or all-after.
-        self._snapshot_between_batches()
         # The stage's functions may ask for a snapshot (`kstream.request_snapshot`).
         served = snapshot_request.server.set(self.initiation.request)
         try:
-            return self._read(timeout)
+            # A trigger read already waits for no input, and for a short batch only.
+            read = self._read(0.0, TRIGGERED_BATCH) if self._triggered else self._read(timeout)
         finally:
             snapshot_request.server.reset(served)
+        # Snapshots are taken between batches: a batch is all-before or all-after.
+        # After the batch, not before it: the records already fetched when the
+        # trigger was read are in its checkpoint, rather than waiting for the next.
+        self._snapshot_between_batches()
+        return read
 
-    def _read(self, timeout: float) -> int:
+    def _read(self, timeout: float, limit: int = BATCH) -> int:
         """Read one batch and push it through the chain; how many records were read."""
         self.flow.step(time.monotonic(), self.consumer)
         if not self.positions:
@@ -694,8 +702,8 @@ class SourceTask(Subtask):
                 self._publish_watermark()
             return 0
         if self.element.timed:
-            return self._poll_timed(timeout)
-        msgs = self.consumer.consume(BATCH, timeout)
+            return self._poll_timed(timeout, limit)
+        msgs = self.consumer.consume(limit, timeout)
         if self._at_most_once and msgs:
             last: dict[int, int] = {}
             for m in msgs:
@@ -719,11 +727,11 @@ class SourceTask(Subtask):
         self.stats.records += len(msgs)
         return len(msgs)
 
-    def _poll_timed(self, timeout: float) -> int:
+    def _poll_timed(self, timeout: float, limit: int = BATCH) -> int:
         """`poll` of a source with timestamps: stamp each record, then advance watermarks."""
         sw = self.source_watermarks
         assert sw is not None
-        msgs = self.consumer.consume(BATCH, timeout)
+        msgs = self.consumer.consume(limit, timeout)
         if self._at_most_once and msgs:
             self._commit_consumed(msgs)
         now = self._idle_clock()

@@ -79,6 +79,11 @@ log = logging.getLogger("kstream.worker")
 
 #: Heartbeat period; the coordinator's liveness timeout is several of these.
 HEARTBEAT_S = 2.0
+#: How long one turn of an idle worker's loop waits for input, shared by its
+#: subtasks (librdkafka waits out each subtask's part): control messages
+#: (triggers, completions) and finished snapshots wait at most about this long
+#: for the loop while it is idle, at a few Python calls per turn.
+IDLE_WAIT_S = 0.01
 #: How long a new worker waits for the coordinator's first `recover`.
 JOIN_TIMEOUT_S = 60.0
 #: Exit code of a worker whose job failed by policy: the supervisor must not restart it.
@@ -316,7 +321,8 @@ class Worker:
         self._heartbeat()
 
     def _send_acks(self) -> None:
-        reported = False
+        """Ack every snapshot stored since the last call, flushed once at the end."""
+        reported = acked = False
         for t in self.tasks:
             while t.pending and t.pending[0].future.done():
                 if not reported:
@@ -332,7 +338,7 @@ class Worker:
                     t.decline(p.meta.checkpoint, f"snapshot not stored: {exc}")
                     continue
                 m = p.future.result()
-                self._send(
+                self.control.send(
                     Acked(
                         m.checkpoint,
                         m.generation,
@@ -345,8 +351,13 @@ class Worker:
                         unaligned=p.unaligned,
                         in_flight=p.in_flight,
                         marker_offsets=self._marker_offsets(m.sink),
-                    )
+                    ),
+                    # One round trip for all of them (and the heartbeat before): below.
+                    flush=False,
                 )
+                acked = True
+        if acked:
+            self.control.flush()
 
     def _marker_offsets(self, sinks: dict[str, Any]) -> dict[str, dict[int, int]]:
         """The committed marker offsets a snapshot's sinks name (see `Acked.marker_offsets`)."""
@@ -419,9 +430,10 @@ class Worker:
                 for _, msg in reader.poll(0):
                     self._carry_out(self.recovery.read(msg))
                 processed = 0
+                wait = IDLE_WAIT_S / len(self.tasks) if idle and self.tasks else 0.0
                 try:
                     for t in self.tasks:
-                        processed += t.poll(0.02 if idle else 0.0)
+                        processed += t.poll(wait)
                     if processed:
                         for t in self.tasks:
                             t.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -327,6 +328,78 @@ def test_restores_faster_than_the_interval_still_wait_for_it() -> None:
     coordinator.handle(Heartbeat("w0", 1, 10.2))
     assert coordinator.handle(Tick(10.5)) == []
     assert coordinator.handle(Tick(11.0)) == [Trigger(c(1), 1)]
+
+
+def test_next_trigger_in_says_when_the_interval_is_up() -> None:
+    coordinator = Coordinator(TASKS, CONFIG, History())
+    assert coordinator.next_trigger_in(0.0) is None  # not started
+    coordinator.start(10.0)
+    assert coordinator.next_trigger_in(10.25) == pytest.approx(0.75)
+    assert coordinator.handle(Tick(11.0)) == [Trigger(c(1), 1)]
+    # The in-flight limit reached: the next one is due once this one times out.
+    assert coordinator.next_trigger_in(11.5) == pytest.approx(4.5)
+    assert kinds(feed(coordinator, acks(c(1), 1, 11.2))) == ["Complete"]
+    # Measured from the trigger, not from the completion.
+    assert coordinator.next_trigger_in(11.2) == pytest.approx(0.8)
+    assert coordinator.next_trigger_in(12.5) == 0.0
+
+
+def test_next_trigger_in_waits_for_the_restores_first() -> None:
+    coordinator = Coordinator(TASKS, CONFIG, History(), frozenset({"w0"}))
+    coordinator.start(10.0)
+    assert coordinator.next_trigger_in(10.5) is None
+    coordinator.handle(Heartbeat("w0", 1, 10.6))
+    assert coordinator.next_trigger_in(10.6) == pytest.approx(0.4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    workers=st.sampled_from([frozenset(), frozenset({"w0"})]),
+    max_in_flight=st.integers(1, 2),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["tick", "ack", "decline", "heartbeat"]),
+            st.floats(0.0, 3.0, allow_nan=False),
+        ),
+        max_size=30,
+    ),
+)
+def test_next_trigger_in_is_the_earliest_tick_that_triggers(
+    workers: frozenset[str], max_in_flight: int, steps: list[tuple[str, float]]
+) -> None:
+    """No `Tick` before `now + next_trigger_in(now)` triggers; one just after it does
+    (no other event between); None: no `Tick` alone ever triggers."""
+    config = CoordinatorConfig(
+        interval=1.0, timeout=2.5, max_in_flight=max_in_flight, liveness_timeout=1e9
+    )
+    coordinator = Coordinator(TASKS, config, History(), workers)
+    now = 0.0
+    coordinator.start(now)
+    for what, dt in steps:
+        now += dt
+        match what:
+            case "tick":
+                coordinator.handle(Tick(now))
+            case "ack" if coordinator.pending:
+                feed(coordinator, acks(min(coordinator.pending), coordinator.generation, now))
+            case "decline" if coordinator.pending:
+                n = max(coordinator.pending)
+                coordinator.handle(DeclineReceived(n, coordinator.generation, "sum-0", "x", now))
+            case "heartbeat":
+                coordinator.handle(Heartbeat("w0", coordinator.generation, now))
+        wait = coordinator.next_trigger_in(now)
+
+        def triggers(at: float) -> bool:
+            probe = copy.deepcopy(coordinator)
+            return any(isinstance(cmd, Trigger) for cmd in probe.handle(Tick(at)))
+
+        if wait is None:
+            assert not triggers(now + 1e6)
+            continue
+        assert wait >= 0.0
+        if wait > 1e-6:
+            assert not triggers(now + wait - 1e-6)
+        assert triggers(now + wait + 1e-6)
 
 
 def test_invalid_configurations_are_rejected() -> None:
