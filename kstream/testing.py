@@ -306,7 +306,10 @@ def run_until_consumed(
     Meanwhile SIGKILL a random worker `kills` times: the first once more than
     `kill_after` checkpoints have completed, each next one once a checkpoint
     completed after the previous kill (so every kill hits a job that made progress, not one
-    still restoring). `chaos(runner)` runs on every supervision round (tests
+    still restoring). Kills still due once the input is covered come all the same, each
+    after a checkpoint completed, and the job must then cover the input again: how
+    fast a job drains its backlog must not decide how many faults a test injects.
+    `chaos(runner)` runs on every supervision round (tests
     kill and restart the broker from it); `on_progress` gets the number of input
     records a completed checkpoint covers. Returns the number of kills done;
     raises `TimeoutError` after `timeout` seconds.
@@ -325,12 +328,15 @@ def run_until_consumed(
             offsets = runner.stats.source_offsets.get(input_topic, {})
             if on_progress is not None:
                 on_progress(sum(max(0, offsets.get(p, 0)) for p in ends))
-            if all(
+            covered = all(
                 runner.stats.source_offsets.get(topic, {}).get(p, 0) >= high
                 for topic, topic_ends in {**(also or {}), input_topic: ends}.items()
                 for p, high in topic_ends.items()
                 if high > 0
-            ) and not in_flight_at(runner, runner.stats.latest):
+            ) and not in_flight_at(runner, runner.stats.latest)
+            # After a kill, only once a checkpoint of the recovered job completed.
+            recovered = not done_kills or runner.stats.completed > kill_after_completed
+            if covered and done_kills >= kills and recovered:
                 return done_kills
             if time.monotonic() - started > timeout:
                 raise TimeoutError(f"the job did not finish within {timeout:.0f}s")

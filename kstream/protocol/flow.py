@@ -32,14 +32,6 @@ subtask reads its inputs:
   while a stuck source costs the job;
 * ``max_lag == 0`` turns flow control off: the gate never pauses.
 
-`FlowGate.wants_probe` says whether the writer needs fresh answers now: while
-the gate is paused or has none yet, and while some channel's estimate is above
-the resume mark. Below it, an answer can change nothing: the estimate only
-errs high (a reader's position only moves on within a generation), so a pause
-it does not prompt would not come from a probe either, and the writer's own
-counts catch a crossing of the bound without one. The runtime then probes
-rarely instead (an idle job's probes cost the broker requests for nothing).
-
 `FlowGate.handle` takes one event and returns the actions the runtime carries
 out (pause or resume reading every input it does not hold for another
 reason). It does no I/O and reads no clock: times come in the events.
@@ -256,21 +248,6 @@ class FlowGate:
                 self.paused = True
                 return [Pause(ch, lag)]
         return []
-
-    def wants_probe(self, written: Mapping[Channel, int]) -> bool:
-        """Whether probe answers can change a decision now (`written`: the writer's
-        counts, as in `Wrote`): the gate is paused or has heard no probe, or a
-        channel's estimated lag is above `FlowConfig.resume_at`."""
-        if not self.config.enabled:
-            return False
-        if self.paused or self.probed_at is None:
-            return True
-        mark, since = self.config.resume_at, self._written_at_probe
-        if any(lag > mark for lag in self.lags.values()):
-            return True
-        return any(
-            self.lags.get(ch, 0) + max(0, n - since.get(ch, 0)) > mark for ch, n in written.items()
-        )
 
     def _tick(self, now: float) -> list[FlowAction]:
         if not self.paused:

@@ -8,9 +8,7 @@ carries out what it says (see docs/architecture.md, "Flow control"):
   move, every `IDLE_INTERVAL_S` while they stand still (`PositionReport`): no
   cost per record, one commit request per interval at most;
 * every subtask that writes channels runs a `ChannelProbe` thread that, every
-  `PROBE_INTERVAL_S` while its gate wants answers (`FlowGate.wants_probe`:
-  paused, or a channel's estimated lag above the resume mark) and every
-  `IDLE_INTERVAL_S` otherwise, asks the cluster for the end offsets of the channels
+  `PROBE_INTERVAL_S`, asks the cluster for the end offsets of the channels
   it writes (one ListOffsets request) and for the positions their readers
   committed (one OffsetFetch per downstream subtask, sent by a consumer of
   that subtask's group that never joins it, not by the admin client: see
@@ -71,13 +69,14 @@ log = logging.getLogger("kstream.flow")
 #: writer waits about one interval to learn it may go on, rarely enough that
 #: the commits cost nothing next to the records read meanwhile.
 REPORT_INTERVAL_S = 0.1
-#: How often a writer asks for its channels' lag (in a thread of its own) while
-#: the answers can change its gate's decision (`FlowGate.wants_probe`).
+#: How often a writer asks for its channels' lag (in a thread of its own). At
+#: every rate, also while the writer is idle: a channel partition has as many
+#: writers as the stage before it has subtasks, and a writer's own counts see
+#: only its own records, so an answer a second old let a writer that had been
+#: idle overfill its channels once it wrote again (docs §8).
 PROBE_INTERVAL_S = 0.1
-#: How often it asks otherwise, and how often a reader whose positions did not
-#: move reports them again (a lost asynchronous commit is repaired within this).
-#: Well under the gate's staleness limit (5 s), so a gate that pauses on its own
-#: counts between two such probes never counts its latest answer as stale.
+#: How often a reader whose positions did not move reports them again (a lost
+#: asynchronous commit is repaired within this).
 IDLE_INTERVAL_S = 1.0
 #: Bound on one probe's requests; a probe that takes longer is skipped.
 PROBE_TIMEOUT_S = 5.0
@@ -218,11 +217,6 @@ class ChannelProbe:
         #: How often the clients were replaced after failing for `REBUILD_AFTER_S`.
         self.rebuilds = 0
         self._answered = time.monotonic()
-        #: Whether answers are wanted at the full rate (set by the writer's
-        #: `FlowControl.step` from `FlowGate.wants_probe`); else every `IDLE_INTERVAL_S`.
-        self.urgent = True
-        #: Probe rounds begun (for tests and statistics).
-        self.rounds = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="channel-probe", daemon=True)
         self._thread.start()
@@ -244,13 +238,7 @@ class ChannelProbe:
         return AdminClient(client_config(self._bootstrap)), readers
 
     def _run(self) -> None:
-        last = -IDLE_INTERVAL_S
         while not self._stop.is_set():
-            if not self.urgent and time.monotonic() - last < IDLE_INTERVAL_S:
-                self._stop.wait(PROBE_INTERVAL_S)
-                continue
-            last = time.monotonic()
-            self.rounds += 1
             try:
                 self.latest = self.probe()
                 self._answered = time.monotonic()
@@ -375,7 +363,6 @@ class FlowControl:
             self._seen = latest
             actions += self.gate.handle(latest)
         actions += self.gate.handle(Wrote(self._written))
-        self._probe.urgent = self.gate.wants_probe(self._written)
         for action in actions:
             match action:
                 case Pause():

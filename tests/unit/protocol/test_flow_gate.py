@@ -121,24 +121,6 @@ def test_what_the_writer_wrote_since_the_probe_began_counts() -> None:
     assert gate.handle(Wrote({C0: 118, C1: 0})) == [Pause(C0, 11)]
 
 
-def test_probes_are_wanted_only_while_their_answer_can_change_a_decision() -> None:
-    gate = FlowGate(FlowConfig(max_lag=10))  # resume mark 5
-    assert gate.wants_probe({C0: 0, C1: 0})  # no answer yet
-    gate.handle(Opened(0.0))
-    assert gate.wants_probe({C0: 0, C1: 0})  # opened paused
-    gate.handle(Probed(1.0, {C0: 3, C1: 0}, {C0: 0, C1: 0}, written={C0: 3, C1: 0}))
-    assert not gate.paused
-    assert not gate.wants_probe({C0: 3, C1: 0})  # lag 3: idle
-    assert not gate.wants_probe({C0: 5, C1: 0})  # estimate 5: at the mark
-    assert gate.wants_probe({C0: 6, C1: 0})  # estimate 6: above it
-    gate.handle(Probed(2.0, {C0: 9, C1: 0}, {C0: 2, C1: 0}, written={C0: 9, C1: 0}))
-    assert gate.wants_probe({C0: 9, C1: 0})  # the answer itself is above the mark
-    gate.handle(Wrote({C0: 13, C1: 0}))  # 7 + 4 > 10
-    assert gate.paused
-    assert gate.wants_probe({C0: 13, C1: 0})
-    assert not FlowGate(FlowConfig(max_lag=0)).wants_probe({C0: 100})  # off
-
-
 def test_writes_before_any_probe_count_from_zero() -> None:
     gate = FlowGate(FlowConfig(max_lag=3))
     assert gate.handle(Wrote({C0: 3})) == []
@@ -305,50 +287,4 @@ def test_a_silent_probe_never_leaves_the_subtask_stuck(
         elif not isinstance(event, Wrote):
             latest = max(latest, event.now)
     gate.handle(Tick(latest + STALE + 0.001))
-    assert not gate.paused
-
-
-@settings(max_examples=300)
-@given(
-    history=histories(),
-    max_lag=st.integers(1, 30),
-    resume_frac=st.sampled_from([None, 0.0, 0.5, 1.0]),
-    advance=st.lists(st.integers(0, 80), min_size=2, max_size=2),
-    later=st.floats(0.0, 0.9),
-)
-def test_a_probe_the_gate_does_not_want_would_change_nothing(
-    history: list[FlowEvent],
-    max_lag: int,
-    resume_frac: float | None,
-    advance: list[int],
-    later: float,
-) -> None:
-    """Skipping probes while `wants_probe` is false loses no decision: a probe then
-    (its readers no further behind than the estimate, as positions only move on)
-    neither pauses nor resumes."""
-    resume_lag = None if resume_frac is None else int(max_lag * resume_frac)
-    gate = FlowGate(FlowConfig(max_lag=max_lag, resume_lag=resume_lag, stale_after_s=STALE))
-    written = dict.fromkeys(CHANNELS, 0)
-    newest = 0.0
-    for event in history:
-        gate.handle(event)
-        if isinstance(event, Wrote):
-            written = dict(event.written)
-        elif isinstance(event, Probed):
-            newest = max(newest, event.at)
-        else:
-            newest = max(newest, event.now)
-    if gate.wants_probe(written):
-        return
-    assert not gate.paused
-    since = gate._written_at_probe
-    estimate = {c: gate.lags.get(c, 0) + max(0, written[c] - since.get(c, 0)) for c in CHANNELS}
-    assert all(lag <= gate.config.resume_at for lag in estimate.values())
-    # Readers moved on by `advance` (never past the end): each lag is at most its estimate.
-    ends = {c: 1000 + written[c] for c in CHANNELS}
-    positions = {
-        c: ends[c] - max(0, estimate[c] - a) for c, a in zip(CHANNELS, advance, strict=True)
-    }
-    answer = Probed(newest + later, ends, positions, written=dict(written))
-    assert gate.handle(answer) == []
     assert not gate.paused
