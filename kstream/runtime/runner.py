@@ -485,7 +485,7 @@ class Runner:
             if not self.supervisor.kill(index):
                 continue
             why = (
-                "its subtasks never acked checkpoints that kept timing out"
+                "ran subtasks that never acked checkpoints timing out in a row"
                 if name in c.stalled
                 else f"sent no heartbeat in {UNRESPONSIVE_AFTER} generations in a row"
             )
