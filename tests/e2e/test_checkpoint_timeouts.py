@@ -64,12 +64,14 @@ def test_a_subtask_stuck_in_user_code_fails_the_job_over_and_it_catches_up(
         _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr
-    first = recoveries(bootstrap, name)[0]
-    assert re.fullmatch(
+    # The rollback names the checkpoint, the count and the subtask that never acked
+    # (on a loaded machine a slow checkpoint could add a rollback of its own).
+    reasons = recoveries(bootstrap, name)
+    stuck = re.compile(
         r"checkpoint \d+ not complete within 5s: timeout 2 in a row, at most 1 tolerated; "
-        r"never acked by s0-1 \(on w1\)",
-        first,
-    ), first
+        r"never acked by s0-1 \(on w1\)"
+    )
+    assert any(stuck.fullmatch(r) for r in reasons), reasons
     assert (
         "worker w1 ran subtasks that never acked checkpoints timing out in a row: "
         "killed and restarted"
