@@ -29,7 +29,8 @@ Invariants (checked by the tests):
 * a checkpoint timing out more than `tolerable_timeouts` times in a row in one
   generation (no completion between; declines neither count nor break the
   run) rolls the job back once, with one `Recover` that names the workers of
-  the subtasks that never acked the last of them `unresponsive`: their
+  the subtasks that never acked the last of them (by `placement`)
+  `unresponsive`: their
   heartbeats come from a thread, so a subtask stuck for good in user code
   would otherwise stall the job's output for ever;
 * after `Recover` the generation's first trigger waits until every worker of
