@@ -26,6 +26,13 @@ Invariants (checked by the tests):
   the newest completed checkpoint;
 * at most `max_in_flight` checkpoints are pending at once; a timed-out one is
   aborted and does not delay the next trigger;
+* a checkpoint timing out more than `tolerable_timeouts` times in a row in one
+  generation (no completion between; declines neither count nor break the
+  run) rolls the job back once, with one `Recover` that names the workers of
+  the subtasks that never acked the last of them (by `placement`)
+  `unresponsive`: their
+  heartbeats come from a thread, so a subtask stuck for good in user code
+  would otherwise stall the job's output for ever;
 * after `Recover` the generation's first trigger waits until every worker of
   `workers` has restored (sent a heartbeat of the generation not marked
   restoring) and an interval has passed, whichever is later: no checkpoint can
@@ -41,7 +48,7 @@ Invariants (checked by the tests):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -91,6 +98,9 @@ __all__ = [
 #: SIGSTOPped zombie wakes within one (and must be fenced, not killed), while a
 #: process whose Kafka clients are stuck would be rolled back for ever.
 UNRESPONSIVE_AFTER = 2
+#: A rollback's reason names at most this many subtasks that never acked (control
+#: messages cut reasons at 2,000 characters; a job may have thousands of subtasks).
+MAX_NAMED = 10
 
 # -- events ------------------------------------------------------------------
 
@@ -218,7 +228,10 @@ class Recover:
 
     `unresponsive` names workers found silent in `UNRESPONSIVE_AFTER` generations
     in a row: alive perhaps, but not reaching Kafka (a client stuck after broker
-    faults was seen to do this). Rolling back again cannot help them; the runner
+    faults was seen to do this); and, when checkpoints kept timing out
+    (`CoordinatorConfig.tolerable_timeouts`), the workers of the subtasks that
+    never acked the last one: a main loop stuck in user code obeys no control
+    message (`stalled` names these). Rolling back cannot help them; the runner
     replaces the ones it started.
     """
 
@@ -226,6 +239,7 @@ class Recover:
     checkpoint: int | None
     reason: str
     unresponsive: tuple[str, ...] = ()
+    stalled: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +270,13 @@ class CoordinatorConfig:
     #: A worker silent for this long is lost. Several heartbeat periods, so one
     #: slow poll (a long GC-like pause in user code) is not a failure.
     liveness_timeout: float = 15.0
+    #: Checkpoints that may time out in a row (in one generation, with no completion
+    #: between) before the job rolls back; 0: at the first. A few, not 0: one user call
+    #: slower than the timeout or a broker's leader election can cost a checkpoint or
+    #: two, and a rollback replays the output since the last completion and restarts
+    #: processes. Not many: with the default 60 s timeout, 3 fail a stuck job over
+    #: after about four minutes.
+    tolerable_timeouts: int = 3
 
     def __post_init__(self) -> None:
         if self.interval <= 0:
@@ -270,6 +291,10 @@ class CoordinatorConfig:
             raise ConfigurationError(f"retained checkpoints must be >= 1, got {self.retained}")
         if self.liveness_timeout <= 0:
             raise ConfigurationError("liveness timeout must be > 0")
+        if self.tolerable_timeouts < 0:
+            raise ConfigurationError(
+                f"tolerable checkpoint timeouts must be >= 0, got {self.tolerable_timeouts}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +334,10 @@ class Coordinator:
     #: The workers whose subtasks make up `tasks` (``w0``...). Empty: unknown, and
     #: the first trigger after a recovery waits the interval alone, not their restores.
     workers: frozenset[str] = frozenset()
+    #: The worker that runs each subtask (task -> worker). Empty: unknown, and a
+    #: rollback for timed-out checkpoints names no worker unresponsive (a stuck one
+    #: is then replaced once found silent in the generations after it).
+    placement: Mapping[str, str] = field(default_factory=dict)
     generation: int = field(init=False)
     #: The largest checkpoint id seen (`kstream.protocol.snapshot_id`).
     clock: LamportClock = field(init=False)
@@ -324,11 +353,18 @@ class Coordinator:
     #: Whether the current generation has had no checkpoint yet: its first waits
     #: for every worker to join as well as for the interval.
     awaiting_join: bool = field(default=False, init=False)
+    #: Checkpoints of the current generation that timed out since its last
+    #: completion (declines are not counted), and the subtasks that had not acked
+    #: the last of them.
+    timeouts: int = field(default=0, init=False)
+    unacked: frozenset[str] = field(default=frozenset(), init=False)
     started: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:
             raise ConfigurationError("a job needs at least one subtask")
+        if self.placement and set(self.placement) != self.tasks:
+            raise ConfigurationError("the placement must name the worker of every subtask")
         self.generation = self.history.generation
         self.clock = LamportClock(self.history.max_checkpoint)
         self.completed = sorted(self.history.completed)
@@ -389,7 +425,11 @@ class Coordinator:
         return []
 
     def _recover(
-        self, now: float, reason: str, unresponsive: tuple[str, ...] = ()
+        self,
+        now: float,
+        reason: str,
+        unresponsive: tuple[str, ...] = (),
+        stalled: tuple[str, ...] = (),
     ) -> list[Command]:
         self.generation += 1
         self.pending.clear()
@@ -400,29 +440,43 @@ class Coordinator:
         # Everyone gets a fresh liveness allowance in the new generation.
         self.heartbeats = dict.fromkeys(self.heartbeats, now)
         self.joined = set()
-        return [Recover(self.generation, self.latest_completed, reason, unresponsive)]
+        self.timeouts, self.unacked = 0, frozenset()
+        return [Recover(self.generation, self.latest_completed, reason, unresponsive, stalled)]
 
     def _on_tick(self, now: float) -> list[Command]:
         commands: list[Command] = []
+        last_timed_out: int | None = None
         for n, p in sorted(self.pending.items()):
             if now - p.triggered_at > self.config.timeout:
                 del self.pending[n]
+                self.timeouts += 1
+                self.unacked = self.tasks.difference(p.acked)
+                last_timed_out = n
                 commands.append(
                     Abort(n, self.generation, f"not complete within {self.config.timeout:g}s")
                 )
+        reasons: list[str] = []
+        unresponsive: set[str] = set()
+        stalled: set[str] = set()
         silent = sorted(
             w for w, seen in self.heartbeats.items() if now - seen > self.config.liveness_timeout
         )
         if silent:
             for w in silent:
                 self.silences[w] = self.silences.get(w, 0) + 1
-            unresponsive = tuple(w for w in silent if self.silences[w] >= UNRESPONSIVE_AFTER)
+            unresponsive.update(w for w in silent if self.silences[w] >= UNRESPONSIVE_AFTER)
+            reasons.append(
+                f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s"
+            )
+        if last_timed_out is not None and self.timeouts > self.config.tolerable_timeouts:
+            stalled = {self.placement[t] for t in self.unacked if t in self.placement}
+            unresponsive |= stalled
+            reasons.append(self._timeouts_reason(last_timed_out, stalled))
+        if reasons:
             for w in unresponsive:
-                del self.silences[w]  # its replacement starts with a clean record
+                self.silences.pop(w, None)  # its replacement starts with a clean record
             return commands + self._recover(
-                now,
-                f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s",
-                unresponsive,
+                now, "; ".join(reasons), tuple(sorted(unresponsive)), tuple(sorted(stalled))
             )
         due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
         if self.awaiting_join and self.workers:
@@ -435,11 +489,26 @@ class Coordinator:
             commands.append(Trigger(n, self.generation))
         return commands
 
+    def _timeouts_reason(self, checkpoint: int, workers: set[str]) -> str:
+        """Why the job rolls back for timeouts: which checkpoint, how many, who never acked."""
+        names = sorted(self.unacked)
+        listed = ", ".join(names[:MAX_NAMED])
+        if len(names) > MAX_NAMED:
+            listed += f" and {len(names) - MAX_NAMED} more"
+        on = f" (on {', '.join(sorted(workers))})" if workers else ""
+        return (
+            f"checkpoint {checkpoint} not complete within {self.config.timeout:g}s: timeout "
+            f"{self.timeouts} in a row, at most {self.config.tolerable_timeouts} tolerated; "
+            f"never acked by {listed}{on}"
+        )
+
     def next_trigger_in(self, now: float) -> float | None:
-        """Seconds from `now` until the earliest `Tick` that triggers a checkpoint,
-        absent other events (0: one at `now` may); None while only an event can
-        make one due (not started, or the generation's first waiting for workers
-        to join).
+        """Seconds from `now` until the earliest `Tick` that acts, absent other
+        events and liveness timeouts: one that triggers a checkpoint or aborts
+        one past its timeout (which may roll the job back) (0: one at `now` may);
+        None while only an event can make one act (not started, or the
+        generation's first checkpoint waiting for workers to join: nothing is
+        pending then).
 
         With the in-flight limit reached, that is when the oldest pending
         checkpoint times out (a `Tick` just after it aborts it, then triggers).
@@ -451,9 +520,10 @@ class Coordinator:
         if self.awaiting_join and self.workers and not self.all_joined:
             return None
         due = 0.0 if self.last_trigger is None else self.last_trigger + self.config.interval
-        if len(self.pending) >= self.config.max_in_flight:
-            oldest = min(p.triggered_at for p in self.pending.values())
-            due = max(due, oldest + self.config.timeout)
+        if self.pending:
+            oldest = min(p.triggered_at for p in self.pending.values()) + self.config.timeout
+            full = len(self.pending) >= self.config.max_in_flight
+            due = oldest if full else min(due, oldest)
         return max(0.0, due - now)
 
     @property
@@ -485,6 +555,7 @@ class Coordinator:
             del self.pending[old]
             commands.append(Abort(old, self.generation, f"subsumed by checkpoint {n}"))
         self.completed.append(n)  # the largest: every older pending one was just aborted
+        self.timeouts, self.unacked = 0, frozenset()  # the job makes progress again
         if len(self.completed) > self.config.retained:
             dropped = tuple(self.completed[: -self.config.retained])
             del self.completed[: -self.config.retained]

@@ -15,7 +15,8 @@ scheduled and its control producer works; a stopped process (SIGSTOP, a
 zombie to fence) stops every thread, so it still falls silent and is fenced.
 What a heartbeat cannot tell is whether the worker makes progress: a worker
 stuck for good inside a batch is noticed by its checkpoints timing out (the
-coordinator aborts them and says so), not by its liveness.
+coordinator aborts them and, after `CoordinatorConfig.tolerable_timeouts` in a
+row, rolls the job back and has the worker replaced), not by its liveness.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ summary. Notices, each rate-limited per kind by `kstream.runtime.notices.Notices
   when a worker reports new dead letters;
 * ``checkpoint N aborted: <reason>``, also for checkpoints a recovery rolled back;
 * ``recovery: <cause>; rolling back to checkpoint N`` — a worker died or
-  stopped answering (its heartbeats stopped).
+  stopped answering (its heartbeats stopped), or checkpoints kept timing out.
 
 The first ``recover`` of a run is its start, not a recovery.
 """

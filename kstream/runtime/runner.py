@@ -247,7 +247,10 @@ class Runner:
         # worker has restored (and an interval has passed since the rollback), not a
         # full interval after the rollback while some still restore.
         workers = frozenset(f"w{i}" for i in range(self.workers))
-        self.coordinator = Coordinator(tasks, self.config, history, workers)
+        # Who runs each subtask: a rollback for timed-out checkpoints replaces the
+        # workers of the subtasks that never acked.
+        placement = {t.id: f"w{t.index % self.workers}" for t in self.plan.tasks}
+        self.coordinator = Coordinator(tasks, self.config, history, workers, placement)
         self._settle_restore_point()
         self.control = ControlWriter(self.bootstrap, self.job.name)
         self.reader = ControlReader.at_end(
@@ -469,20 +472,24 @@ class Runner:
             self._execute(self.coordinator.handle(WorkerLost(f"w{index}", how, now)))
             self._respawn(index)
 
-    def _replace_unresponsive(self, workers: tuple[str, ...], now: float) -> None:
-        """Replace the started workers the coordinator found silent generation after generation.
+    def _replace_unresponsive(self, c: Recover, now: float) -> None:
+        """Replace the started workers the coordinator named unresponsive in `c`: silent
+        generation after generation, or running subtasks that never acked checkpoints
+        that kept timing out.
 
         Runs after the rollback was announced, so the replacement joins the new
         generation. Workers started by hand (`--no-spawn`) are left alone.
         """
-        for name in workers:
+        for name in c.unresponsive:
             index = int(name.removeprefix("w"))
             if not self.supervisor.kill(index):
                 continue
-            self.say(
-                f"worker {name} sent no heartbeat in {UNRESPONSIVE_AFTER} generations in a row: "
-                "killed and restarted"
+            why = (
+                "ran subtasks that never acked checkpoints timing out in a row"
+                if name in c.stalled
+                else f"sent no heartbeat in {UNRESPONSIVE_AFTER} generations in a row"
             )
+            self.say(f"worker {name} {why}: killed and restarted")
             if not self._restart_allowed(index, "unresponsive", now):
                 return
             self._respawn(index)
@@ -654,7 +661,7 @@ class Runner:
                     self._send(
                         Recovered(c.generation, c.checkpoint, c.reason, time.time(), fresh=fresh)
                     )
-                    self._replace_unresponsive(c.unresponsive, time.monotonic())
+                    self._replace_unresponsive(c, time.monotonic())
                 case Halt():
                     raise CheckpointDamagedError(
                         f"job {self.job.name}: {c.reason}. {self._halt_advice()}"

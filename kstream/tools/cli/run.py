@@ -77,6 +77,15 @@ def run_command(
             "--checkpoint-timeout", help="Seconds before a checkpoint fails.", callback=POSITIVE
         ),
     ] = 60.0,
+    tolerable_checkpoint_timeouts: Annotated[
+        int,
+        typer.Option(
+            "--tolerable-checkpoint-timeouts",
+            help="Checkpoints that may time out in a row before the job rolls back and "
+            "replaces the workers whose subtasks never acked; 0: at the first.",
+            callback=NON_NEGATIVE,
+        ),
+    ] = 3,
     max_in_flight: Annotated[
         int,
         typer.Option("--max-in-flight", help="Checkpoints pending at once.", callback=AT_LEAST_ONE),
@@ -168,6 +177,7 @@ def run_command(
             max_in_flight=max_in_flight,
             retained=retained,
             liveness_timeout=liveness_timeout,
+            tolerable_timeouts=tolerable_checkpoint_timeouts,
         ),
         spawn=spawn,
         say=say,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -53,6 +54,8 @@ def c(sequence: int) -> int:
 
 
 TASKS = frozenset({"map-0", "map-1", "sum-0"})
+#: Which worker runs each subtask.
+PLACEMENT = {"map-0": "w0", "map-1": "w1", "sum-0": "w0"}
 CONFIG = CoordinatorConfig(
     interval=1.0, timeout=5.0, max_in_flight=1, retained=2, liveness_timeout=10.0
 )
@@ -158,6 +161,132 @@ def test_a_checkpoint_past_its_timeout_is_aborted_and_the_next_one_triggered() -
     assert trigger == Trigger(c(2), 1)
     # Its late acks are ignored.
     assert feed(coordinator, acks(c(1), 1, 7.0)) == []
+
+
+# -- checkpoints that keep timing out -------------------------------------------
+
+#: Two timeouts in a row are tolerated, the third rolls back.
+TOLERANT = CoordinatorConfig(interval=1.0, timeout=5.0, liveness_timeout=1e9, tolerable_timeouts=2)
+
+
+def placed(config: CoordinatorConfig = TOLERANT, now: float = 0.0) -> Coordinator:
+    coordinator = Coordinator(TASKS, config, History(), placement=PLACEMENT)
+    coordinator.start(now)
+    return coordinator
+
+
+def time_out(coordinator: Coordinator, acked: Iterable[str] = ()) -> list[Command]:
+    """Let `acked` ack the pending checkpoint (triggered once due if none is) and tick
+    past its timeout; the commands of that tick."""
+    if not coordinator.pending:
+        due = (coordinator.last_trigger or 0.0) + coordinator.config.interval
+        assert kinds(coordinator.handle(Tick(due))) == ["Trigger"]
+    n = max(coordinator.pending)
+    at = coordinator.pending[n].triggered_at
+    feed(coordinator, acks(n, coordinator.generation, at, acked))
+    return coordinator.handle(Tick(at + coordinator.config.timeout + 0.5))
+
+
+def test_checkpoints_timing_out_in_a_row_roll_back_once_replacing_who_never_acked() -> None:
+    coordinator = placed()
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator, ["map-0", "sum-0"])) == ["Abort", "Trigger"]
+    # The third in a row: map-1 (on w1) never acked it, so w1 is the one to replace.
+    abort, recover = time_out(coordinator, ["map-0", "sum-0"])
+    assert isinstance(abort, Abort)
+    assert isinstance(recover, Recover)
+    assert (recover.generation, recover.checkpoint) == (2, None)
+    assert recover.unresponsive == recover.stalled == ("w1",)
+    assert recover.reason == (
+        f"checkpoint {abort.checkpoint} not complete within 5s: timeout 3 in a row, at most 2 "
+        "tolerated; never acked by map-1 (on w1)"
+    )
+    assert coordinator.pending == {}
+    # The new generation starts counting afresh.
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator)) == ["Abort", "Recover"]
+
+
+def test_no_tolerance_rolls_back_at_the_first_timeout() -> None:
+    coordinator = placed(dataclasses.replace(TOLERANT, tolerable_timeouts=0))
+    abort, recover = time_out(coordinator, ["map-1"])
+    assert isinstance(abort, Abort)
+    assert isinstance(recover, Recover)
+    assert recover.stalled == ("w0",)  # map-0 and sum-0 run there
+    assert recover.reason.endswith("never acked by map-0, sum-0 (on w0)")
+
+
+def test_a_completion_between_timeouts_starts_the_count_again() -> None:
+    coordinator = placed()
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(feed(coordinator, acks(max(coordinator.pending), 1, 20.0))) == ["Complete"]
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator)) == ["Abort", "Recover"]
+
+
+def test_declines_neither_count_nor_break_a_run_of_timeouts() -> None:
+    """A full disk declines checkpoints: the job keeps running on its last good state."""
+    coordinator = placed()
+
+    def decline() -> None:
+        if not coordinator.pending:
+            due = (coordinator.last_trigger or 0.0) + coordinator.config.interval
+            assert kinds(coordinator.handle(Tick(due))) == ["Trigger"]
+        n = max(coordinator.pending)
+        declined = DeclineReceived(n, coordinator.generation, "sum-0", "No space left", 0.0)
+        assert kinds(coordinator.handle(declined)) == ["Abort"]
+
+    for _ in range(20):
+        decline()
+    assert coordinator.generation == 1
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    decline()
+    assert kinds(time_out(coordinator)) == ["Abort", "Recover"]
+
+
+def test_a_rollback_for_another_cause_starts_the_count_again() -> None:
+    coordinator = placed()
+    time_out(coordinator)
+    time_out(coordinator)
+    late = max(coordinator.pending)
+    [lost] = coordinator.handle(WorkerLost("w1", "killed by signal 9", 15.0))
+    assert isinstance(lost, Recover)
+    assert lost.stalled == ()
+    # The old generation's checkpoint times out no more: it is no longer pending.
+    assert coordinator.handle(Tick(15.0 + 1.0)) == [Trigger(next_after(late, COORDINATOR), 2)]
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator)) == ["Abort", "Recover"]
+
+
+def test_timeouts_with_the_placement_unknown_roll_back_replacing_nobody() -> None:
+    coordinator = Coordinator(TASKS, dataclasses.replace(TOLERANT, tolerable_timeouts=0))
+    coordinator.start(0.0)
+    [_, recover] = time_out(coordinator)
+    assert isinstance(recover, Recover)
+    assert recover.unresponsive == recover.stalled == ()
+    assert recover.reason.endswith("never acked by map-0, map-1, sum-0")
+
+
+def test_a_long_list_of_subtasks_that_never_acked_is_cut() -> None:
+    tasks = frozenset(f"s0-{i:02}" for i in range(25))
+    config = dataclasses.replace(TOLERANT, tolerable_timeouts=0)
+    coordinator = Coordinator(tasks, config, History(), placement=dict.fromkeys(tasks, "w0"))
+    coordinator.start(0.0)
+    [_, recover] = time_out(coordinator)
+    assert isinstance(recover, Recover)
+    assert recover.reason.endswith(
+        ", ".join(f"s0-{i:02}" for i in range(10)) + " and 15 more (on w0)"
+    )
+
+
+def test_a_placement_must_cover_every_subtask() -> None:
+    with pytest.raises(ConfigurationError, match="every subtask"):
+        Coordinator(TASKS, placement={"map-0": "w0"})
 
 
 def test_a_decline_aborts_the_checkpoint() -> None:
@@ -364,11 +493,12 @@ def test_next_trigger_in_waits_for_the_restores_first() -> None:
         max_size=30,
     ),
 )
-def test_next_trigger_in_is_the_earliest_tick_that_triggers(
+def test_next_trigger_in_is_the_earliest_tick_that_acts(
     workers: frozenset[str], max_in_flight: int, steps: list[tuple[str, float]]
 ) -> None:
-    """No `Tick` before `now + next_trigger_in(now)` triggers; one just after it does
-    (no other event between); None: no `Tick` alone ever triggers."""
+    """No `Tick` before `now + next_trigger_in(now)` acts (triggers, or aborts a
+    checkpoint past its timeout, perhaps rolling back); one just after it does (no
+    other event between); None: no `Tick` alone ever acts."""
     config = CoordinatorConfig(
         interval=1.0, timeout=2.5, max_in_flight=max_in_flight, liveness_timeout=1e9
     )
@@ -389,17 +519,16 @@ def test_next_trigger_in_is_the_earliest_tick_that_triggers(
                 coordinator.handle(Heartbeat("w0", coordinator.generation, now))
         wait = coordinator.next_trigger_in(now)
 
-        def triggers(at: float) -> bool:
-            probe = copy.deepcopy(coordinator)
-            return any(isinstance(cmd, Trigger) for cmd in probe.handle(Tick(at)))
+        def acts(at: float) -> bool:
+            return bool(copy.deepcopy(coordinator).handle(Tick(at)))
 
         if wait is None:
-            assert not triggers(now + 1e6)
+            assert not acts(now + 1e6)
             continue
         assert wait >= 0.0
         if wait > 1e-6:
-            assert not triggers(now + wait - 1e-6)
-        assert triggers(now + wait + 1e-6)
+            assert not acts(now + wait - 1e-6)
+        assert acts(now + wait + 1e-6)
 
 
 def test_invalid_configurations_are_rejected() -> None:
@@ -409,6 +538,7 @@ def test_invalid_configurations_are_rejected() -> None:
         {"max_in_flight": 0},
         {"retained": 0},
         {"liveness_timeout": 0.0},
+        {"tolerable_timeouts": -1},
     ):
         with pytest.raises(ConfigurationError):
             CoordinatorConfig(**bad)
@@ -441,6 +571,8 @@ class Model:
     #: Workers that restored in the current generation, and whether it had no trigger yet.
     joined: set[str] = field(default_factory=set)
     awaiting_join: bool = False
+    #: Checkpoints timed out in the current generation since its last completion.
+    timeouts: int = 0
 
     def trigger_due(self, now: float, config: CoordinatorConfig) -> bool:
         """Every trigger follows an interval; a generation's first one also every
@@ -470,6 +602,7 @@ class Model:
                 self.ever_completed.add(n)
                 self.completed.append(n)
                 del self.pending[n]
+                self.timeouts = 0
             elif isinstance(command, Abort):
                 assert command.generation == self.generation
                 assert command.checkpoint in self.pending
@@ -491,6 +624,7 @@ class Model:
                 self.heartbeats = dict.fromkeys(self.heartbeats, now)
                 self.joined = set()
                 self.awaiting_join = True
+                self.timeouts = 0
             assert len(self.pending) <= config.max_in_flight
         assert len(self.completed) <= config.retained
 
@@ -503,6 +637,7 @@ def configs(draw: st.DrawFn) -> CoordinatorConfig:
         max_in_flight=draw(st.integers(1, 3)),
         retained=draw(st.integers(1, 3)),
         liveness_timeout=draw(st.sampled_from([4.0, 8.0])),
+        tolerable_timeouts=draw(st.sampled_from([0, 1, 3])),
     )
 
 
@@ -514,7 +649,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.now = 0.0
         self.model = Model()
         self.config = CONFIG
-        self.coordinator = Coordinator(TASKS, CONFIG)
+        self.coordinator = Coordinator(TASKS, CONFIG, placement=PLACEMENT)
         self.recovers = 0
         #: The control topic: what the coordinators wrote so far.
         self.control: list[dict[str, object]] = []
@@ -547,7 +682,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.model.ever_completed = set(history.completed)
         self.model.generation = history.generation
         self.model.max_triggered = history.max_checkpoint
-        self.coordinator = Coordinator(TASKS, config, history, self.model.workers)
+        self.coordinator = Coordinator(TASKS, config, history, self.model.workers, PLACEMENT)
         self.send_start()
 
     def send_start(self) -> None:
@@ -576,14 +711,30 @@ class CoordinatorMachine(RuleBasedStateMachine):
             for w, seen in self.model.heartbeats.items()
             if self.now - seen > self.config.liveness_timeout
         ]
+        timed_out = sorted(n for n, at in before.items() if self.now - at > self.config.timeout)
+        timeouts = self.model.timeouts + len(timed_out)
+        escalates = bool(timed_out) and timeouts > self.config.tolerable_timeouts
+        # Who never acked the last checkpoint to time out (the ids' order is the abort order).
+        unacked = TASKS - self.model.acked[timed_out[-1]] if timed_out else frozenset()
         commands = self.send(Tick(self.now))
-        recovered = any(isinstance(c, Recover) for c in commands)
+        recovers = [c for c in commands if isinstance(c, Recover)]
         # A checkpoint past its timeout is gone, one within it is not.
-        for n, at in before.items():
-            timed_out = self.now - at > self.config.timeout
+        for n in before:
             aborted = any(isinstance(c, Abort) and c.checkpoint == n for c in commands)
-            assert aborted == timed_out, (n, at, self.now, commands)
-        assert recovered == bool(silent), (silent, commands)
+            assert aborted == (n in timed_out), (n, before[n], self.now, commands)
+        # One rollback for silence, for timeouts one too many in a row, or for both.
+        assert len(recovers) == int(bool(silent) or escalates), (silent, timeouts, commands)
+        if escalates:
+            [recover] = recovers
+            stalled = {PLACEMENT[t] for t in unacked}
+            assert set(recover.stalled) == stalled
+            assert stalled <= set(recover.unresponsive)
+            assert f"checkpoint {timed_out[-1]} not complete" in recover.reason
+            assert f"timeout {timeouts} in a row" in recover.reason
+            assert all(t in recover.reason for t in unacked)
+        elif not recovers:
+            self.model.timeouts = timeouts
+        recovered = bool(recovers)
         due = self.model.trigger_due(self.now, self.config)
         free = len(self.model.pending) < self.config.max_in_flight
         if not recovered and due and free:
@@ -681,7 +832,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         # Damage is not recorded in the control topic: a restarted runner finds it again
         # by validation, and restores the same checkpoint as before.
         assert intact[-1:] == self.model.completed[-1:]
-        self.coordinator = Coordinator(TASKS, self.config, history, self.model.workers)
+        self.coordinator = Coordinator(TASKS, self.config, history, self.model.workers, PLACEMENT)
         for n in history.completed:
             if n in self.damaged:
                 assert self.coordinator.handle(CheckpointDamaged(n, "bad", self.now)) == []
