@@ -32,6 +32,17 @@ subtask reads its inputs:
   while a stuck source costs the job;
 * ``max_lag == 0`` turns flow control off: the gate never pauses.
 
+The gate acts between two reads of the subtask, so what one read makes the
+subtask write lands before the gate can pause it: a source reading a thousand
+lines of eight words each writes some ten channel records per channel in one
+turn, as many as a small bound. So the gate also sizes the next read
+(`FlowGate.read_limit`), as credit: the room left below the bound on the
+fullest channel, divided by the channel records one input record made the
+subtask write (`Wrote.read` and the counts give it per turn, erring high;
+the estimate follows a rise at once and decays slowly), less the partial
+batch every turn ends with. A channel then holds at most the bound plus
+what one input record makes, whatever the batch size.
+
 `FlowGate.handle` takes one event and returns the actions the runtime carries
 out (pause or resume reading every input it does not hold for another
 reason). It does no I/O and reads no clock: times come in the events.
@@ -70,6 +81,10 @@ __all__ = [
 DEFAULT_MAX_LAG = 100
 #: How old the latest probe may be before a paused gate resumes blind.
 DEFAULT_STALE_AFTER_S = 5.0
+#: Per turn without a rise, the fan-out estimate (channel records per input
+#: record) keeps this share of itself: a burst of large records is remembered
+#: for some turns, and a turn with barriers is soon forgotten.
+FANOUT_DECAY = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +137,11 @@ class Probed:
 
 @dataclass(frozen=True, slots=True)
 class Wrote:
-    """The writer's own counts: channel records it wrote into each channel since it opened."""
+    """The writer's own counts: channel records it wrote into each channel since it
+    opened, and the input records it read meanwhile (`read`, for `FlowGate.read_limit`)."""
 
     written: Mapping[Channel, int]
+    read: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +216,15 @@ class FlowGate:
         self.lags: dict[Channel, int] = {}
         #: The writer's counts when the latest probe began.
         self._written_at_probe: Mapping[Channel, int] = {}
+        #: The counts and reads at the previous `Wrote`: one turn's difference.
+        self._written_before: Mapping[Channel, int] = {}
+        self._read_before = 0
+        #: Channel records one input record made, on the channel it made most
+        #: of (None: nothing read yet).
+        self.fanout: float | None = None
+        #: Resumed because no probe answered for `stale_after_s`: the lags are
+        #: not known, so reads are not sized by them either.
+        self.blind = False
 
     def handle(self, event: FlowEvent) -> list[FlowAction]:
         match event:
@@ -215,6 +241,7 @@ class FlowGate:
             case Tick():
                 return self._tick(event.now)
             case Wrote():
+                self._learn_fanout(event)
                 return self._wrote(event.written)
             case _:
                 assert_never(event)
@@ -223,6 +250,7 @@ class FlowGate:
         if self.probed_at is not None and event.at < self.probed_at:
             return []  # an older answer overtaken by a newer one
         self.probed_at = event.at
+        self.blind = False
         self.lags = channel_lags(event.ends, event.positions, event.starts)
         self._written_at_probe = event.written
         if not self.config.enabled:
@@ -241,19 +269,61 @@ class FlowGate:
     def _wrote(self, written: Mapping[Channel, int]) -> list[FlowAction]:
         if self.paused or not self.config.enabled:
             return []
-        since = self._written_at_probe
-        for ch, n in sorted(written.items()):
-            lag = self.lags.get(ch, 0) + max(0, n - since.get(ch, 0))
+        for ch, lag in sorted(self.estimate(written).items()):
             if lag > self.config.max_lag:
                 self.paused = True
                 return [Pause(ch, lag)]
         return []
+
+    def _learn_fanout(self, event: Wrote) -> None:
+        read = event.read - self._read_before
+        before = self._written_before
+        most = max((n - before.get(ch, 0) for ch, n in event.written.items()), default=0)
+        # A turn ends with a partial batch in each channel it wrote, so its k
+        # records for n read say n * fanout <= k <= n * fanout + 1: k / n errs
+        # high by at most 1 / n, never low (low would let the next read overfill).
+        # A turn of one record per channel says only that fewer than one came
+        # per input record read. (A barrier's record can make a short turn look
+        # like a large fan-out: the next short turns correct it.)
+        if read > 0 and most > 1:
+            turn = most / read
+            self.fanout = turn if self.fanout is None else max(turn, self.fanout * FANOUT_DECAY)
+        elif read > 0 and self.fanout is not None:
+            self.fanout = min(self.fanout, 1 / read)
+        self._written_before = dict(event.written)
+        self._read_before = event.read
+
+    def estimate(self, written: Mapping[Channel, int]) -> dict[Channel, int]:
+        """Per channel, what it holds now as far as the gate knows: the latest
+        probe's lag plus what the writer wrote since that probe began."""
+        since = self._written_at_probe
+        return {
+            ch: self.lags.get(ch, 0) + max(0, n - since.get(ch, 0)) for ch, n in written.items()
+        }
+
+    def read_limit(self, default: int) -> int:
+        """How many input records the subtask may read next (1..`default`).
+
+        The room below the bound on the fullest channel (after the latest
+        `Wrote`), divided by the fan-out: reading that many keeps every
+        channel within the bound plus one input record's worth. `default`
+        while flow control is off, the gate is paused (nothing is read but
+        what a pause leaves alone), it resumed blind (no probe answers) or
+        nothing was read yet.
+        """
+        if not self.config.enabled or self.paused or self.blind or not self.fanout:
+            return default
+        fullest = max(self.estimate(self._written_before).values(), default=0)
+        # Less the turn's partial batch, which comes whatever is read.
+        room = self.config.max_lag - fullest - 1
+        return max(1, min(default, int(room / self.fanout)))
 
     def _tick(self, now: float) -> list[FlowAction]:
         if not self.paused:
             return []
         heard = self.probed_at if self.probed_at is not None else self.opened_at
         if heard is None or now - heard > self.config.stale_after_s:
+            self.blind = True
             return self._resume()
         return []
 

@@ -20,7 +20,9 @@ carries out what it says (see docs/architecture.md, "Flow control"):
   answer, its counts and the time to the gate and pauses or resumes the subtask's
   consumer (`Consumer.pause`/`resume`: local calls, no request). The subtask's
   loop goes on while paused, so triggers, control messages and barriers are
-  served and checkpoints proceed.
+  served and checkpoints proceed;
+* `FlowControl.consume` reads at most what the gate's credit allows
+  (`FlowGate.read_limit`) and counts what it read, for the gate's fan-out.
 """
 
 from __future__ import annotations
@@ -69,11 +71,8 @@ log = logging.getLogger("kstream.flow")
 #: writer waits about one interval to learn it may go on, rarely enough that
 #: the commits cost nothing next to the records read meanwhile.
 REPORT_INTERVAL_S = 0.1
-#: How often a writer asks for its channels' lag (in a thread of its own). At
-#: every rate, also while the writer is idle: a channel partition has as many
-#: writers as the stage before it has subtasks, and a writer's own counts see
-#: only its own records, so an answer a second old let a writer that had been
-#: idle overfill its channels once it wrote again (docs §8).
+#: How often a writer asks for its channels' lag (in a thread of its own), also
+#: while it is idle: the answer is what tells it its reader made room.
 PROBE_INTERVAL_S = 0.1
 #: How often a reader whose positions did not move reports them again (a lost
 #: asynchronous commit is repaired within this).
@@ -338,6 +337,8 @@ class FlowControl:
         self._written = dict.fromkeys(channels, 0)
         self._probe = ChannelProbe(bootstrap, channels, self._written) if channels else None
         self._seen: Probed | None = None
+        #: Input records read through `consume` (for the gate's fan-out).
+        self._read = 0
         #: Times this subtask paused (for tests and statistics).
         self.pauses = 0
 
@@ -351,6 +352,16 @@ class FlowControl:
             return producer
         return cast(Producer, _CountingProducer(producer, self._written))
 
+    def consume(self, consumer: Any, limit: int, timeout: float) -> list[Any]:
+        """`consumer.consume`, of at most as many records as the gate allows
+        (`FlowGate.read_limit`): what one read makes the subtask write must fit
+        below the bound, since the gate can act only between reads."""
+        if self._probe is None:
+            return cast(list[Any], consumer.consume(limit, timeout))
+        msgs = cast(list[Any], consumer.consume(self.gate.read_limit(limit), timeout))
+        self._read += len(msgs)
+        return msgs
+
     def step(self, now: float, consumer: Any) -> None:
         """Apply the newest probe answer, the counts and the time `now` (monotonic)
         to `consumer`, the subtask's."""
@@ -362,7 +373,7 @@ class FlowControl:
         if latest is not None and latest is not self._seen:
             self._seen = latest
             actions += self.gate.handle(latest)
-        actions += self.gate.handle(Wrote(self._written))
+        actions += self.gate.handle(Wrote(self._written, self._read))
         for action in actions:
             match action:
                 case Pause():

@@ -249,7 +249,7 @@ class Runner:
         workers = frozenset(f"w{i}" for i in range(self.workers))
         # Who runs each subtask: a rollback for timed-out checkpoints replaces the
         # workers of the subtasks that never acked.
-        placement = {t.id: f"w{t.index % self.workers}" for t in self.plan.tasks}
+        placement = {t.id: f"w{w}" for w in range(self.workers) for t in self.plan.tasks_of(w)}
         self.coordinator = Coordinator(tasks, self.config, history, workers, placement)
         self._settle_restore_point()
         self.control = ControlWriter(self.bootstrap, self.job.name)

@@ -703,7 +703,7 @@ class SourceTask(Subtask):
             return 0
         if self.element.timed:
             return self._poll_timed(timeout, limit)
-        msgs = self.consumer.consume(limit, timeout)
+        msgs = self.flow.consume(self.consumer, limit, timeout)
         if self._at_most_once and msgs:
             last: dict[int, int] = {}
             for m in msgs:
@@ -731,7 +731,7 @@ class SourceTask(Subtask):
         """`poll` of a source with timestamps: stamp each record, then advance watermarks."""
         sw = self.source_watermarks
         assert sw is not None
-        msgs = self.consumer.consume(limit, timeout)
+        msgs = self.flow.consume(self.consumer, limit, timeout)
         if self._at_most_once and msgs:
             self._commit_consumed(msgs)
         now = self._idle_clock()
@@ -895,7 +895,7 @@ class ChannelTask(Subtask):
         # so the worker flushes what they emitted).
         fired = self.fire_timers(TimerDomain.PROCESSING, now_ms()) if self.timer_operators else 0
         self._check_alignment_timeout()
-        msgs = self.consumer.consume(BATCH, timeout)
+        msgs = self.flow.consume(self.consumer, BATCH, timeout)
         aligner, positions = self.aligner, self._positions
         pushes, channels = self.pushes, self.channels
         decode = self.batch_format.decode

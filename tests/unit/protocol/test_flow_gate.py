@@ -3,6 +3,8 @@ over random sequences of probes and ticks."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -152,6 +154,106 @@ def test_bad_bounds_are_refused(kwargs: dict[str, int]) -> None:
 def test_bad_staleness_is_refused() -> None:
     with pytest.raises(ConfigurationError):
         FlowConfig(stale_after_s=0.0)
+
+
+def test_reads_are_sized_by_the_room_left_and_the_fan_out() -> None:
+    gate = FlowGate(FlowConfig(max_lag=10))
+    gate.handle(probe(1.0, 0))
+    assert gate.read_limit(1000) == 1000  # nothing read yet: no fan-out known
+    # One turn read 1000 lines and wrote 8 channel records into C0 (most), 6 into C1.
+    assert gate.handle(Wrote({C0: 8, C1: 6}, read=1000)) == []
+    assert gate.fanout == pytest.approx(0.008)
+    assert gate.read_limit(1000) == 125  # room 10 - 8 - 1 (the turn's partial batch) / 0.008
+    gate.handle(Wrote({C0: 9, C1: 6}, read=1001))
+    assert gate.read_limit(1000) == 1  # no room left: one line
+    gate.handle(Probed(2.0, {C0: 1009, C1: 1006}, {C0: 1006, C1: 1006}, written={C0: 9, C1: 6}))
+    assert gate.read_limit(1000) == 750  # C0 read: room 10 - 3 - 1 = 6, / 0.008
+    assert gate.read_limit(100) == 100  # never more than asked
+    # A turn of one record per channel says only that it is below one per line.
+    gate.handle(Wrote({C0: 10, C1: 7}, read=1002))
+    assert gate.fanout == pytest.approx(0.008)
+    assert gate.read_limit(1000) == 625  # room 5 / 0.008
+
+
+def test_the_fan_out_follows_a_rise_at_once_and_a_fall_slowly() -> None:
+    gate = FlowGate(FlowConfig(max_lag=100))
+    gate.handle(probe(1.0, 0))
+    gate.handle(Wrote({C0: 2, C1: 0}, read=100))
+    assert gate.fanout == pytest.approx(0.02)
+    gate.handle(Wrote({C0: 52, C1: 0}, read=200))  # large records: 0.5 per input record
+    assert gate.fanout == pytest.approx(0.5)
+    gate.handle(Wrote({C0: 54, C1: 0}, read=300))
+    assert gate.fanout == pytest.approx(0.45)
+    gate.handle(Wrote({C0: 60, C1: 0}, read=300))  # barriers alone: nothing read, unchanged
+    assert gate.fanout == pytest.approx(0.45)
+    # Turns of one record per channel (a barrier's record made the estimate 1):
+    # fewer than one record per input record, so at most 1 / read.
+    gate.handle(Wrote({C0: 62, C1: 0}, read=301))
+    assert gate.fanout == pytest.approx(2.0)
+    gate.handle(Wrote({C0: 63, C1: 1}, read=305))
+    assert gate.fanout == pytest.approx(0.25)
+    gate.handle(Wrote({C0: 64, C1: 2}, read=306))
+    assert gate.fanout == pytest.approx(0.25)  # never raised by such a turn
+
+
+def test_reads_are_not_sized_while_paused_blind_or_off() -> None:
+    off = FlowGate(FlowConfig(max_lag=0))
+    off.handle(Wrote({C0: 100}, read=1))
+    assert off.read_limit(1000) == 1000
+    gate = FlowGate(FlowConfig(max_lag=10, stale_after_s=1.0))
+    gate.handle(probe(1.0, 0))
+    assert gate.handle(Wrote({C0: 21, C1: 0}, read=10)) == [Pause(C0, 21)]
+    assert gate.read_limit(1000) == 1000  # paused: what is read is what a pause leaves alone
+    assert gate.handle(Tick(2.5)) == [Resume()]  # no probe for too long: resumes blind
+    assert gate.read_limit(1000) == 1000  # the lags are not known: not sized by them
+    # Known again, from a probe that began after those 21 were written.
+    gate.handle(Probed(3.0, {C0: 1000, C1: 1000}, {C0: 1000, C1: 1000}, written={C0: 21, C1: 0}))
+    assert gate.read_limit(1000) == 4  # room 10 - 1 / 2.1 per record
+
+
+@settings(max_examples=300)
+@given(
+    max_lag=st.integers(1, 40),
+    # Stream records one input record makes in each channel, and stream records
+    # per channel record (small ones batched, or large ones one each).
+    made=st.tuples(*[st.sampled_from([0.0, 0.5, 4.0, 8.0, 30.0])] * 2),
+    cap=st.sampled_from([1, 10, 500]),
+    asked=st.sampled_from([1, 100, 1000]),
+    reader=st.lists(st.integers(0, 30), min_size=1, max_size=50),
+)
+def test_a_writer_that_reads_as_allowed_stays_within_the_bound_plus_one_record(
+    max_lag: int, made: tuple[float, float], cap: int, asked: int, reader: list[int]
+) -> None:
+    """Turns of one writer, each ending with a flush of its partial batches, against
+    a reader that reads `reader[i]` channel records per turn, a probe answering every
+    turn: every channel stays within the bound plus one input record's records, once
+    the first reads (made before any fan-out is known) drained."""
+    gate = FlowGate(FlowConfig(max_lag=max_lag))
+    written = dict.fromkeys(CHANNELS, 0)
+    positions = dict.fromkeys(CHANNELS, 0)
+    read = 0
+    gate.handle(Opened(0.0))
+    gate.handle(Probed(0.0, dict(written), dict(positions), written=dict(written)))
+    #: What the first informative reads wrote, before the gate knew the fan-out.
+    blind = dict.fromkeys(CHANNELS, 0)
+    one = max(math.ceil(m / cap) for m in made)  # channel records of one input record
+    for turn, drained in enumerate(reader * 4):
+        now = 0.1 * (turn + 1)
+        learning = gate.fanout is None
+        n = 0 if gate.paused else gate.read_limit(asked)
+        for ch, m in zip(CHANNELS, made, strict=True):
+            written[ch] += math.ceil(n * m / cap)
+        read += n
+        for ch in CHANNELS:
+            held = written[ch] - positions[ch]
+            if learning:
+                blind[ch] = max(blind[ch], held)
+            assert held <= max(max_lag + one, blind[ch]), (ch, held, n, gate.fanout)
+        gate.handle(Wrote(dict(written), read=read))
+        for ch in CHANNELS:
+            positions[ch] = min(written[ch], positions[ch] + drained)
+        gate.handle(Probed(now, dict(written), dict(positions), written=dict(written)))
+        gate.handle(Tick(now))
 
 
 # -- properties ---------------------------------------------------------------------
