@@ -20,8 +20,8 @@ after the barrier stay in the write-back cache, where reads find them first.
 **The memtable is flushed by RocksDB, not inside the checkpoint call.**
 rocksdict holds the GIL for the whole of ``create_checkpoint``, so a checkpoint
 that flushes the memtable itself stops every thread of the worker, the
-processing thread included, for the flush and its syncs (measured in a worker:
-p50 41 ms, p99 282 ms at 10 M keys under load). `_create` first asks RocksDB to
+processing thread included, for the flush and its syncs (measured in workers
+at 10 M keys on a loaded machine: p50 36-41 ms, p99 282-361 ms). `_create` first asks RocksDB to
 flush on its own background thread (``flush(wait=False)``) and waits for that
 in `time.sleep` (without the GIL); the checkpoint then finds nothing to flush
 and holds the GIL only to link the tables and copy the small manifest files.
