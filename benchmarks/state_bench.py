@@ -10,8 +10,9 @@ at a time. Then, with a
 trickle of probe records keeping it live:
 
 * **synchronous pause**: the part of a snapshot during which a subtask
-  processes nothing — the RocksDB checkpoint (memtable flush plus hard links),
-  the sinks' pre-commit and the barriers downstream — as the subtask measures it
+  processes nothing — the cached state changes moved into the memtable, the
+  sinks' pre-commit and the barriers downstream (the RocksDB checkpoint itself
+  is created on the snapshot thread) — as the subtask measures it
   (`Task.snapshot`, the ack's ``sync_ms``); per checkpoint the largest over
   its subtasks. Given for the checkpoints taken while filling and for
   `--checkpoints` checkpoints taken with all the state in place.

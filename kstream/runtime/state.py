@@ -16,12 +16,25 @@ cached writes into the memtable (no disk I/O), and the checkpoint is created
 on the snapshot executor. Until it exists the database must not change: flushes
 are deferred (`flush` writes nothing while one is pending), so writes made
 after the barrier stay in the write-back cache, where reads find them first.
+
+**The memtable is flushed by RocksDB, not inside the checkpoint call.**
+rocksdict holds the GIL for the whole of ``create_checkpoint``, so a checkpoint
+that flushes the memtable itself stops every thread of the worker, the
+processing thread included, for the flush and its syncs (measured in workers
+at 10 M keys on a loaded machine: p50 36-41 ms, p99 282-361 ms). `_create` first asks RocksDB to
+flush on its own background thread (``flush(wait=False)``) and waits for that
+in `time.sleep` (without the GIL); the checkpoint then finds nothing to flush
+and holds the GIL only to link the tables and copy the small manifest files.
+The pre-flush only moves work: if it does not finish (a background error, or
+a flush that takes longer than `MEMTABLE_FLUSH_WAIT_S`), ``create_checkpoint``
+flushes as before, so what the checkpoint holds never depends on it.
 """
 
 from __future__ import annotations
 
 import pickle
 import shutil
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from pathlib import Path
@@ -40,6 +53,18 @@ __all__ = ["KEY_FORMAT", "LEGACY_KEY_FORMAT", "StateStore", "key_bytes", "key_en
 #: Key formats, recorded in snapshots (`SnapshotMeta.key_format`): 1 wrote int
 #: keys as decimal text (the same bytes as the str key) and pickled other keys.
 LEGACY_KEY_FORMAT, KEY_FORMAT = 1, 2
+#: How often `StateStore._flush_memtable` looks whether RocksDB's flush is done:
+#: a look costs microseconds, and each one adds at most this to a checkpoint.
+MEMTABLE_FLUSH_POLL_S = 0.002
+#: Past this the checkpoint flushes what is left itself (holding the GIL), rather
+#: than wait longer for a background flush that may be stuck behind an error.
+MEMTABLE_FLUSH_WAIT_S = 30.0
+#: RocksDB properties that are all zero once no memtable flush is pending or running.
+_FLUSH_PROPERTIES = (
+    "rocksdb.num-immutable-mem-table",
+    "rocksdb.mem-table-flush-pending",
+    "rocksdb.num-running-flushes",
+)
 #: First byte of every key that is not a str or bytes: 0xFF never occurs in UTF-8.
 _TYPED = b"\xff"
 _KEY_CODEC = Codec(canonical=True)
@@ -181,8 +206,28 @@ class StateStore:
 
     def _create(self, target: Path) -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
+        self._flush_memtable()
         Checkpoint(self._db).create_checkpoint(str(target))
         return sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+
+    def _flush_memtable(self) -> bool:
+        """Flush the memtable on RocksDB's background thread; True once it is done.
+
+        Waits in `time.sleep`, so other threads run meanwhile (see the module
+        docstring). False if a background error appeared or the flush was not
+        done after `MEMTABLE_FLUSH_WAIT_S`: the checkpoint then flushes itself.
+        The database must not be written meanwhile (the caller defers writes).
+        """
+        errors = self._db.property_int_value("rocksdb.background-errors") or 0
+        self._db.flush(wait=False)  # schedules the flush and returns
+        deadline = time.monotonic() + MEMTABLE_FLUSH_WAIT_S
+        while any(self._db.property_int_value(p) for p in _FLUSH_PROPERTIES):
+            if (self._db.property_int_value("rocksdb.background-errors") or 0) > errors:
+                return False
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(MEMTABLE_FLUSH_POLL_S)
+        return True
 
     def close(self) -> None:
         self.settle()

@@ -9,14 +9,16 @@ import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from rocksdict import Checkpoint, Rdict
 
 from kstream.errors import UnsupportedTypeError
 from kstream.runtime import keyed_state as state_module
+from kstream.runtime import state as state_store_module
 from kstream.runtime.state import (
     KEY_FORMAT,
     LEGACY_KEY_FORMAT,
@@ -415,3 +417,66 @@ def test_a_second_checkpoint_waits_for_the_first_and_holds_what_was_deferred(
         assert second.result() > 0
     assert restored_value(tmp_path / "chk-1", tmp_path, b"k") == 1
     assert restored_value(tmp_path / "chk-2", tmp_path, b"k") == 2
+
+
+class ObservedCheckpoint:
+    """rocksdict's `Checkpoint`, noting how many entries the memtables held when called."""
+
+    unflushed: ClassVar[list[int]] = []
+
+    def __init__(self, db: Rdict) -> None:
+        self._db = db
+        self._checkpoint = Checkpoint(db)
+
+    def create_checkpoint(self, path: str) -> None:
+        self.unflushed.append(
+            sum(
+                self._db.property_int_value(p) or 0
+                for p in (
+                    "rocksdb.num-entries-active-mem-table",
+                    "rocksdb.num-entries-imm-mem-tables",
+                )
+            )
+        )
+        self._checkpoint.create_checkpoint(path)
+
+
+@pytest.fixture
+def observed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    unflushed: ClassVar[list[int]] = []
+    monkeypatch.setattr(ObservedCheckpoint, "unflushed", unflushed)
+    monkeypatch.setattr(state_store_module, "Checkpoint", ObservedCheckpoint)
+    return unflushed
+
+
+def test_the_memtable_is_flushed_before_the_checkpoint_call_that_holds_the_gil(
+    store: StateStore, tmp_path: Path, observed: list[int]
+) -> None:
+    # rocksdict holds the GIL for all of create_checkpoint: a memtable it had to
+    # flush itself would stop the worker's processing thread for the flush.
+    st = store.value_state("count")
+    for i in range(1000):
+        st.key = b"k%d" % i
+        st.set(i)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        assert store.checkpoint_later(tmp_path / "chk-1", pool).result() > 0
+    assert observed == [0]
+    assert restored_value(tmp_path / "chk-1", tmp_path, b"k999") == 999
+
+
+def test_a_background_flush_not_done_in_time_leaves_the_flush_to_the_checkpoint(
+    store: StateStore, tmp_path: Path, observed: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A property that stays non-zero: the background flush never looks done.
+    monkeypatch.setattr(state_store_module, "_FLUSH_PROPERTIES", ("rocksdb.estimate-num-keys",))
+    monkeypatch.setattr(state_store_module, "MEMTABLE_FLUSH_WAIT_S", 0.05)
+    st = store.value_state("count")
+    st.key = b"k"
+    st.set("at the barrier")
+    executor = HeldExecutor()
+    created = store.checkpoint_later(tmp_path / "chk-1", executor)
+    st.set("after the barrier")
+    executor.run()
+    assert created.result() > 0
+    assert len(observed) == 1
+    assert restored_value(tmp_path / "chk-1", tmp_path, b"k") == "at the barrier"
