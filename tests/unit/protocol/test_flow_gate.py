@@ -165,7 +165,9 @@ def test_reads_are_sized_by_the_room_left_and_the_fan_out() -> None:
     assert gate.fanout == pytest.approx(0.008)
     assert gate.read_limit(1000) == 125  # room 10 - 8 - 1 (the turn's partial batch) / 0.008
     gate.handle(Wrote({C0: 9, C1: 6}, read=1001))
-    assert gate.read_limit(1000) == 1  # no room left: one line
+    # No room left: still what fills one channel record (1 / 0.008 lines), not a
+    # line whose record would hold 8 stream records.
+    assert gate.read_limit(1000) == 125
     gate.handle(Probed(2.0, {C0: 1009, C1: 1006}, {C0: 1006, C1: 1006}, written={C0: 9, C1: 6}))
     assert gate.read_limit(1000) == 750  # C0 read: room 10 - 3 - 1 = 6, / 0.008
     assert gate.read_limit(100) == 100  # never more than asked
