@@ -210,24 +210,24 @@ class StateStore:
         Checkpoint(self._db).create_checkpoint(str(target))
         return sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
 
-    def _flush_memtable(self) -> bool:
-        """Flush the memtable on RocksDB's background thread; True once it is done.
+    def _flush_memtable(self) -> None:
+        """Flush the memtable on RocksDB's background thread, and wait until it is done.
 
         Waits in `time.sleep`, so other threads run meanwhile (see the module
-        docstring). False if a background error appeared or the flush was not
-        done after `MEMTABLE_FLUSH_WAIT_S`: the checkpoint then flushes itself.
-        The database must not be written meanwhile (the caller defers writes).
+        docstring). Returns early if a background error appeared or the flush
+        was not done after `MEMTABLE_FLUSH_WAIT_S`: the checkpoint then flushes
+        what is left itself. The database must not be written meanwhile (the
+        caller defers writes).
         """
         errors = self._db.property_int_value("rocksdb.background-errors") or 0
         self._db.flush(wait=False)  # schedules the flush and returns
         deadline = time.monotonic() + MEMTABLE_FLUSH_WAIT_S
         while any(self._db.property_int_value(p) for p in _FLUSH_PROPERTIES):
             if (self._db.property_int_value("rocksdb.background-errors") or 0) > errors:
-                return False
+                return
             if time.monotonic() >= deadline:
-                return False
+                return
             time.sleep(MEMTABLE_FLUSH_POLL_S)
-        return True
 
     def close(self) -> None:
         self.settle()
