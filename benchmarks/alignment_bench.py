@@ -32,6 +32,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from benchmarks.flow_bench import PARTITIONS, WORDCOUNT, percentile
+from benchmarks.readers import READER_SETTINGS
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
@@ -110,6 +111,7 @@ def mode_run(
                     "group.id": unique_name("first-output"),
                     "isolation.level": "read_committed",
                     "enable.auto.commit": False,
+                    **READER_SETTINGS,
                 },
             )
         )

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
+from benchmarks.readers import READER_SETTINGS
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
@@ -132,6 +133,7 @@ def backlog_run(
                     "group.id": unique_name("first-output"),
                     "isolation.level": "read_committed",
                     "enable.auto.commit": False,
+                    **READER_SETTINGS,
                 },
             )
         )

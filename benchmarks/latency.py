@@ -35,6 +35,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from benchmarks.bytes_bench import job_bytes
 from benchmarks.harness import RunningJob, quantiles
+from benchmarks.readers import READER_SETTINGS
 from benchmarks.workloads import generate
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
@@ -62,6 +63,7 @@ def _reader(bootstrap: str, topic: str) -> Consumer:
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 10,
+                **READER_SETTINGS,
             },
         )
     )

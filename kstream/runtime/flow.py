@@ -17,10 +17,18 @@ carries out what it says (see docs/architecture.md, "Flow control"):
   channel (`FlowControl.counted`: one dictionary update per channel record,
   which carries up to 500 stream records);
 * `FlowControl.step`, called once per poll of the subtask, hands the newest
-  answer, its counts and the time to the gate and pauses or resumes the subtask's
-  consumer (`Consumer.pause`/`resume`: local calls, no request). The subtask's
-  loop goes on while paused, so triggers, control messages and barriers are
-  served and checkpoints proceed;
+  answer, its counts and the time to the gate. A pause is kept by not reading
+  the consumer (`FlowControl.consume` returns nothing), not by
+  `Consumer.pause`: librdkafka (2.16) drops a paused partition's prefetched
+  records and fetches it again only on its next fetch round, up to a second
+  after `resume` (measured: 0.5-0.9 s to the first record, whatever the pause
+  lasted), which left a writer idle most of the time. Unread, the consumer
+  stops fetching by itself once its prefetch queue is full
+  (`queued.max.messages.kbytes`), so the backlog still stays in the topic. Only
+  a subtask that must read some inputs while paused (a loop head's loop
+  channels) pauses its consumer's other partitions. The subtask's loop goes on
+  while paused, so triggers, control messages and barriers are served and
+  checkpoints proceed;
 * `FlowControl.consume` reads at most what the gate's credit allows
   (`FlowGate.read_limit`) and counts what it read, for the gate's fan-out.
 """
@@ -308,14 +316,17 @@ def _offsets(futures: dict[TopicPartition, Future[Any]]) -> dict[Channel, int]:
 
 
 class FlowControl:
-    """Pauses and resumes one subtask's consumer as its `FlowGate` says.
+    """Pauses and resumes one subtask's reading as its `FlowGate` says.
 
-    `held` names the input partitions the subtask holds paused for another
-    reason (a blocked channel while aligning): a resume leaves them paused;
-    `on_resume` is called after every resume. `never_paused` are input
-    partitions a pause leaves alone: a loop head's loop channels, which must
-    drain for its own writes (and its loop's) to drain.
-    A subtask that writes no channels gets a control that never pauses.
+    While paused, `consume` reads nothing and the consumer is left as it is
+    (see the module's docstring for why it is not `Consumer.pause`d).
+    `never_paused` are input partitions a pause leaves alone: a loop head's
+    loop channels, which must drain for its own writes (and its loop's) to
+    drain. Such a subtask pauses its consumer's other partitions instead, and
+    `held` then names the input partitions it holds paused for another reason
+    (a blocked channel while aligning): a resume leaves them paused.
+    `on_resume` is called after every resume. A subtask that writes no
+    channels gets a control that never pauses.
     """
 
     def __init__(
@@ -330,6 +341,9 @@ class FlowControl:
     ) -> None:
         self.gate = FlowGate(config)
         self._never_paused = never_paused
+        #: A pause stops reading rather than pausing the consumer (see the module's
+        #: docstring): possible unless some inputs must be read while paused.
+        self._unread = not never_paused
         self._held = held
         self._on_resume = on_resume
         channels = written_channels(plan, spec) if config.enabled else {}
@@ -358,6 +372,12 @@ class FlowControl:
         below the bound, since the gate can act only between reads."""
         if self._probe is None:
             return cast(list[Any], consumer.consume(limit, timeout))
+        if self._unread and self.gate.paused:
+            # Nothing is read; the turn waits as long as an empty read would (the
+            # worker's idle wait, 0 while its other subtasks have work).
+            if timeout > 0:
+                time.sleep(timeout)
+            return []
         msgs = cast(list[Any], consumer.consume(self.gate.read_limit(limit), timeout))
         self._read += len(msgs)
         return msgs
@@ -379,6 +399,8 @@ class FlowControl:
                 case Pause():
                     self.pauses += 1
                     log.debug("pausing: %s holds %d records", action.channel or "?", action.lag)
+                    if self._unread:
+                        continue
                     consumer.pause(
                         [
                             tp
@@ -387,6 +409,9 @@ class FlowControl:
                         ]
                     )
                 case Resume():
+                    if self._unread:
+                        self._on_resume()
+                        continue
                     held = self._held()
                     free = [
                         tp for tp in consumer.assignment() if (tp.topic, tp.partition) not in held
