@@ -215,7 +215,14 @@ def read_all(
         client_config(
             bootstrap,
             MANUAL_OFFSETS,
-            {"group.id": unique_name("kstream-read"), "isolation.level": isolation},
+            {
+                "group.id": unique_name("kstream-read"),
+                "isolation.level": isolation,
+                # librdkafka waits 1 s (its default) before fetching a partition
+                # again once 100,000 of its records are queued: reading a backlog
+                # would pause for a second per such step.
+                "fetch.queue.backoff.ms": 10,
+            },
         )
     )
     try:
