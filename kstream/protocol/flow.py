@@ -286,13 +286,18 @@ class FlowGate:
         # records for n read say n * fanout <= k <= n * fanout + 1: k / n errs
         # high by at most 1 / n, never low (low would let the next read overfill).
         # A turn of one record per channel says only that fewer than one came
-        # per input record read. (A barrier's record can make a short turn look
-        # like a large fan-out: the next short turns correct it.)
+        # per input record read, and only for that turn's records: input records
+        # differ in size (a source's partial batches reach the next stage as
+        # channel records of a few stream records), so the estimate falls towards
+        # 1 / read by at most the decay per turn, like any fall. Dropping to it at
+        # once let a turn of a few small records size the next read of full ones
+        # several times too large. (A barrier's record can make a short turn look
+        # like a large fan-out: the next turns bring it down.)
         if read > 0 and most > 1:
             turn = most / read
             self.fanout = turn if self.fanout is None else max(turn, self.fanout * FANOUT_DECAY)
         elif read > 0 and self.fanout is not None:
-            self.fanout = min(self.fanout, 1 / read)
+            self.fanout = max(self.fanout * FANOUT_DECAY, min(self.fanout, 1 / read))
         self._written_before = dict(event.written)
         self._read_before = event.read
 

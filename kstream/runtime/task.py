@@ -895,7 +895,7 @@ class ChannelTask(Subtask):
         # so the worker flushes what they emitted).
         fired = self.fire_timers(TimerDomain.PROCESSING, now_ms()) if self.timer_operators else 0
         self._check_alignment_timeout()
-        msgs = self.flow.consume(self.consumer, BATCH, timeout)
+        msgs = self.flow.consume(self.consumer, BATCH, timeout, counted=False)
         aligner, positions = self.aligner, self._positions
         pushes, channels = self.pushes, self.channels
         decode = self.batch_format.decode
@@ -904,7 +904,7 @@ class ChannelTask(Subtask):
         # control to resume them: the rest of their records in it are stale
         # copies that will be fetched again in order.
         reseeked: set[Channel] = set(self._deferred)
-        processed = replayed = 0
+        processed = replayed = pushed = 0
         for m in msgs:
             if m.error() is not None:
                 _raise_if_fatal(m)
@@ -938,6 +938,7 @@ class ChannelTask(Subtask):
                     self.on_record_error(exc, m)
                     continue
                 push = pushes[topic]
+                pushed += 1
                 if keyed:
                     for key, item in items:
                         try:
@@ -963,7 +964,10 @@ class ChannelTask(Subtask):
                         self.stats.dropped += 1
                         continue
                     replayed += gen != aligner.generation
+                pushed += 1
                 processed += self._timed(m, ch, value, pushes[topic], keyed)
+        # Channel records that went through the chain: only those make output.
+        self.flow.processed(pushed)
         self.stats.records += processed
         if replayed:
             self.stats.replayed += replayed

@@ -124,3 +124,45 @@ def test_a_paused_writer_reads_nothing_and_only_a_loop_head_pauses_its_consumer(
     finally:
         flow.close()
         consumer.close()
+
+
+def test_records_a_reader_drops_do_not_lower_the_fan_out(bootstrap: str) -> None:
+    """A middle stage reads barriers, records dropped while aligning and stale
+    copies after a seek: none of them makes output. Counted as read, a turn that
+    read many of them and wrote one channel record looked like a fan-out near 0,
+    and the next read, sized by it, overfilled the channels. Such a subtask
+    counts only what went through its chain (`FlowControl.processed`)."""
+    job = unique_name("flowfan")
+    p = plan(wordcount.job({"input": "in", "output": "out", "name": job}), 2)
+    spec = TaskSpec(0, 0, 2)
+    channels = written_channels(p, spec)
+    channel = min(channels)
+    source = unique_name("flowfan-in")
+    Admin(bootstrap).create_topics({channel.topic: 4, source: 1})
+    _produce(bootstrap, source, 0, 50)
+    flow = FlowControl(bootstrap, p, spec, FlowConfig(max_lag=1000))
+    consumer = task_consumer(bootstrap, job, spec.id)
+    consumer.assign([TopicPartition(source, 0, 0)])
+    writer = flow.counted(Producer(client_config(bootstrap)))
+    try:
+        _step_until(flow, consumer, paused=True)  # a gate opens paused
+        _step_until(flow, consumer, paused=False)  # until its first probe answers
+
+        def turn(read: int, processed: int, written: int) -> None:
+            got: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(got) < read:
+                assert time.monotonic() < deadline, "the records were not read back"
+                got += flow.consume(consumer, read - len(got), 0.5, counted=False)
+            flow.processed(processed)
+            for _ in range(written):
+                writer.produce(channel.topic, b"x", None, channel.partition)
+            flow.step(time.monotonic(), consumer)
+
+        turn(read=10, processed=10, written=5)  # 5 channel records for 10 input records
+        assert flow.gate.fanout == pytest.approx(0.5)
+        turn(read=40, processed=0, written=1)  # all dropped; the turn's partial batch
+        assert flow.gate.fanout == pytest.approx(0.5)  # counted as read: min(0.5, 1/40)
+    finally:
+        flow.close()
+        consumer.close()

@@ -188,14 +188,33 @@ def test_the_fan_out_follows_a_rise_at_once_and_a_fall_slowly() -> None:
     assert gate.fanout == pytest.approx(0.45)
     gate.handle(Wrote({C0: 60, C1: 0}, read=300))  # barriers alone: nothing read, unchanged
     assert gate.fanout == pytest.approx(0.45)
-    # Turns of one record per channel (a barrier's record made the estimate 1):
-    # fewer than one record per input record, so at most 1 / read.
+    # Turns of one record per channel (a barrier's record made the estimate 2):
+    # fewer than one record per input record of that turn, so the estimate
+    # falls towards 1 / read, by at most the decay per turn.
     gate.handle(Wrote({C0: 62, C1: 0}, read=301))
     assert gate.fanout == pytest.approx(2.0)
     gate.handle(Wrote({C0: 63, C1: 1}, read=305))
-    assert gate.fanout == pytest.approx(0.25)
+    assert gate.fanout == pytest.approx(1.8)
     gate.handle(Wrote({C0: 64, C1: 2}, read=306))
-    assert gate.fanout == pytest.approx(0.25)  # never raised by such a turn
+    assert gate.fanout == pytest.approx(1.62)
+    for i in range(60):
+        gate.handle(Wrote({C0: 65 + i, C1: 2}, read=400 + 100 * i))
+    assert gate.fanout == pytest.approx(0.01)  # there, and never below 1 / read
+
+
+def test_a_turn_of_small_records_does_not_size_the_next_read_of_full_ones() -> None:
+    """A middle stage reads channel records of any size: 500 stream records, or
+    the few of a source's partial batch. A turn of 5 small ones wrote one record
+    per channel; the next read, of full ones, must still be sized by their fan-out."""
+    gate = FlowGate(FlowConfig(max_lag=10))
+    gate.handle(probe(1.0, 0))
+    gate.handle(Wrote({C0: 5, C1: 5}, read=10))  # full records: 0.5 per input record
+    assert gate.fanout == pytest.approx(0.5)
+    gate.handle(Wrote({C0: 6, C1: 6}, read=15))  # 5 small ones: one partial batch
+    assert gate.fanout == pytest.approx(0.45)  # was 1 / 5 = 0.2
+    # Room 10 - 6 - 1 = 3: 6 full records make 3 channel records, within the bound
+    # (at 0.2 it would have read 15 and written 7.5 more).
+    assert gate.read_limit(1000) == 6
 
 
 def test_reads_are_not_sized_while_paused_blind_or_off() -> None:
