@@ -32,7 +32,6 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from benchmarks.flow_bench import PARTITIONS, WORDCOUNT, percentile
-from benchmarks.readers import READER_SETTINGS
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
@@ -41,7 +40,7 @@ from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.control import read_messages
 from kstream.runtime.runner import Runner
-from kstream.testing import in_flight_at, produce, read_all, unique_name
+from kstream.testing import BACKLOG_READER, in_flight_at, produce, read_all, unique_name
 from kstream.tools.demo import _generate, check_running_counts
 from kstream.tools.spec import load_job
 
@@ -111,7 +110,7 @@ def mode_run(
                     "group.id": unique_name("first-output"),
                     "isolation.level": "read_committed",
                     "enable.auto.commit": False,
-                    **READER_SETTINGS,
+                    **BACKLOG_READER,
                 },
             )
         )

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from benchmarks.readers import READER_SETTINGS
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
@@ -37,7 +36,7 @@ from kstream.protocol.flow import DEFAULT_MAX_LAG, channel_lags
 from kstream.runtime.control import read_messages
 from kstream.runtime.flow import ChannelProbe, written_channels
 from kstream.runtime.runner import Runner
-from kstream.testing import produce, read_all, unique_name
+from kstream.testing import BACKLOG_READER, produce, read_all, unique_name
 from kstream.tools.demo import _generate, check_running_counts
 from kstream.tools.spec import load_job
 
@@ -133,7 +132,7 @@ def backlog_run(
                     "group.id": unique_name("first-output"),
                     "isolation.level": "read_committed",
                     "enable.auto.commit": False,
-                    **READER_SETTINGS,
+                    **BACKLOG_READER,
                 },
             )
         )

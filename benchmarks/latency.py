@@ -35,7 +35,6 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from benchmarks.bytes_bench import job_bytes
 from benchmarks.harness import RunningJob, quantiles
-from benchmarks.readers import READER_SETTINGS
 from benchmarks.workloads import generate
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
@@ -43,7 +42,7 @@ from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.messages import Acked
 from kstream.runtime.control import read_messages
-from kstream.testing import produce, unique_name
+from kstream.testing import BACKLOG_READER, produce, unique_name
 
 PARTITIONS = 3
 #: The target: exactly-once output visible this long after the checkpoint interval, at most.
@@ -63,7 +62,7 @@ def _reader(bootstrap: str, topic: str) -> Consumer:
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 10,
-                **READER_SETTINGS,
+                **BACKLOG_READER,
             },
         )
     )

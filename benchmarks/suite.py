@@ -40,11 +40,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from rich.progress import Progress
 
 from benchmarks.contenders import Contender, ContenderUnavailableError, Context
-from benchmarks.readers import READER_SETTINGS
 from benchmarks.workloads import EventTime, Expected, Tally, Workload, flush_line
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
-from kstream.testing import unique_name
+from kstream.testing import BACKLOG_READER, unique_name
 
 REPO = Path(__file__).resolve().parents[1]
 #: After the reader holds every expected output: how long to wait for the contender to
@@ -209,7 +208,7 @@ def _reader(bootstrap: str, topic: str, partitions: int) -> Consumer:
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "fetch.wait.max.ms": 50,
-                **READER_SETTINGS,
+                **BACKLOG_READER,
             },
         )
     )

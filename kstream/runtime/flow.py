@@ -30,7 +30,9 @@ carries out what it says (see docs/architecture.md, "Flow control"):
   while paused, so triggers, control messages and barriers are served and
   checkpoints proceed;
 * `FlowControl.consume` reads at most what the gate's credit allows
-  (`FlowGate.read_limit`) and counts what it read, for the gate's fan-out.
+  (`FlowGate.read_limit`) and counts what it read, for the gate's fan-out; a
+  channel reader counts instead only what went through its chain
+  (`FlowControl.processed`).
 """
 
 from __future__ import annotations

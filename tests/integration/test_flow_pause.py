@@ -94,7 +94,14 @@ def test_a_paused_writer_reads_nothing_and_only_a_loop_head_pauses_its_consumer(
     consumer.assign([TopicPartition(source, 0, 0), TopicPartition(feedback, 0, 0)])
     recording = _Recording(consumer)
     try:
-        _step_until(flow, recording, paused=True)
+        _step_until(flow, recording, paused=True)  # a gate opens paused
+        # and stays paused once the probe answers: the channel holds more than the bound.
+        deadline = time.monotonic() + 30
+        while flow.gate.probed_at is None:
+            assert time.monotonic() < deadline, "the probe never answered"
+            flow.step(time.monotonic(), recording)
+            time.sleep(0.02)  # pacing the steps while the probe thread asks the broker
+        assert flow.paused
         read = flow.consume(recording, 100, 0.05)
         if loop:
             # The loop channel is read on while paused; the other input is not.
@@ -162,7 +169,8 @@ def test_records_a_reader_drops_do_not_lower_the_fan_out(bootstrap: str) -> None
         turn(read=10, processed=10, written=5)  # 5 channel records for 10 input records
         assert flow.gate.fanout == pytest.approx(0.5)
         turn(read=40, processed=0, written=1)  # all dropped; the turn's partial batch
-        assert flow.gate.fanout == pytest.approx(0.5)  # counted as read: min(0.5, 1/40)
+        # Unchanged: had the 40 counted as read, the estimate would have fallen.
+        assert flow.gate.fanout == pytest.approx(0.5)
     finally:
         flow.close()
         consumer.close()
