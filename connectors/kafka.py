@@ -61,6 +61,7 @@ from kstream.runtime.kafka import (
     READ_COMMITTED,
     TXN_TIMEOUT_S,
     client_config,
+    connect,
     flush,
     produce,
     request,
@@ -364,8 +365,10 @@ class _PlainWriter(SinkWriter):
         self._producer = ctx.producer
         self._flush = flush
         self._raise_if_undelivered = ctx.raise_if_undelivered
+        self.handed: int = 0
 
     def write(self, value: Any) -> None:
+        self.handed += 1
         _produce_output(self._producer, self._topic, self._row(value))
 
     def pre_commit(self, epoch: int) -> SinkSnapshot:
@@ -440,6 +443,7 @@ class TransactionalWriter(SinkWriter):
         #: The offset of the newest marker known to be committed: every marker
         #: before it can be purged (docs/architecture.md §6, "Bounded internal topics").
         self._committed_marker: int | None = None
+        self.handed: int = 0
 
     # -- producers ----------------------------------------------------------
 
@@ -466,6 +470,7 @@ class TransactionalWriter(SinkWriter):
                 },
             )
         )
+        connect(producer, self._topic)
         # Fences any earlier producer with this id and aborts its open transaction.
         transact(producer.init_transactions, "init_transactions")
         return producer
@@ -529,6 +534,7 @@ class TransactionalWriter(SinkWriter):
     # -- the protocol -------------------------------------------------------
 
     def write(self, value: Any) -> None:
+        self.handed += 1
         row = self._row(value)  # sized first: a too-large row never enters a transaction
         producer = self._open or self._begin()
         self._rows.append(row)
@@ -681,6 +687,7 @@ class TransactionalWriter(SinkWriter):
             )
         )
         tp = TopicPartition(self._marker_topic, self._ctx.marker_partition)
+        connect(consumer, tp.topic)
         try:
             low, end = request(
                 lambda: consumer.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False),

@@ -50,6 +50,7 @@ from kstream.runtime.kafka import (
     IDEMPOTENT,
     MANUAL_OFFSETS,
     client_config,
+    connect,
     kafka_error,
     produce,
     request,
@@ -86,6 +87,7 @@ class ControlWriter:
     def __init__(self, bootstrap: str, job: str) -> None:
         self.topic = control_topic(job)
         self._producer = Producer(client_config(bootstrap, IDEMPOTENT, {"linger.ms": 0}))
+        connect(self._producer, self.topic)
 
     def send(self, message: ControlMessage, *, flush: bool = True) -> None:
         """Append `message` (its ``reason`` cut to `REASON_CHARS`).
@@ -132,9 +134,14 @@ class ControlReader:
         self.topic = control_topic(job)
         self._bootstrap, self._group = bootstrap, group
         self._consumer = self._new_consumer()
-        self._consumer.assign([TopicPartition(self.topic, 0, start)])
+        connect(self._consumer, self.topic)
         #: The offset after the last record read: where a replacement starts.
         self._next = start
+        # Assigned at the first read, not here: while the consumer fetches, its
+        # fetch waits at the broker (up to FETCH_WAIT_MS) and a watermark request
+        # queues behind it on the same connection, so `end_offset` before the
+        # first read (`at_end`, `read_to_end`) took half a second.
+        self._assigned = False
         self._quiet_since = time.monotonic()
         #: How often a stuck consumer was replaced.
         self.replaced = 0
@@ -159,7 +166,6 @@ class ControlReader:
         """A reader of the messages written from now on (the topic's end at this call)."""
         reader = cls(bootstrap, job, group)
         reader._next = reader.end_offset()
-        reader._consumer.assign([TopicPartition(reader.topic, 0, reader._next)])
         return reader
 
     def _unstall(self) -> None:
@@ -182,7 +188,9 @@ class ControlReader:
             return
         self._consumer.close()
         self._consumer = self._new_consumer()
+        connect(self._consumer, self.topic)
         self._consumer.assign([TopicPartition(self.topic, 0, self._next)])
+        self._assigned = True
         self.replaced += 1
         log.warning(
             "%s: the control reader returned nothing for %.0fs while the topic grew "
@@ -219,6 +227,9 @@ class ControlReader:
         its whole timeout unless `limit` records arrive, and every control
         message read that way (an ack, a completion) waited with it.
         """
+        if not self._assigned:
+            self._consumer.assign([TopicPartition(self.topic, 0, self._next)])
+            self._assigned = True
         msgs = self._consumer.consume(limit, 0)
         if msgs or timeout <= 0:
             return msgs

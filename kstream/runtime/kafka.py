@@ -9,6 +9,8 @@
 * **Flush**: `flush` waits for acknowledgements within a bound.
 * **Requests**: `request` (offsets, metadata) and `transact` (transactional
   calls) retry what librdkafka marks retriable, until a deadline.
+* **Connect**: `connect` readies a new client before its first real work, so
+  that work does not wait out librdkafka's fixed half-second retry.
 * **Errors**: `kafka_error` turns a Kafka error into kstream's tree
   (`kstream.errors`): denied by ACLs -> `AuthorizationError`; fenced ->
   `ProducerFencedError`; a transaction that must
@@ -23,6 +25,7 @@ microsecond per call, more than the rest of the produce).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -48,6 +51,7 @@ __all__ = [
     "TXN_TIMEOUT_S",
     "Config",
     "client_config",
+    "connect",
     "flush",
     "kafka_error",
     "produce",
@@ -56,6 +60,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: How long `connect` waits for a broker of the cluster's metadata at most.
+CONNECT_TIMEOUT_S = 5.0
+#: Between two metadata requests of `connect`.
+CONNECT_RETRY_S = 0.005
 
 #: A librdkafka configuration.
 Config = dict[str, Any]
@@ -174,6 +183,34 @@ def flush(producer: Producer, timeout: float, what: str) -> None:
         raise KafkaUnavailableError(
             f"{what}: {pending} deliveries pending after waiting {timeout:.0f}s"
         )
+
+
+def connect(client: Any, topic: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Return once `client` (a producer, consumer or admin client) reads the
+    cluster's metadata from a broker it learned, not from a bootstrap address;
+    at most `timeout` seconds, and never raises.
+
+    Why: librdkafka (2.16) drops its bootstrap connections as soon as the
+    first metadata names the brokers, and what a new client asks for in that
+    moment finds no broker up and is retried on a fixed 500 ms timer: the
+    producer id of an idempotent producer (its first record waits), the
+    coordinator of ``init_transactions``, a partition's leader for a logical
+    offset (``OFFSET_BEGINNING``) or for watermark offsets. Measured on one
+    broker: first delivery 0.50 s, 1 ms after `connect` (which took 55-60 ms);
+    ``init_transactions`` 0.5 s in 4 of 6 new processes, 4 ms after it. Asking
+    for one topic's metadata until a learned broker answers waits exactly for
+    that connection. A call that cannot tell (the cluster is unreachable) leaves
+    the error to the client's real work, which names it.
+    """
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            if client.list_topics(topic, timeout=left).orig_broker_id >= 0:
+                return
+        except KafkaException:
+            return
+        # A bootstrap answer comes at once: ask again shortly, not in a hot loop.
+        time.sleep(CONNECT_RETRY_S)
 
 
 def request(call: Callable[[], T], what: str, timeout: float = TXN_TIMEOUT_S) -> T:

@@ -129,6 +129,11 @@ class SinkContext:
 class SinkWriter(ABC):
     """The per-subtask writer of a sink. See the module docstring for the protocol."""
 
+    #: Values handed to `write` so far, if the writer counts them itself (it
+    #: sets 0, then adds 1 at the start of every `write`, before anything that
+    #: may raise); None: the runtime counts them, with one more call per value.
+    handed: int | None = None
+
     @abstractmethod
     def write(self, value: Any) -> None: ...
 

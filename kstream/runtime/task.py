@@ -95,7 +95,7 @@ from kstream.runtime.consumers import task_consumer
 from kstream.runtime.dead_letters import RAW, PolicyCounts, RecordErrors
 from kstream.runtime.event_time import ElementContext, now_ms
 from kstream.runtime.flow import FlowControl, PositionReport
-from kstream.runtime.kafka import request
+from kstream.runtime.kafka import connect, request
 from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta, check_state_serde
 from kstream.runtime.state import KEY_FORMAT, StateStore, key_encoder
@@ -192,7 +192,8 @@ class _Stats(PolicyCounts):
     snapshots: int = 0
     last_sync_ms: float = 0.0
     outputs: dict[str, int] = field(default_factory=dict)
-    #: Results handed to this subtask's sinks (replays after a recovery count again).
+    #: Results handed to those of this subtask's sinks that do not count them
+    #: (`SinkWriter.handed`; `Subtask.records_out` is the total).
     records_out: int = 0
     #: Old-generation channel records processed as recorded channel state (replay windows).
     replayed: int = 0
@@ -312,6 +313,9 @@ class Subtask:
         )
         self.sinks[f"{node.sink.name}#{ordinal}"] = writer
         write, stats = writer.write, self.stats
+        if writer.handed is not None:
+            # It counts its results itself (`records_out`): no wrapper call per result.
+            return write
 
         def counted(value: Any) -> None:
             stats.records_out += 1
@@ -524,9 +528,12 @@ class Subtask:
 
     def counters(self) -> WorkerCounters:
         """What this subtask did so far (see `kstream.protocol.counters`)."""
-        return WorkerCounters(
-            0, self.stats.records_out, self.stats.dead_letters, self.stats.replayed
-        )
+        return WorkerCounters(0, self.records_out, self.stats.dead_letters, self.stats.replayed)
+
+    @property
+    def records_out(self) -> int:
+        """Results handed to this subtask's sinks (replays after a recovery count again)."""
+        return self.stats.records_out + sum(w.handed or 0 for w in self.sinks.values())
 
     def close(self) -> None:
         for w in self.sinks.values():
@@ -602,6 +609,8 @@ class SourceTask(Subtask):
             time.monotonic(),
         )
         if self.positions:
+            # Logical offsets (the beginning, the end) wait half a second otherwise.
+            connect(self.consumer, self.topic)
             self.consumer.assign(
                 [TopicPartition(self.topic, p, o) for p, o in self.positions.items()]
             )
@@ -669,7 +678,7 @@ class SourceTask(Subtask):
             self.snapshot(own, source_offsets={self.topic: dict(self.positions)})
 
     def counters(self) -> WorkerCounters:
-        return WorkerCounters(self.stats.records, self.stats.records_out, self.stats.dead_letters)
+        return WorkerCounters(self.stats.records, self.records_out, self.stats.dead_letters)
 
     def _source_position(self) -> Callable[[], tuple[str, int, int] | None] | None:
         def position() -> tuple[str, int, int] | None:
@@ -864,6 +873,9 @@ class ChannelTask(Subtask):
         self._align_started: float | None = None
         #: Held snapshot -> when its first barrier arrived (its channel state is recorded).
         self._recording_since: dict[int, float] = {}
+        if assigned:
+            # Channels start at their beginning, a logical offset (see `connect`).
+            connect(self.consumer, assigned[0].topic)
         self.consumer.assign(assigned)
         for tp in assigned:
             self._report.placed(tp.topic, tp.partition, tp.offset)

@@ -65,7 +65,7 @@ from kstream.protocol.recovery import (
 )
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.heartbeat import Heartbeat
-from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config
+from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config, connect
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import runner_gone, runner_pid
 from kstream.runtime.sink import Guarantee, RollbackInterrupt
@@ -145,6 +145,8 @@ class Worker:
                 },
             )
         )
+        # Before its first channel record, which would wait half a second otherwise.
+        connect(self.producer, self.control.topic)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
         self.faults = Faults.from_env()
         self.guarantee: Guarantee = guarantee
