@@ -690,6 +690,7 @@ class Runner:
         """Stop the workers (SIGTERM, then SIGKILL) and close connections."""
         self.supervisor.stop()
         self._wind_up()
+        self.purger.close()
         if self.reader is not None:
             self.reader.close()
         if self.control is not None:
