@@ -19,7 +19,11 @@ demo's code; whether a row lost or doubled the token is not asserted.
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -161,6 +165,50 @@ def test_every_naive_row_is_what_the_processes_recorded(
         assert outcome.ok == all(s.verdict is Verdict.ONCE for s in outcome.snapshots)
     finally:
         shutil.rmtree(outcome.records.parent.parent, ignore_errors=True)
+
+
+def test_the_naive_demos_exit_status_says_whether_every_global_state_held_the_token_once(
+    bootstrap: str,
+) -> None:
+    # The README's rule, for both schemes: exit 1 when a global state does not
+    # hold the token exactly once, 0 when every one does.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kstream",
+            "demo",
+            "token-ring",
+            "--naive",
+            "--ticks",
+            "60",
+            "--rate",
+            "30",
+            "--seed",
+            "1",
+            "--bootstrap-servers",
+            bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    log = done.stdout[-3000:] + done.stderr[-3000:]
+    found = re.search(r"(\d+) token once, (\d+) token vanished, (\d+) token doubled", done.stdout)
+    assert found is not None, log
+    once, vanished, doubled = map(int, found.groups())
+    assert once + vanished + doubled > 0, log
+    assert done.returncode == (1 if vanished + doubled else 0), log
+    if done.returncode:
+        assert done.stderr.strip().splitlines()[-1] == (
+            f"kstream: failed: the naive scheme lost or doubled the token in "
+            f"{vanished + doubled} of {once + vanished + doubled} global states"
+        ), log
+    kept = re.search(r"the local records are kept in (\S+)", done.stderr)
+    assert kept is not None, log
+    shutil.rmtree(Path(kept[1]).parents[2], ignore_errors=True)
 
 
 def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
