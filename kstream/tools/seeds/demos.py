@@ -644,8 +644,8 @@ def _print_naive(o: TokenRingOutcome, console: Console) -> None:
         for who, r, channel in ((P, example.p, "q→p"), (Q, example.q, "p→q")):
             console.print(
                 f"  {who} recorded at its tick {r.tick} (pid {r.pid}): "
-                f"{'s1' if r.holds else 's0'}, {r.sent} messages sent; its input {channel} "
-                f"had {r.consumed} messages consumed and ended at offset {r.end}",
+                f"{'s1' if r.holds else 's0'}, sent {r.sent}; of its input {channel} it had "
+                f"consumed {r.consumed}, and the channel ended at offset {r.end}",
                 highlight=False,
             )
     summary = Table(title="kstream token ring demo, naive scheme", show_header=False)
