@@ -133,7 +133,7 @@ def demo_token_ring(
             "--naive",
             help="No markers, no checkpoints: each process records its state and input "
             "channel on its own clock; the global states so composed may lose or double "
-            "the token.",
+            "the token (--alignment, --initiator and --checkpoint-interval do not apply).",
         ),
     ] = False,
     kill: Annotated[
