@@ -300,6 +300,8 @@ class Stage:
     inputs: list[Input] = field(default_factory=list)
     #: An iteration head (`Stream.iterate`): the loop's name, else None.
     iterate: str | None = None
+    #: Placement (`Stream.on_worker`): subtask i runs on worker (worker + i) % workers.
+    worker: int = 0
 
     @property
     def forward_inputs(self) -> list[Input]:
@@ -617,6 +619,19 @@ class Stream:
             "feed_back closes a loop: call it on the stream iterate(...) returned, "
             "not on a stream derived from it"
         )
+
+    def on_worker(self, worker: int) -> Stream:
+        """Place this stream's stage: its subtask i runs on worker ``(worker + i) % workers``
+        instead of ``i % workers``; returns this stream.
+
+        For stages that must not share a worker process, so that a crash takes
+        down one of them alone (the seeds' two processes p and q). Placement
+        changes no result, only which worker process runs which subtask.
+        """
+        if type(worker) is not int or worker < 0:
+            raise ConfigurationError(f"on_worker takes a worker index >= 0, got {worker!r}")
+        self._stage.worker = worker
+        return self
 
     def sink(self, sink: Sink) -> None:
         """Write every value to `sink`."""

@@ -66,8 +66,12 @@ class Plan:
         ]
 
     def tasks_of(self, worker: int) -> list[TaskSpec]:
-        """Subtask i of every stage runs on worker i % workers."""
-        return [t for t in self.tasks if t.index % self.workers == worker]
+        """Subtask i of stage s runs on worker (i + s's `Stage.worker`) % workers:
+        i % workers unless the job placed the stage (`Stream.on_worker`)."""
+        stages = self.job.stages
+        return [
+            t for t in self.tasks if (t.index + stages[t.stage].worker) % self.workers == worker
+        ]
 
     def channel_topics(self) -> dict[str, int]:
         """Every internal channel topic (one per input of a stage) with its partition

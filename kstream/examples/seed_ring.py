@@ -28,7 +28,10 @@ channels, so its snapshots are the job's own checkpoints::
   replay after a restore asks again at the same records.
 
 Every record is keyed by `key`: the token ring has one key, the bank one key
-per account. Every parallelism is 1: p and q are one subtask each.
+per account. Every parallelism is 1: p and q are one subtask each. p's
+stages (its source, ``p·in``, ``p``) are placed on worker `P_WORKER`, q's
+(its source, ``q``) on `Q_WORKER`: run with `WORKERS` workers, p and q are
+two OS processes.
 
 Token ring: p's source writes ``"token"`` once, then ``"tick"``s; q's source
 writes ticks. A process that receives the token (``["token", hop]``) holds it
@@ -51,12 +54,16 @@ from typing import Any
 from kstream import Job, KafkaSource, request_snapshot
 from kstream.dataflow.job import Stream
 from kstream.dataflow.state import KeyedContext
+from kstream.tools.seeds.naive import Recorder
 
 __all__ = [
     "ACCOUNTS",
     "OPENING_BALANCE",
+    "P_WORKER",
+    "Q_WORKER",
     "REQUEST",
     "TOKEN_KEY",
+    "WORKERS",
     "P",
     "Q",
     "bank",
@@ -68,6 +75,9 @@ __all__ = [
 
 #: The processes' operator names (their state is ``s<stage>.<name>`` in a snapshot).
 P, Q = "p", "q"
+#: The workers running p's stages and q's (`Stream.on_worker`); `WORKERS` in all.
+P_WORKER, Q_WORKER = 0, 1
+WORKERS = 2
 #: Name of the loop (`Stream.iterate`): the head is p's receiving side.
 LOOP = "p-in"
 #: The token ring's one key.
@@ -97,12 +107,16 @@ def ring(
     optionally `name`.
     """
     j = Job(params.get("name", default_name), parallelism=1)
-    p_in = j.source(KafkaSource(params["p-input"], value_serde="json"))
+    # p's stages on worker 0, q's on worker 1: run with two workers, p and q are
+    # two OS processes, and a crash takes down one of them, as in the seeds.
+    p_in = j.source(KafkaSource(params["p-input"], value_serde="json")).on_worker(P_WORKER)
     head = p_in.map(requesting, name=f"{P}-clock").iterate(LOOP)
-    p_out = head.key_by(key).process(p_fn, name=P)
-    q_in = j.source(KafkaSource(params["q-input"], value_serde="json"))
+    head.on_worker(P_WORKER)
+    p_out = head.key_by(key).process(p_fn, name=P).on_worker(P_WORKER)
+    q_in = j.source(KafkaSource(params["q-input"], value_serde="json")).on_worker(Q_WORKER)
     q_in = q_in.map(requesting, name=f"{Q}-clock")
     q_out: Stream = p_out.key_by(key).union(q_in.key_by(key)).process(q_fn, name=Q)
+    q_out.on_worker(Q_WORKER)
     head.feed_back(q_out)
     return j
 
@@ -152,10 +166,34 @@ def _token_key(_value: Any) -> str:
     return TOKEN_KEY
 
 
+def _recording(process: ProcessFn, recorder: Recorder) -> ProcessFn:
+    """`process`, telling `recorder` what it processed and sent and what it then holds."""
+
+    def recorded(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
+        out = list(process(key, value, ctx))
+        recorder.processed(value, len(out), ctx.get())
+        yield from out
+
+    return recorded
+
+
 def token_ring(params: dict[str, str]) -> Job:
-    """The token ring; `seed` (default 0) fixes how long each holder keeps the token."""
+    """The token ring; `seed` (default 0) fixes how long each holder keeps the token.
+
+    With `naive-records` (the naive scheme, `kstream.tools.seeds.naive`), p and q
+    each record their own state and input channel on their own clocks
+    (`Recorder.of` names the parameters); run it without checkpoints.
+    """
     seed = int(params.get("seed", "0"))
     process = _token_process(seed)
+    if "naive-records" in params:
+        return ring(
+            params,
+            _token_key,
+            _recording(process, Recorder.of(params, P, seed)),
+            _recording(process, Recorder.of(params, Q, seed)),
+            "token-ring",
+        )
     return ring(params, _token_key, process, process, "token-ring")
 
 

@@ -8,17 +8,33 @@ more, or eight, requests each per run); who started each completed one is read f
 control topic. Whether a given checkpoint catches the token in
 a channel depends on timing; over a run's checkpoints, each with a loop range
 recorded for as long as a barrier takes to go around, some always do.
+
+p and q run in two worker processes; the kill takes down one of them.
+
+The naive scheme runs for real too: every row it prints is recomputed here
+from the records the processes stored and the channel topics, without the
+demo's code; whether a row lost or doubled the token is not asserted.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
+from kstream.dataflow.channel_serde import channel_serde
 from kstream.protocol.barrier import Alignment
+from kstream.runtime.channel import RECORD, BatchFormat, decode_header
+from kstream.testing import read_all
 from kstream.tools.seeds.demos import bank_demo, token_ring_demo
 from kstream.tools.seeds.tables import Verdict
 
@@ -32,7 +48,16 @@ MIN_SNAPSHOTS = 4
 @pytest.fixture
 def console(tmp_path: Path) -> Iterator[Console]:
     with (tmp_path / "out.txt").open("w") as f:
-        yield Console(file=f, width=120)
+        yield Console(file=f, width=200)
+
+
+def assert_one_process_crashed(pids: dict[str, list[int]]) -> None:
+    """p and q ran in two OS processes, and the kill took down one of them: its
+    process was replaced, the other's ran on."""
+    assert pids["p"], pids
+    assert pids["q"], pids
+    assert not set(pids["p"]) & set(pids["q"]), pids
+    assert sorted(len(v) for v in pids.values()) == [1, 2], pids
 
 
 def test_the_token_is_once_in_every_unaligned_snapshot_across_a_kill(
@@ -62,9 +87,33 @@ def test_the_token_is_once_in_every_unaligned_snapshot_across_a_kill(
     # Snapshots started by p and by q completed, and each was verified above.
     started = {s.started_by for s in outcome.snapshots}
     assert {"p", "q"} <= started, outcome.snapshots
+    assert_one_process_crashed(outcome.pids)
 
 
-def test_the_naive_scheme_loses_or_doubles_the_token(bootstrap: str, console: Console) -> None:
+def _messages(bootstrap: str, topic: str, partition: int) -> list[tuple[int, Any]]:
+    """A ring channel's messages as (Kafka offset, value), decoded here: the loop
+    channel q→p is round-robin, p→q keyed."""
+    fmt = BatchFormat(channel_serde("msgpack"))
+    keyed = not topic.endswith(".loop")
+    out = []
+    for r in read_all(bootstrap, topic, isolation="read_uncommitted", partitions=[partition]):
+        assert r.value is not None
+        assert decode_header(r.value)[0] == RECORD, "no barrier, no marker in a naive run"
+        out += [(r.offset, v[1] if keyed else v) for v in fmt.decode(r.value, keyed)]
+    return out
+
+
+def _in_queue(messages: list[tuple[int, Any]], record: dict[str, Any]) -> int:
+    """Tokens the receiver's record puts in its input channel: not consumed yet,
+    in the log below the end offset it saw."""
+    waiting = [v for o, v in messages[record["consumed"] :] if o < record["end"]]
+    return sum(1 for v in waiting if v[0] == "token")
+
+
+def test_every_naive_row_is_what_the_processes_recorded(
+    bootstrap: str, console: Console, tmp_path: Path
+) -> None:
+    messages: list[str] = []
     outcome = token_ring_demo(
         ticks=100,
         rate=25.0,
@@ -74,12 +123,92 @@ def test_the_naive_scheme_loses_or_doubles_the_token(bootstrap: str, console: Co
         seed=4,
         interval=0.25,
         bootstrap=bootstrap,
-        say=lambda _: None,
+        say=messages.append,
         console=console,
     )
-    assert outcome.verdicts[Verdict.VANISHED] >= 1
-    assert outcome.verdicts[Verdict.DOUBLED] >= 1
-    assert outcome.ok  # for the naive mode: the failure showed
+    assert outcome.records is not None, "\n".join(messages)
+    try:
+        # No checkpoint was taken: no barrier, no marker went through the ring.
+        assert not list(outcome.records.glob("chk-*"))
+        records = {
+            who: [json.loads(f.read_text()) for f in sorted(files.glob("*.json"))]
+            for who, files in ((w, outcome.records / "naive" / w) for w in ("p", "q"))
+        }
+        assert records["p"]
+        assert records["q"]
+        # Each process recorded on its own, in its own OS process.
+        assert {r["pid"] for r in records["p"]} == set(outcome.pids["p"])
+        assert {r["pid"] for r in records["q"]} == set(outcome.pids["q"])
+        assert not set(outcome.pids["p"]) & set(outcome.pids["q"])
+        p_to_q = _messages(bootstrap, records["q"][0]["channel"], records["q"][0]["partition"])
+        q_to_p = _messages(bootstrap, records["p"][0]["channel"], records["p"][0]["partition"])
+        assert all(v[0] == "token" for _, v in p_to_q + q_to_p)
+        printed = (tmp_path / "out.txt").read_text().splitlines()
+        rows = list(zip(records["p"], records["q"], strict=False))
+        assert len(outcome.snapshots) == len(rows) == min(map(len, records.values()))
+        for i, ((p, q), s) in enumerate(zip(rows, outcome.snapshots, strict=True), 1):
+            in_p_to_q, in_q_to_p = _in_queue(p_to_q, q), _in_queue(q_to_p, p)
+            tokens = p["holds"] + q["holds"] + in_p_to_q + in_q_to_p
+            assert (s.p_holds, s.q_holds, s.p_to_q, s.q_to_p) == (
+                p["holds"],
+                q["holds"],
+                in_p_to_q,
+                in_q_to_p,
+            ), (i, p, q)
+            verdict = {0: Verdict.VANISHED, 1: Verdict.ONCE}.get(tokens, Verdict.DOUBLED)
+            assert s.verdict is verdict
+            # The printed row shows the offsets it was composed from.
+            (line,) = [row for row in printed if row.startswith(f"│ naive {i} ")]
+            for cell in (f"({q['consumed']}/{q['end']})", f"({p['consumed']}/{p['end']})"):
+                assert cell in line, line
+            assert verdict.value in line, line
+        assert outcome.ok == all(s.verdict is Verdict.ONCE for s in outcome.snapshots)
+    finally:
+        shutil.rmtree(outcome.records.parent.parent, ignore_errors=True)
+
+
+def test_the_naive_demos_exit_status_says_whether_every_global_state_held_the_token_once(
+    bootstrap: str,
+) -> None:
+    # The README's rule, for both schemes: exit 1 when a global state does not
+    # hold the token exactly once, 0 when every one does.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kstream",
+            "demo",
+            "token-ring",
+            "--naive",
+            "--ticks",
+            "60",
+            "--rate",
+            "30",
+            "--seed",
+            "1",
+            "--bootstrap-servers",
+            bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    log = done.stdout[-3000:] + done.stderr[-3000:]
+    found = re.search(r"(\d+) token once, (\d+) token vanished, (\d+) token doubled", done.stdout)
+    assert found is not None, log
+    once, vanished, doubled = map(int, found.groups())
+    assert once + vanished + doubled > 0, log
+    assert done.returncode == (1 if vanished + doubled else 0), log
+    if done.returncode:
+        assert done.stderr.strip().splitlines()[-1] == (
+            f"kstream: failed: the naive scheme lost or doubled the token in "
+            f"{vanished + doubled} of {once + vanished + doubled} global states"
+        ), log
+    kept = re.search(r"the local records are kept in (\S+)", done.stderr)
+    assert kept is not None, log
+    shutil.rmtree(Path(kept[1]).parents[2], ignore_errors=True)
 
 
 def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
@@ -104,3 +233,4 @@ def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
     assert outcome.ok
     assert outcome.in_flight >= 1  # seed 001's M: credits in recorded channel state
     assert {"p", "q"} <= {s.started_by for s in outcome.snapshots}, outcome.snapshots
+    assert_one_process_crashed(outcome.pids)

@@ -1,10 +1,11 @@
 """`kstream demo token-ring` and `kstream demo bank`: the seeds' worked examples on a real job.
 
-Both run a ring of `kstream.examples.seed_ring` with one worker on Kafka,
-retain every checkpoint of the run, optionally SIGKILL the worker mid-run,
-then read each completed checkpoint back (`kstream.tools.seeds.ring`) and
-check the property its seed states: the token is in exactly one place
-(seed 000), the money is all there (seed 001).
+Both run a ring of `kstream.examples.seed_ring` on Kafka with two workers,
+p's stages on one and q's on the other (two OS processes, as in the seeds),
+retain every checkpoint of the run, optionally SIGKILL one of the two
+mid-run (one process crashing), then read each completed checkpoint back
+(`kstream.tools.seeds.ring`) and check the property its seed states: the
+token is in exactly one place (seed 000), the money is all there (seed 001).
 
 Who starts the snapshots is `Initiator`: by default p and q both, taking
 turns, each on its own seeded clock. The demo marks some records of each
@@ -18,6 +19,11 @@ snapshots together (where one aborts the other). The coordinator's own
 interval is then only a fallback (`FALLBACK_INTERVAL_S`). Who started each
 snapshot is read from the control topic (`Initiated.task`,
 `CheckpointRecord.started_by`), not inferred.
+
+`token_ring_demo(naive=True)` runs seed 000's naive scheme instead: no
+checkpoints at all (no barrier, no marker), each process recording its own
+state and input channel on its own clock (`kstream.tools.seeds.naive`); the
+global states are composed from those records and the channel topics.
 """
 
 from __future__ import annotations
@@ -38,12 +44,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kstream.dataflow.job import Job
-from kstream.errors import ConfigurationError
+from kstream.dataflow.plan import plan
+from kstream.errors import ConfigurationError, JobFailedError
 from kstream.examples.seed_ring import (
     ACCOUNTS,
     OPENING_BALANCE,
+    P_WORKER,
+    Q_WORKER,
     REQUEST,
     TOKEN_KEY,
+    WORKERS,
     P,
     Q,
     bank,
@@ -55,9 +65,18 @@ from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.runtime.channel import BatchFormat
 from kstream.runtime.control import read_messages
 from kstream.runtime.runner import Runner
 from kstream.testing import Feeder, run_until_consumed, unique_name
+from kstream.tools.seeds.naive import (
+    NaiveSnapshot,
+    channel_messages,
+    compose,
+    load_records,
+    recording_ticks,
+    records_dir,
+)
 from kstream.tools.seeds.ring import RingLayout, RingSnapshot, read_snapshots
 from kstream.tools.seeds.tables import (
     BankSnapshot,
@@ -65,8 +84,6 @@ from kstream.tools.seeds.tables import (
     TokenSnapshot,
     Verdict,
     caught_in_flight,
-    naive_schedule,
-    naive_snapshot,
 )
 
 __all__ = [
@@ -95,6 +112,11 @@ FALLBACK_INTERVAL_S = 5.0
 #: larger id survives (the other's source declines the smaller one) rather than
 #: the in-flight limit aborting it too.
 IN_FLIGHT = 2
+#: The naive run's checkpoint interval: longer than any run, so the coordinator
+#: never triggers one (the naive scheme has no markers).
+NO_CHECKPOINTS_S = 1e9
+#: The naive scheme's processes record every this many of their own ticks, on average.
+NAIVE_EVERY = 4
 
 
 class Initiator(enum.StrEnum):
@@ -155,6 +177,8 @@ class RingRun:
     aborted: int
     #: The run's state and checkpoints (`_clean_up` deletes them).
     state_dir: Path
+    #: Per process (p, q): the pids of the worker processes that ran it, in order.
+    pids: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _trigger(initiator: Initiator, interval: float) -> CoordinatorConfig:
@@ -216,7 +240,7 @@ def _run_ring(
         spec=spec,
         params=params,
         bootstrap=servers,
-        workers=1,  # every stage has one subtask: they all run on worker 0
+        workers=WORKERS,  # p's stages on one, q's on the other: a kill crashes one
         state_dir=state_dir,
         config=_trigger(initiator, interval),
         say=say,
@@ -232,15 +256,18 @@ def _run_ring(
         f"{alignment.value} snapshots every {interval:g} s, {who}"
     )
 
+    pids: dict[str, list[int]] = {P: [], Q: []}
+
     def feed(r: Runner) -> None:
-        # Input flows only while the worker runs: the token moves on its holder's
-        # own ticks, and ticks written while the worker starts or restores would be
+        # Input flows only while the workers run: the token moves on its holder's
+        # own ticks, and ticks written while a worker starts or restores would be
         # read in one go, leaving the token with a holder that has no ticks left.
         for f in feeders:
             if r.running:
                 f.feed()
             else:
                 f.hold()
+        _note_pids(r, pids)
 
     started = time.monotonic()
     with Progress(
@@ -277,8 +304,23 @@ def _run_ring(
         RingLayout.of(runner.plan), runner.storage, servers, completed, alignment, started_by
     )
     return RingRun(
-        snapshots, seconds, done_kills, runner.stats.recoveries, runner.report.aborted, state_dir
+        snapshots,
+        seconds,
+        done_kills,
+        runner.stats.recoveries,
+        runner.report.aborted,
+        state_dir,
+        pids,
     )
+
+
+def _note_pids(runner: Runner, pids: dict[str, list[int]]) -> None:
+    """Add the pids of the workers running p and q now to `pids` (process -> pids seen)."""
+    running = runner.worker_pids()
+    for process, worker in ((P, P_WORKER), (Q, Q_WORKER)):
+        pid = running.get(worker)
+        if pid is not None and (not pids[process] or pids[process][-1] != pid):
+            pids[process].append(pid)
 
 
 def _clean_up(run: RingRun, ok: bool, say: Say) -> None:
@@ -337,6 +379,12 @@ class TokenRingOutcome:
     #: Events of the token's chain in the run (hops sent and received).
     events: int
     verdicts: Counter[Verdict] = field(default_factory=Counter)
+    #: Per process (p, q): the pids of the worker processes that ran it, in order.
+    pids: dict[str, list[int]] = field(default_factory=dict)
+    #: Naive: the global states `snapshots` shows, with the records and messages
+    #: each was composed from; `records`: the checkpoint storage holding the records.
+    naive_rows: list[NaiveSnapshot] = field(default_factory=list)
+    records: Path | None = None
 
     @property
     def in_flight(self) -> int:
@@ -345,9 +393,7 @@ class TokenRingOutcome:
 
     @property
     def ok(self) -> bool:
-        """Markers: every snapshot holds the token once. Naive: the failure showed."""
-        if self.naive:
-            return self.verdicts[Verdict.ONCE] < len(self.snapshots)
+        """Every global snapshot holds the token once (naive too: there it usually does not)."""
         return bool(self.snapshots) and self.verdicts[Verdict.ONCE] == len(self.snapshots)
 
 
@@ -367,11 +413,21 @@ def token_ring_demo(
 ) -> TokenRingOutcome:
     """Pass the token around p and q for `ticks` ticks of each process; check every snapshot.
 
-    With `naive`, the run's checkpoints are not used: the snapshots are the
-    naive scheme's (`kstream.tools.seeds.tables.naive_snapshot`), as many as
-    the run completed checkpoints (at least two), placed on the run's token
-    chain by `naive_schedule`.
+    With `naive`, the job runs without checkpoints and `alignment`,
+    `initiator`, `interval` do not apply: p and q record themselves on their
+    own clocks (`kstream.tools.seeds.naive`), every `NAIVE_EVERY` of their
+    ticks on average, and the global states are composed from those records
+    (`_naive_token_ring`). `kills` must then be 0: nothing could be restored.
     """
+    if naive:
+        if kills:
+            raise ConfigurationError(
+                f"--naive runs without checkpoints, so a kill could not be recovered: "
+                f"use --kill 0, got --kill {kills}"
+            )
+        return _naive_token_ring(
+            ticks=ticks, rate=rate, seed=seed, bootstrap=bootstrap, say=say, console=console
+        )
     run = _run_ring(
         token_ring,
         "kstream.examples.seed_ring:token_ring",
@@ -388,16 +444,7 @@ def token_ring_demo(
         console=console,
     )
     events = token_events(run.snapshots[-1]) if run.snapshots else 0
-    if naive:
-        if events < 3:
-            raise ConfigurationError(
-                f"the token made {events} of the 3 moves the naive scheme needs "
-                "(received, sent, received): give the run more --ticks"
-            )
-        pairs = naive_schedule(events, max(2, len(run.snapshots)), seed)
-        snapshots = [naive_snapshot(f"naive {i}", p, q) for i, (p, q) in enumerate(pairs, 1)]
-    else:
-        snapshots = [token_snapshot(s) for s in run.snapshots]
+    snapshots = [token_snapshot(s) for s in run.snapshots]
     outcome = TokenRingOutcome(
         snapshots,
         naive,
@@ -406,10 +453,220 @@ def token_ring_demo(
         run.recoveries,
         events,
         Counter(s.verdict for s in snapshots),
+        run.pids,
     )
     _print_token_ring(outcome, alignment, console)
     _clean_up(run, outcome.ok, say)
     return outcome
+
+
+def _channel_param(channel: tuple[str, int]) -> str:
+    return f"{channel[0]}:{channel[1]}"
+
+
+def _naive_token_ring(
+    *, ticks: int, rate: float, seed: int, bootstrap: str | None, say: Say, console: Console
+) -> TokenRingOutcome:
+    """Seed 000's naive scheme on the real ring: no checkpoint, no barrier, no marker.
+
+    p and q run on two workers; each records its state and its input channel's
+    offsets on its own clock into the run's checkpoint storage
+    (`kstream.tools.seeds.naive.Recorder`). Once both made all their records,
+    the global states are composed from them and from the channel topics
+    (`kstream.tools.seeds.naive.compose`). The records are kept: every row
+    can be traced back to them.
+    """
+    servers = bootstrap_servers(bootstrap, say)
+    admin = Admin(servers)
+    admin.check_reachable()
+    run_id = unique_name("token-ring-naive")
+    p_topic, q_topic = f"{run_id}-p", f"{run_id}-q"
+    admin.create_topics({p_topic: 1, q_topic: 1})
+    values = {P: ["token"] + ["tick"] * ticks, Q: ["tick"] * ticks}
+    feeders = [
+        Feeder(servers, topic, [json.dumps(v).encode() for v in values[process]], 1, rate)
+        for process, topic in ((P, p_topic), (Q, q_topic))
+    ]
+    state_dir = cache_dir() / "demo" / run_id
+    params = {"p-input": p_topic, "q-input": q_topic, "name": run_id, "seed": str(seed)}
+    # The channel topics the processes record: the job's own, named by its plan.
+    layout = RingLayout.of(plan(token_ring(params), WORKERS))
+    root = state_dir.resolve() / run_id / "checkpoints"
+    params |= {
+        "naive-records": str(root),
+        "naive-every": str(NAIVE_EVERY),
+        "bootstrap": servers,
+        f"naive-{P}-input": _channel_param(layout.q_to_p),
+        f"naive-{Q}-input": _channel_param(layout.p_to_q),
+    }
+    runner = Runner(
+        token_ring(params),
+        spec="kstream.examples.seed_ring:token_ring",
+        params=params,
+        bootstrap=servers,
+        workers=WORKERS,
+        state_dir=state_dir,
+        config=CoordinatorConfig(interval=NO_CHECKPOINTS_S, timeout=60.0),
+        say=say,
+        # The ring has no sink, so no transaction: none has to outlive an interval
+        # that never ends (exactly-once would size the sinks' transactions by it).
+        guarantee="at-least-once",
+    )
+    assert runner.storage.root == root  # the storage the real snapshots would use
+    due = {process: len(recording_ticks(seed, process, NAIVE_EVERY, ticks)) for process in values}
+    if not all(due.values()):
+        raise ConfigurationError(
+            f"--ticks {ticks} is too few for the naive scheme's clocks to record: use "
+            f"--ticks {2 * NAIVE_EVERY} or more"
+        )
+    runner.prepare()
+    say(
+        f"ring {run_id}: {ticks} ticks for p and for q at {rate:g}/s each, no checkpoints; "
+        f"p and q record themselves on their own clocks ({due[P]} and {due[Q]} records)"
+    )
+    pids: dict[str, list[int]] = {P: [], Q: []}
+    started = time.monotonic()
+    runner.start()
+    try:
+        with Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,} local records"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            bar = progress.add_task("ring", total=sum(due.values()))
+            while True:
+                runner.step()
+                for f in feeders:
+                    if runner.running:
+                        f.feed()
+                    else:
+                        f.hold()
+                _note_pids(runner, pids)
+                if runner.stats.recoveries:
+                    raise JobFailedError(
+                        "a worker of the naive run was restarted; without checkpoints its "
+                        f"records start over: run it again (worker logs in {state_dir})"
+                    )
+                made = {p: len(list(records_dir(root, p).glob("*.json"))) for p in due}
+                progress.update(bar, completed=sum(made.values()))
+                if all(made[p] >= due[p] for p in due):
+                    break
+                if time.monotonic() - started > DEMO_TIMEOUT_S:
+                    raise TimeoutError(
+                        f"the naive run made {made} of its {due} records within "
+                        f"{DEMO_TIMEOUT_S:.0f}s"
+                    )
+    finally:
+        runner.stop()
+    seconds = time.monotonic() - started
+    fmt = BatchFormat(layout.plan.job.channel_serde)
+    p_records, q_records = load_records(root, P), load_records(root, Q)
+    say(
+        f"composing {min(len(p_records), len(q_records))} global states from "
+        f"{records_dir(root, P).parent} and the channel topics"
+    )
+    rows = compose(
+        p_records,
+        q_records,
+        channel_messages(servers, layout.p_to_q, fmt, layout.keyed[layout.p_to_q]),
+        channel_messages(servers, layout.q_to_p, fmt, layout.keyed[layout.q_to_p]),
+    )
+    snapshots = [r.snapshot for r in rows]
+    hops = p_records[-1].sent + q_records[-1].sent
+    outcome = TokenRingOutcome(
+        snapshots,
+        True,
+        seconds,
+        0,
+        runner.stats.recoveries,
+        2 * hops,
+        Counter(s.verdict for s in snapshots),
+        pids,
+        rows,
+        root,
+    )
+    _print_naive(outcome, console)
+    say(f"the local records are kept in {records_dir(root, P).parent}")
+    return outcome
+
+
+def _queue_cell(n: int, consumed: int, end: int) -> str:
+    """A channel as its receiver recorded it: tokens, then (messages consumed/end offset)."""
+    state = "empty" if n == 0 else "token" if n == 1 else f"{n} tokens"
+    return f"{state} ({consumed}/{end})"
+
+
+def _print_naive(o: TokenRingOutcome, console: Console) -> None:
+    """The naive scheme's global states, each with the offsets it was composed from."""
+    table = Table(
+        title="token ring, naive: no markers, each process records itself on its own clock: "
+        "one row per global state (p's i-th record with q's i-th)"
+    )
+    columns = (
+        "global state",
+        "p at tick (sent)",
+        "q at tick (sent)",
+        "p",
+        "q",
+        "p→q (q: consumed/end)",
+        "q→p (p: consumed/end)",
+        "verdict",
+    )
+    for column in columns:
+        table.add_column(column)
+    for row in o.naive_rows:
+        s = row.snapshot
+        table.add_row(
+            s.label,
+            f"{row.p.tick} (sent {row.p.sent})",
+            f"{row.q.tick} (sent {row.q.sent})",
+            "s1" if s.p_holds else "s0",
+            "s1" if s.q_holds else "s0",
+            _queue_cell(s.p_to_q, row.q.consumed, row.q.end),
+            _queue_cell(s.q_to_p, row.p.consumed, row.p.end),
+            s.verdict,
+            style="" if s.verdict is Verdict.ONCE else "bold red",
+        )
+    console.print(table)
+    example = next((r for r in o.naive_rows if r.snapshot.verdict is not Verdict.ONCE), None)
+    if example is not None:
+        s = example.snapshot
+        console.print(f"[bold]{s.label}[/bold] as in seed 000 ({s.verdict}):")
+        seed = Table()
+        seed.add_column("element")
+        seed.add_column("state")
+        for element, state in s.rows():
+            seed.add_row(str(element), state)
+        console.print(seed)
+        for who, r, channel in ((P, example.p, "q→p"), (Q, example.q, "p→q")):
+            console.print(
+                f"  {who} recorded at its tick {r.tick} (pid {r.pid}): "
+                f"{'s1' if r.holds else 's0'}, sent {r.sent}; of its input {channel} it had "
+                f"consumed {r.consumed}, and the channel ended at offset {r.end}",
+                highlight=False,
+            )
+    summary = Table(title="kstream token ring demo, naive scheme", show_header=False)
+    summary.add_row("run", f"{o.seconds:.1f} s, {o.events // 2} hops by the last records")
+    summary.add_row(
+        "processes",
+        ", ".join(f"{who}: pid {', '.join(map(str, o.pids.get(who, [])))}" for who in (P, Q)),
+    )
+    failed = len(o.snapshots) - o.verdicts[Verdict.ONCE]
+    summary.add_row(
+        "global states",
+        f"{len(o.snapshots)}: " + ", ".join(f"{o.verdicts[v]} {v}" for v in Verdict),
+    )
+    summary.add_row(
+        "verdict",
+        f"the naive scheme lost or doubled the token in {failed} of {len(o.snapshots)} "
+        "global states, as seed 000 says it can"
+        if failed
+        else "the naive scheme happened to keep the token once in every global state of this run",
+    )
+    console.print(summary)
 
 
 def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Console) -> None:
@@ -462,11 +719,7 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
             "started by",
             "; ".join(f"{who}: {n}, {_caught(caught[who])}" for who, n in sorted(started.items())),
         )
-    verdict = (
-        ("the naive scheme lost or doubled the token" if o.ok else "the naive scheme did NOT fail")
-        if o.naive
-        else ("the token is exactly once in every snapshot" if o.ok else "VERIFICATION FAILED")
-    )
+    verdict = "the token is exactly once in every snapshot" if o.ok else "VERIFICATION FAILED"
     summary.add_row("verdict", verdict)
     console.print(summary)
 
@@ -513,6 +766,8 @@ class BankOutcome:
     seconds: float
     kills: int
     recoveries: int
+    #: Per process (p, q): the pids of the worker processes that ran it, in order.
+    pids: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def wrong(self) -> list[BankSnapshot]:
@@ -563,6 +818,7 @@ def bank_demo(
         run.seconds,
         run.kills,
         run.recoveries,
+        run.pids,
     )
     _print_bank(outcome, console)
     _clean_up(run, outcome.ok, say)

@@ -7,27 +7,14 @@ snapshot and whether it is there exactly once; `BankSnapshot` holds the
 balances and the credits in flight, whose total must equal the opening
 total (seed 001).
 
-The naive scheme (no markers) is modelled here too. The token is the only
-thing in the ring that moves, so the run's token events form one causal
-chain, numbered from 0::
-
-    event 0           p receives the token (hop 0, injected by p's source)
-    event 2h - 1      hop h is sent: by p for an odd h (into p→q), by q for an even h
-    event 2h          hop h is received
-
-"Just after event e" is a moment of the run whose global state is exact:
-`location(e)` holds the token. Without markers, each process records its
-own state and its own input channel (what was sent to it and not yet
-received) when its own clock says so; two clocks never agree exactly, so p
-records at one moment and q at another. `naive_snapshot(p_at, q_at)` is
-the global state so composed; it holds the token exactly once only when
-both moments hold it in the same place, which is what seed 000 shows.
+The naive scheme (no markers) is run for real, not modelled:
+`kstream.tools.seeds.naive` composes its global states from what the
+processes recorded; they are `TokenSnapshot`s too.
 """
 
 from __future__ import annotations
 
 import enum
-import random
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,9 +25,6 @@ __all__ = [
     "TokenSnapshot",
     "Verdict",
     "caught_in_flight",
-    "location",
-    "naive_schedule",
-    "naive_snapshot",
     "q_cut_on",
 ]
 
@@ -145,56 +129,6 @@ def caught_in_flight(snapshots: Iterable[TokenSnapshot]) -> dict[str, Counter[El
             if n:
                 caught[element] += 1
     return out
-
-
-def location(event: int) -> Element:
-    """Where the token is just after event `event` (>= 0) of the token's chain."""
-    if event < 0:
-        raise ValueError(f"the token's chain starts at event 0, got {event}")
-    hop = (event + 1) // 2
-    if event % 2 == 0:  # hop received: at p for an even hop, at q for an odd one
-        return Element.P if hop % 2 == 0 else Element.Q
-    return Element.P_TO_Q if hop % 2 == 1 else Element.Q_TO_P
-
-
-def naive_snapshot(label: str, p_at: int, q_at: int) -> TokenSnapshot:
-    """The global state the naive scheme records when p records just after chain event
-    `p_at` (its state and its input q→p) and q just after `q_at` (its state and p→q)."""
-    p_sees, q_sees = location(p_at), location(q_at)
-    return TokenSnapshot(
-        label,
-        p_holds=p_sees is Element.P,
-        q_holds=q_sees is Element.Q,
-        p_to_q=int(q_sees is Element.P_TO_Q),
-        q_to_p=int(p_sees is Element.Q_TO_P),
-        started_by="own clocks",
-    )
-
-
-#: How far (in token events) the two processes' clocks disagree at most.
-MAX_SKEW = 2
-
-
-def naive_schedule(events: int, snapshots: int, seed: int) -> list[tuple[int, int]]:
-    """`snapshots` pairs (p_at, q_at) of chain events in ``0..events-1`` (`events` >= 3).
-
-    The first two are seed 000's cases: p records just after it sent the token
-    and q just before that (the token vanishes), then p while it holds the
-    token and q once it received it (it doubles). The others are seeded: each
-    snapshot is due at one moment, and each process's clock is off by up to
-    `MAX_SKEW` events either way.
-    """
-    if events < 3:
-        raise ValueError(f"the naive schedule needs a run with 3 token events, got {events}")
-    pairs = [(1, 0), (0, 2)][:snapshots]
-    rnd = random.Random(seed)
-    last = events - 1
-    for _ in range(snapshots - len(pairs)):
-        due = rnd.randint(0, last)
-        p_at = min(last, max(0, due + rnd.randint(-MAX_SKEW, MAX_SKEW)))
-        q_at = min(last, max(0, due + rnd.randint(-MAX_SKEW, MAX_SKEW)))
-        pairs.append((p_at, q_at))
-    return pairs
 
 
 @dataclass(frozen=True, slots=True)

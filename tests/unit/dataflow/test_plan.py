@@ -58,12 +58,31 @@ def test_subtask_i_of_every_stage_runs_on_worker_i_modulo_workers() -> None:
     assert p.tasks_of(2) == []
 
 
+def test_a_placed_stage_starts_on_its_worker() -> None:
+    job = Job("placed", parallelism=1)
+    src = job.source(KafkaSource("in")).on_worker(0)
+    src.key_by(lambda v: v).process(lambda k, v, s: [v]).on_worker(1).sink(KafkaSink("out"))
+    p = plan(job, 2)
+    assert [t.id for t in p.tasks_of(0)] == ["s0-0"]
+    assert [t.id for t in p.tasks_of(1)] == ["s1-0"]
+    # One worker: everything on it, wherever placed.
+    assert [t.id for t in plan(job, 1).tasks_of(0)] == ["s0-0", "s1-0"]
+
+
+def test_a_stage_is_placed_on_a_worker_index_not_below_zero() -> None:
+    with pytest.raises(ConfigurationError, match="on_worker takes a worker index >= 0, got -1"):
+        Job("placed").source(KafkaSource("in")).on_worker(-1)
+
+
 @given(
     stages=st.lists(st.one_of(st.none(), st.integers(1, 6)), min_size=1, max_size=4),
     workers=st.integers(1, 6),
 )
 def test_every_subtask_runs_on_exactly_one_worker(stages: list[int | None], workers: int) -> None:
-    p = plan(pipeline(*stages), workers)
+    job = pipeline(*stages)
+    for i, stage in enumerate(job.stages):
+        stage.worker = i * 7 % 5  # placed or not, each subtask once
+    p = plan(job, workers)
     placed = Counter(t for w in range(workers) for t in p.tasks_of(w))
     assert placed == Counter(p.tasks)
     assert all(n == 1 for n in placed.values())

@@ -12,7 +12,10 @@ from kstream.errors import JobFailedError
 from kstream.examples.seed_ring import (
     MAX_HOLD,
     OPENING_BALANCE,
+    P_WORKER,
+    Q_WORKER,
     REQUEST,
+    WORKERS,
     P,
     Q,
     _bank_process,
@@ -22,6 +25,7 @@ from kstream.examples.seed_ring import (
     requesting,
     token_ring,
 )
+from kstream.tools.seeds.ring import RingLayout
 
 PARAMS = {"p-input": "p-in", "q-input": "q-in", "name": "ring"}
 
@@ -53,6 +57,16 @@ def test_the_ring_is_p_in_p_q_with_a_loop_back_into_p() -> None:
         # q's inputs: p's output and q's own source.
         assert {i.upstream.source is None for i in q_stage.inputs} == {True, False}
         assert loops[0].upstream is q_stage
+
+
+def test_p_and_q_run_on_two_workers() -> None:
+    for job in (token_ring(PARAMS), bank(PARAMS)):
+        layout = RingLayout.of(plan(job, WORKERS))
+        p_side = {layout.p_source, layout.head, layout.p}
+        q_side = {layout.q_source, layout.q}
+        assert set(layout.plan.tasks_of(P_WORKER)) == p_side
+        assert set(layout.plan.tasks_of(Q_WORKER)) == q_side
+        assert P_WORKER != Q_WORKER
 
 
 def test_a_holder_passes_the_token_on_after_its_seeded_number_of_ticks() -> None:

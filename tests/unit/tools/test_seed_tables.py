@@ -1,5 +1,5 @@
 """The seeds' tables and verdicts (pure): where a global snapshot puts the token,
-the naive scheme's snapshots, which barrier q cut on, the catches per initiator,
+which barrier q cut on, the catches per initiator,
 the processes' snapshot requests, a bank snapshot's total."""
 
 from __future__ import annotations
@@ -19,89 +19,13 @@ from kstream.tools.seeds.demos import (
 )
 from kstream.tools.seeds.ring import RingSnapshot
 from kstream.tools.seeds.tables import (
-    MAX_SKEW,
     BankSnapshot,
     Element,
     TokenSnapshot,
     Verdict,
     caught_in_flight,
-    location,
-    naive_schedule,
-    naive_snapshot,
     q_cut_on,
 )
-
-events = st.integers(min_value=0, max_value=400)
-
-
-def test_the_token_chain_goes_p_then_p_to_q_then_q_then_q_to_p() -> None:
-    assert [location(e) for e in range(9)] == [
-        Element.P,  # hop 0 received (injected)
-        Element.P_TO_Q,  # hop 1 sent by p
-        Element.Q,  # hop 1 received
-        Element.Q_TO_P,  # hop 2 sent by q
-        Element.P,
-        Element.P_TO_Q,
-        Element.Q,
-        Element.Q_TO_P,
-        Element.P,
-    ]
-    with pytest.raises(ValueError, match="starts at event 0"):
-        location(-1)
-
-
-@given(events)
-def test_both_processes_recording_at_one_moment_hold_the_token_once(e: int) -> None:
-    snapshot = naive_snapshot("n", e, e)
-    assert snapshot.tokens == 1
-    assert snapshot.verdict is Verdict.ONCE
-
-
-@given(events, events)
-def test_a_naive_snapshot_counts_what_each_process_sees_at_its_own_moment(p: int, q: int) -> None:
-    s = naive_snapshot("n", p, q)
-    # p records p and q->p at its moment, q records q and p->q at its own.
-    assert s.p_holds + s.q_to_p == int(location(p) in (Element.P, Element.Q_TO_P))
-    assert s.q_holds + s.p_to_q == int(location(q) in (Element.Q, Element.P_TO_Q))
-    assert s.tokens in (0, 1, 2)
-
-
-def test_the_seeds_naive_failures() -> None:
-    # p records after sending, q before p sent: the token vanishes (seed 000).
-    vanished = naive_snapshot("n", 1, 0)
-    assert (vanished.tokens, vanished.verdict) == (0, Verdict.VANISHED)
-    assert dict(vanished.rows()) == {
-        Element.P: "s0",
-        Element.Q: "s0",
-        Element.P_TO_Q: "empty",
-        Element.Q_TO_P: "empty",
-    }
-    # p records while holding it, q after receiving it: it doubles.
-    doubled = naive_snapshot("n", 0, 2)
-    assert (doubled.tokens, doubled.verdict) == (2, Verdict.DOUBLED)
-
-
-@given(st.integers(min_value=3, max_value=300), st.integers(0, 60), st.integers(0, 2**32))
-def test_a_naive_schedule_starts_with_both_failures_and_stays_in_the_run(
-    n_events: int, snapshots: int, seed: int
-) -> None:
-    pairs = naive_schedule(n_events, snapshots, seed)
-    assert len(pairs) == snapshots
-    assert pairs == naive_schedule(n_events, snapshots, seed)
-    assert all(0 <= p < n_events and 0 <= q < n_events for p, q in pairs)
-    verdicts = [naive_snapshot("n", p, q).verdict for p, q in pairs]
-    assert verdicts[:2] == [Verdict.VANISHED, Verdict.DOUBLED][:snapshots]
-
-
-@given(st.integers(min_value=3, max_value=300), st.integers(0, 2**32))
-def test_naive_clocks_disagree_by_at_most_twice_the_skew(n_events: int, seed: int) -> None:
-    for p, q in naive_schedule(n_events, 30, seed)[2:]:
-        assert abs(p - q) <= 2 * MAX_SKEW
-
-
-def test_a_naive_schedule_needs_a_token_that_went_around() -> None:
-    with pytest.raises(ValueError, match="3 token events"):
-        naive_schedule(2, 5, 0)
 
 
 def test_verdicts_count_every_place_the_token_is() -> None:
