@@ -50,6 +50,7 @@ from kstream.dataflow.state import KeyedContext, ValueState
 from kstream.dataflow.state_serde import StateSerde
 from kstream.dataflow.state_serde import state_serde as state_serde_named
 from kstream.errors import ConfigurationError
+from kstream.protocol.names import check_job_name
 from kstream.protocol.watermarks import WatermarkConfig
 
 if TYPE_CHECKING:
@@ -358,10 +359,7 @@ class Job:
         state_serde: str | StateSerde = "msgpack",
         channel_serde: str | ChannelSerde | Iterable[RecordType] = "msgpack",
     ) -> None:
-        if not name or any(c in name for c in " /\\:"):
-            raise ConfigurationError(
-                f"job name {name!r} must be non-empty, without spaces or / \\ :"
-            )
+        check_job_name(name)
         if on_error not in ("dead-letter", "skip", "fail"):
             raise ConfigurationError(f"on_error must be dead-letter, skip or fail: {on_error!r}")
         self.name = name
@@ -381,8 +379,7 @@ class Job:
 
     def rename(self, name: str) -> None:
         """Give the job another name (e.g. from `--job-name`); before it runs."""
-        Job(name)  # validates
-        self.name = name
+        self.name = check_job_name(name)
 
     def source(self, source: Source, *, parallelism: int | None = None) -> Stream:
         """Start a stream reading `source`."""

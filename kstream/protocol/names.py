@@ -27,12 +27,22 @@ worker group         ``kstream.<job>.w``                      a worker's control
 history group        ``kstream.<job>.history``                `read_history`
 transactional id     ``kstream.<job>.<task>.<topic>.<slot>``  transactional sinks
 ==================== ======================================== ===================
+
+The job name is also a directory (``<state-dir>/<job>``). `check_job_name`
+decides once which names can be all of these; everything that takes a job
+name (`kstream.Job`, every command's ``--job-name``) asks it before it
+creates anything.
 """
 
 from __future__ import annotations
 
+import re
+
+from kstream.errors import ConfigurationError
+
 __all__ = [
     "ERROR_HEADER",
+    "JOB_NAME_MAX",
     "KEY_SHA256_HEADER",
     "KEY_TRUNCATED_HEADER",
     "LINEAGE_HEADERS",
@@ -44,6 +54,7 @@ __all__ = [
     "TASK_HEADER",
     "TRUNCATED_HEADER",
     "channel_topic",
+    "check_job_name",
     "commit_topic",
     "control_topic",
     "dead_letter_topic",
@@ -56,6 +67,47 @@ __all__ = [
     "task_group",
     "worker_group",
 ]
+
+
+# -- the job name ---------------------------------------------------------------
+
+#: Kafka's longest topic name.
+TOPIC_NAME_MAX = 249
+#: The longest job name: ``kstream.`` (8) and the longest suffix (``.dead-letters``,
+#: 13; a channel's ``.s<stage>.i<input>`` or ``.s<stage>.loop`` stays shorter up to
+#: 10^12 stages) leave 228 characters of the 249; 200 keeps a margin for a suffix
+#: added later. As a directory name it is far inside every file system's 255 bytes.
+JOB_NAME_MAX = 200
+#: Kafka's legal topic characters (ASCII only), so every name of the job is one too.
+_LEGAL = re.compile(r"[A-Za-z0-9._-]+")
+#: A name shown in a refusal is cut to this many characters.
+_SHOWN = 40
+
+
+def check_job_name(name: str) -> str:
+    """`name` if it can name a job, else `ConfigurationError` with one line saying why.
+
+    A job name is non-empty, at most `JOB_NAME_MAX` characters of Kafka's topic
+    alphabet (ASCII letters, digits, ``.``, ``_``, ``-``), and not ``.`` or ``..``
+    (it is a directory of the state dir).
+    """
+    shown = repr(name if len(name) <= _SHOWN else name[:_SHOWN] + "...")
+    if not name:
+        raise ConfigurationError("the job name is empty; give a name such as wordcount-1")
+    if len(name) > JOB_NAME_MAX:
+        raise ConfigurationError(
+            f"job name {shown} has {len(name)} characters; at most {JOB_NAME_MAX}, so every "
+            f"topic of the job fits Kafka's {TOPIC_NAME_MAX}"
+        )
+    if not _LEGAL.fullmatch(name):
+        bad = "".join(dict.fromkeys(c for c in name if not _LEGAL.fullmatch(c)))
+        raise ConfigurationError(
+            f"job name {shown} holds {bad!r}; only ASCII letters, digits, '.', '_' and '-' "
+            "(Kafka's topic characters) are allowed"
+        )
+    if name in (".", ".."):
+        raise ConfigurationError(f"job name {name!r} names no directory of its own; choose another")
+    return name
 
 
 # -- topics -------------------------------------------------------------------

@@ -36,6 +36,7 @@ from kstream.protocol.names import control_topic
 from kstream.protocol.snapshot_id import SnapshotId
 from kstream.runtime.control import ControlReader, read_messages
 from kstream.tools.chaos.feeder import InputFeeder
+from kstream.tools.chaos.own_broker import claim
 from kstream.tools.chaos.reader import OutputReader, final_outputs, read_input
 from kstream.tools.chaos.resources import SAMPLE_EVERY_S, ResourceSample, sample
 from kstream.tools.chaos.schedule import KINDS, Fault, LastFault, may_strike, schedule
@@ -70,7 +71,7 @@ STATUS_EVERY_S = 15.0
 
 @dataclass(frozen=True, slots=True)
 class CampaignConfig:
-    """What one campaign does; `port` is its own broker's (it kills that broker)."""
+    """What one campaign does; `port` is its own broker's (it creates, kills and wipes it)."""
 
     workload: Workload
     duration: float
@@ -145,10 +146,12 @@ class CampaignResult:
 
 
 class _Campaign:
-    def __init__(self, config: CampaignConfig, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, config: CampaignConfig, say: Callable[[str], None], broker: LocalBroker
+    ) -> None:
         self.c = config
         self.say = say
-        self.broker = LocalBroker(config.port)
+        self.broker = broker
         self.bootstrap = self.broker.bootstrap
         tag = f"{config.workload.name}-s{config.seed}"
         self.input = f"chaos-{tag}-in"
@@ -200,8 +203,6 @@ class _Campaign:
 
     def start(self) -> None:
         self.say(f"broker on {self.bootstrap} (the campaign's own: it is killed)")
-        self.broker.stop()
-        self.broker.wipe()
         self.broker.start()
         topics = self.c.workload.topics(self.input, self.output)
         # Kept forever: a windowed job's results carry event time as their timestamp,
@@ -528,8 +529,13 @@ def _sequence(checkpoint: int) -> int:
 
 
 def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> CampaignResult:
-    """Run one campaign (see the module docstring); the broker is stopped at the end."""
-    c = _Campaign(config, say)
+    """Run one campaign (see the module docstring); the broker is stopped at the end.
+
+    The broker is one the campaign creates on `config.port` (`own_broker.claim`):
+    a port a setting names, a port that answers, or a broker directory a campaign
+    did not create is refused (`KStreamError`) before anything is created.
+    """
+    c = _Campaign(config, say, claim(config.port))
     try:
         c.start()
         last_status = 0.0

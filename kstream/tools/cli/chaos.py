@@ -1,4 +1,4 @@
-"""`kstream chaos`: a seeded fault campaign against a job on the campaign's own broker.
+"""`kstream chaos`: a seeded fault campaign against a job on a broker the campaign creates.
 
 The campaign itself is `kstream.tools.chaos`; this module parses the options,
 prints the fault log as it happens and the summary, and writes the report.
@@ -15,9 +15,9 @@ from kstream.tools.cli.console import out, say
 from kstream.tools.cli.options import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
+    PORT,
     POSITIVE,
     GuaranteeOption,
-    PortOption,
     parse_guarantee,
 )
 
@@ -65,7 +65,18 @@ def chaos_command(
         ),
     ] = 1.0,
     guarantee: GuaranteeOption = "exactly-once",
-    port: PortOption = 23392,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            # Not KSTREAM_BROKER_PORT: that is the user's broker, which a campaign would wipe.
+            envvar="KSTREAM_CHAOS_BROKER_PORT",
+            help="Port of the broker the campaign creates, kills and wipes (controller on "
+            "port+1); refused if a setting names it, it answers, or its data is not a "
+            "campaign's.",
+            callback=PORT,
+        ),
+    ] = 23392,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", help="Report, logs and state; default chaos-runs/seed-<seed>."),

@@ -7,20 +7,18 @@ job's control topic; this module only reads the topic and formats the rows.
 from __future__ import annotations
 
 import time
-from typing import Annotated
 
-import typer
 from rich.markup import escape
 
 from kstream.errors import ConfigurationError
 from kstream.tools.cli.console import out, say
-from kstream.tools.cli.options import BootstrapOption, KafkaConfigOption
+from kstream.tools.cli.options import BootstrapOption, KafkaConfigOption, RequiredJobNameOption
 
 __all__ = ["checkpoints_command"]
 
 
 def checkpoints_command(
-    job_name: Annotated[str, typer.Option("--job-name", help="The job to list.")],
+    job_name: RequiredJobNameOption,
     bootstrap_servers: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "KafkaConfigOption",
     "ParamsOption",
     "PortOption",
+    "RequiredJobNameOption",
     "SourceSnapshotIntervalOption",
     "SpecArgument",
     "StateDirOption",
@@ -106,8 +107,28 @@ BootstrapOption = Annotated[
 StateDirOption = Annotated[
     Path, typer.Option("--state-dir", help="Local state and checkpoint storage.")
 ]
+
+
+def _check_job_name(value: str | None) -> str | None:
+    """Refuse a job name no job can have while the command line is parsed: before a
+    command creates a topic or a directory (`kstream.protocol.names.check_job_name`)."""
+    from kstream.protocol.names import check_job_name
+
+    return None if value is None else check_job_name(value)
+
+
 JobNameOption = Annotated[
-    str | None, typer.Option("--job-name", help="Name of the job (scopes topics and state).")
+    str | None,
+    typer.Option(
+        "--job-name",
+        help="Name of the job (scopes topics and state): up to 200 ASCII letters, digits, "
+        "'.', '_' and '-'.",
+        callback=_check_job_name,
+    ),
+]
+#: ``--job-name`` of a command that needs it (`kstream checkpoints`).
+RequiredJobNameOption = Annotated[
+    str, typer.Option("--job-name", help="The job to list.", callback=_check_job_name)
 ]
 
 

@@ -29,7 +29,7 @@ def plan_command(
     from kstream.tools.spec import load_job, parse_params
 
     job = load_job(spec, parse_params(param or []))
-    if job_name:
+    if job_name is not None:
         job.rename(job_name)
     # Plain text: names such as "kafka:a" must not become markup or emoji.
     typer.echo("\n".join(describe(plan(job, workers))))

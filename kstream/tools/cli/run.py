@@ -326,7 +326,7 @@ def _load(spec: str, params: list[str] | None, job_name: str | None) -> tuple[Jo
 
     values = parse_params(params or [])
     job = load_job(spec, values)
-    if job_name:
+    if job_name is not None:
         job.rename(job_name)
     return job, values
 
