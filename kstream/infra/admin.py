@@ -6,6 +6,7 @@ turn Kafka's errors into kstream's, so callers never see a bare KafkaException.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -21,7 +22,8 @@ from kstream.errors import (
     ConfigurationError,
     KafkaUnavailableError,
 )
-from kstream.infra.client_settings import client_config
+from kstream.infra.client_settings import ENV_VAR, client_config, security_settings
+from kstream.infra.listener_probe import mismatch
 
 __all__ = [
     "ACL_HINT",
@@ -125,6 +127,8 @@ class Admin:
 
         A bootstrap address that refuses connections fails at once: librdkafka
         would retry it until the timeout and report only a generic transport error.
+        A listener speaking another security protocol than the client's (plaintext
+        against SASL_SSL, or the reverse) is a `ConfigurationError` saying so.
         """
         refused = _refusing(self.bootstrap)
         if refused is not None:
@@ -132,6 +136,12 @@ class Admin:
         try:
             md = self._client.list_topics(timeout=timeout)
         except KafkaException as exc:
+            # First: a plaintext listener also fails a TLS client's handshake.
+            # The client's protocol: librdkafka's default unless the settings say.
+            protocol = security_settings().get("security.protocol", "PLAINTEXT")
+            wrong = mismatch(self.bootstrap, protocol, os.environ.get(ENV_VAR))
+            if wrong is not None:
+                raise ConfigurationError(wrong) from None
             if (rejection := self._refused()) is not None:
                 raise rejection from None
             raise KafkaUnavailableError(
