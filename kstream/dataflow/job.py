@@ -355,6 +355,7 @@ class Job:
         on_error: ErrorPolicy = "dead-letter",
         state_serde: str | StateSerde = "msgpack",
         channel_serde: str | ChannelSerde | Iterable[RecordType] = "msgpack",
+        allow_feedback: bool = False,
     ) -> None:
         if not name or any(c in name for c in " /\\:"):
             raise ConfigurationError(
@@ -372,6 +373,10 @@ class Job:
         #: a `ChannelSerde` or `RecordType`s declaring the job's own record types,
         #: or "trusted-pickle" (loading runs code; see `kstream.dataflow.channel_serde`).
         self.channel_serde: ChannelSerde = channel_serde_named(channel_serde)
+        #: Whether a sink may write a topic the job reads (its own input fed back
+        #: to it: each output is read again, without end unless the job filters);
+        #: `kstream run` refuses such a job otherwise (`--allow-feedback`).
+        self.allow_feedback = allow_feedback
         self.stages: list[Stage] = []
         #: Topics read as tables (`KeyedStream.enrich`) → whether they must be compacted;
         #: `kstream run` refuses a table topic that must be and is not.
