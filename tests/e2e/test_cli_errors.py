@@ -72,6 +72,12 @@ def one_line_error(proc: subprocess.Popen[str]) -> str:
             ],
             "--workers 200 needs 40,202 partitions for the job's internal topics",
         ),
+        (
+            {},
+            ["kstream.examples.wordcount:job", "-p", "input=a", "-p", "output=b", "-p", "input=c"],
+            "kstream: error: parameter 'input' is given twice (-p input=a and -p input=c): "
+            "give each parameter once",
+        ),
     ],
     ids=[
         "syntax-file",
@@ -81,6 +87,7 @@ def one_line_error(proc: subprocess.Popen[str]) -> str:
         "signature",
         "nan",
         "too-many-workers",
+        "param-twice",
     ],
 )
 def test_mistakes_in_kstream_run_are_one_line(
