@@ -17,7 +17,9 @@ A job is a graph, not a line: it may have several sources; a stage may have
 several **inputs** (`Input`), each an edge with its own channel topic:
 `union` merges streams, `connect` feeds two keyed streams into one
 co-process whose two functions share the key's state; a stream may feed
-several operators, edges and sinks (fan-out); a process function may yield
+several operators, edges and sinks (fan-out), but a keyed stream feeds one
+keyed function (its state is that function's: `key_by` again for another); a
+process function may yield
 `Tagged(tag, value)` to send a value to the side output `tag`, consumed by
 `stream.side_output(tag)` in the same stage. Every forward edge goes from an
 existing stage to a newer one, so stage order is a topological order of them.
@@ -757,7 +759,11 @@ class KeyedStream:
         if self._spent:
             self._check_fresh("process")
         if self._node.children:
-            raise ConfigurationError("a keyed stream feeds exactly one process function")
+            # The stage's keyed state is its one function's (`s<stage>.<name>`).
+            raise ConfigurationError(
+                "a keyed stream feeds exactly one process function (the key's state is "
+                "that function's): call key_by again on the stream for another function"
+            )
         node = Node("process", fn=fn, name=name, on_timer=on_timer)
         self._node.children.append(node)
         return Stream(self._job, self._stage, node)
