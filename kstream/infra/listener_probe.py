@@ -9,11 +9,12 @@ any authentication: a listener without SASL with ILLEGAL_SASL_STATE, a SASL
 listener with the mechanisms it enables. A TLS listener answers bytes in the
 clear with a TLS alert record.
 
-The probe is run only after the client has failed to reach the cluster, so a
-wrong guess can only change the words of a failure, never refuse a cluster
-that works. It sends no credentials and reads nothing but the answer to its
-one request: the TLS connection does not verify the broker's certificate,
-which is sound because nothing secret crosses it.
+The probe runs only when the client got no metadata within a second (a
+healthy cluster answers in milliseconds), and it accuses a mismatch only on a
+Kafka (or TLS) answer naming another protocol, never on silence, so a slow
+cluster is waited for as before. It sends no credentials and reads nothing
+but the answer to its one request: the TLS connection does not verify the
+broker's certificate, which is sound because nothing secret crosses it.
 
 The byte-level parts (`handshake_request`, `read_answer`, `is_tls_record`,
 `describe`) are pure; `probe` and `mismatch` do the I/O.
@@ -102,7 +103,9 @@ def _exchange(sock: socket.socket) -> bytes:
     sock.sendall(handshake_request())
     data = b""
     try:
-        while len(data) < 10:
+        # A Kafka answer's first 10 bytes decide; a TLS alert is shorter, and its
+        # sender may keep the connection open.
+        while len(data) < 10 and not is_tls_record(data):
             chunk = sock.recv(4096)
             if not chunk:
                 break
