@@ -167,6 +167,11 @@ class KafkaSource(Source):
 class KafkaSink(Sink):
     """Write results to `topic` with key/value serdes (`str` by default).
 
+    A result that is a 2-tuple is a (key, value) pair; anything else is a value
+    without a key. The `str` serde writes text, bytes, numbers and values with
+    their own ``__str__``; a dict, list, other tuple or set has no text form and
+    is a record error (a dead letter by default) naming ``value_serde="json"``.
+
     The job's guarantee picks the writer: exactly-once (transactions, the
     default), at-least-once (flush at each checkpoint, replays after a
     recovery) or at-most-once (no flush, no replay).

@@ -17,7 +17,9 @@ A job is a graph, not a line: it may have several sources; a stage may have
 several **inputs** (`Input`), each an edge with its own channel topic:
 `union` merges streams, `connect` feeds two keyed streams into one
 co-process whose two functions share the key's state; a stream may feed
-several operators, edges and sinks (fan-out); a process function may yield
+several operators, edges and sinks (fan-out), but a keyed stream feeds one
+keyed function (its state is that function's: `key_by` again for another); a
+process function may yield
 `Tagged(tag, value)` to send a value to the side output `tag`, consumed by
 `stream.side_output(tag)` in the same stage. Every forward edge goes from an
 existing stage to a newer one, so stage order is a topological order of them.
@@ -358,6 +360,7 @@ class Job:
         on_error: ErrorPolicy = "dead-letter",
         state_serde: str | StateSerde = "msgpack",
         channel_serde: str | ChannelSerde | Iterable[RecordType] = "msgpack",
+        allow_feedback: bool = False,
     ) -> None:
         check_job_name(name)
         if on_error not in ("dead-letter", "skip", "fail"):
@@ -372,6 +375,10 @@ class Job:
         #: a `ChannelSerde` or `RecordType`s declaring the job's own record types,
         #: or "trusted-pickle" (loading runs code; see `kstream.dataflow.channel_serde`).
         self.channel_serde: ChannelSerde = channel_serde_named(channel_serde)
+        #: Whether a sink may write a topic the job reads (its own input fed back
+        #: to it: each output is read again, without end unless the job filters);
+        #: `kstream run` refuses such a job otherwise (`--allow-feedback`).
+        self.allow_feedback = allow_feedback
         self.stages: list[Stage] = []
         #: Topics read as tables (`KeyedStream.enrich`) → whether they must be compacted;
         #: `kstream run` refuses a table topic that must be and is not.
@@ -764,7 +771,11 @@ class KeyedStream:
         if self._spent:
             self._check_fresh("process")
         if self._node.children:
-            raise ConfigurationError("a keyed stream feeds exactly one process function")
+            # The stage's keyed state is its one function's (`s<stage>.<name>`).
+            raise ConfigurationError(
+                "a keyed stream feeds exactly one process function (the key's state is "
+                "that function's): call key_by again on the stream for another function"
+            )
         node = Node("process", fn=fn, name=name, on_timer=on_timer)
         self._node.children.append(node)
         return Stream(self._job, self._stage, node)

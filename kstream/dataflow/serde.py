@@ -40,8 +40,27 @@ class BytesSerde:
         return data
 
 
+def _has_text_form(value: Any) -> bool:
+    """Whether `str(value)` is a text form of it rather than its Python repr.
+
+    Numbers are; so is any value whose type (or a base other than `object`)
+    defines ``__str__`` (a date, a UUID, a Decimal, an Enum). Containers (dict,
+    list, tuple, set) and classes without ``__str__`` fall back to their repr.
+    """
+    if isinstance(value, (int, float)):
+        return True
+    return any("__str__" in vars(c) for c in type(value).__mro__[:-1])
+
+
 class StrSerde:
-    """UTF-8 text; other values are written with `str()` (so ints become decimal text)."""
+    """UTF-8 text; bytes unchanged; numbers and values with their own ``__str__``
+    written with `str()` (so ints become decimal text).
+
+    Any other value (a dict, list, tuple, set, an object without ``__str__``)
+    has no text form: `str()` would write its Python repr, which no reader can
+    parse back. It is a `RecordError` (the job's error policy: by default a dead
+    letter) naming the serde that can write it.
+    """
 
     name = "str"
 
@@ -52,7 +71,23 @@ class StrSerde:
             return None
         if isinstance(value, bytes):
             return value
-        return str(value).encode()
+        if _has_text_form(value):
+            return str(value).encode()
+        kind = type(value).__name__
+        if isinstance(value, (dict, list, tuple)):
+            advice = (
+                'give the sink value_serde="json" (key_serde="json" for a key), '
+                "or turn it into text in the job"
+            )
+        else:
+            advice = (
+                'turn it into text in the job, or into a JSON value with value_serde="json" '
+                '(key_serde="json" for a key)'
+            )
+        raise RecordError(
+            f"the str serde cannot write a value of type {kind} as text (str() would give "
+            f"its Python repr): {advice}"
+        )
 
     def loads(self, data: bytes | None) -> Any:
         if data is None:

@@ -6,6 +6,7 @@ turn Kafka's errors into kstream's, so callers never see a bare KafkaException.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -21,7 +22,8 @@ from kstream.errors import (
     ConfigurationError,
     KafkaUnavailableError,
 )
-from kstream.infra.client_settings import client_config
+from kstream.infra.client_settings import ENV_VAR, client_config, security_settings
+from kstream.infra.listener_probe import mismatch
 
 __all__ = [
     "ACL_HINT",
@@ -34,6 +36,8 @@ T = TypeVar("T")
 
 #: Metadata round trips on a healthy cluster take milliseconds; this only bounds a dead one.
 ADMIN_TIMEOUT_S = 30.0
+#: `Admin.check_reachable` probes the listeners' protocol when no metadata came by then.
+FIRST_TRY_S = 1.0
 
 
 #: Codes saying the cluster's ACLs deny this principal the request: retrying cannot help.
@@ -109,6 +113,13 @@ class Admin:
             "(check the settings of --kafka-config / KSTREAM_KAFKA_CONFIG)"
         )
 
+    def _mismatch(self) -> str | None:
+        """The line saying the listeners speak another security protocol than this
+        client (`kstream.infra.listener_probe`), or None."""
+        # The client's protocol: librdkafka's default unless the settings say.
+        protocol = security_settings().get("security.protocol", "PLAINTEXT")
+        return mismatch(self.bootstrap, protocol, os.environ.get(ENV_VAR))
+
     def _metadata(self, topic: str | None = None, timeout: float = ADMIN_TIMEOUT_S) -> Any:
         """The cluster's metadata (of `topic` only, if given); `KafkaUnavailableError` if none."""
         try:
@@ -125,18 +136,35 @@ class Admin:
 
         A bootstrap address that refuses connections fails at once: librdkafka
         would retry it until the timeout and report only a generic transport error.
+        A listener speaking another security protocol than the client's (plaintext
+        against SASL_SSL, or the reverse) is a `ConfigurationError` saying so.
         """
         refused = _refusing(self.bootstrap)
         if refused is not None:
             raise KafkaUnavailableError(f"Kafka at {self.bootstrap} did not answer ({refused})")
-        try:
-            md = self._client.list_topics(timeout=timeout)
-        except KafkaException as exc:
-            if (rejection := self._refused()) is not None:
-                raise rejection from None
-            raise KafkaUnavailableError(
-                f"Kafka at {self.bootstrap} did not answer within {timeout:.0f}s ({exc.args[0]})"
-            ) from None
+        deadline = time.monotonic() + timeout
+        wait, probed = min(FIRST_TRY_S, timeout), False
+        while True:
+            try:
+                md = self._client.list_topics(timeout=wait)
+                break
+            except KafkaException as exc:
+                if not probed:
+                    # A healthy cluster answers within milliseconds, a listener of
+                    # another protocol never: look at it now, not after `timeout`
+                    # (first, too: a plaintext listener fails a TLS handshake).
+                    probed = True
+                    if (wrong := self._mismatch()) is not None:
+                        raise ConfigurationError(wrong) from None
+                    wait = deadline - time.monotonic()
+                    if wait > 0:
+                        continue  # once: the rest of `timeout` for a slow cluster
+                if (rejection := self._refused()) is not None:
+                    raise rejection from None
+                raise KafkaUnavailableError(
+                    f"Kafka at {self.bootstrap} did not answer within {timeout:.0f}s "
+                    f"({exc.args[0]})"
+                ) from None
         if not md.brokers:
             raise KafkaUnavailableError(f"Kafka at {self.bootstrap} reports no brokers")
 

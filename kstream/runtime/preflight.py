@@ -2,7 +2,8 @@
 
 Every refusal is one `KStreamError` raised before any worker starts, so a job
 that cannot run leaves nothing half-started: the cluster must answer, input
-topics exist, sinks accept their outputs, the transaction timeout suits the
+topics exist, no sink writes a topic the job reads (unless the job allows
+it), sinks accept their outputs, the transaction timeout suits the
 checkpointing and the broker, and the worker count matches the internal
 topics an earlier run of the job created.
 """
@@ -22,6 +23,7 @@ from kstream.runtime.sink import Guarantee
 __all__ = [
     "BROKER_MAX_TXN",
     "check_cluster",
+    "fed_back",
     "missing_topics",
     "transaction_timeout",
     "uncompacted_table",
@@ -62,6 +64,8 @@ def check_cluster(
     for stage in job.stages:
         if stage.source is not None:
             inputs[stage.source.topic] = stage.source.partitions(bootstrap)  # raises if missing
+    if not job.allow_feedback and (feedback := fed_back(job)) is not None:
+        raise ConfigurationError(feedback)
     problem = uncompacted_table(job, admin.topic_config(job.tables, CLEANUP_POLICY))
     if problem is not None:
         raise ConfigurationError(problem)
@@ -133,6 +137,29 @@ def missing_topics(plan: Plan, admin: Admin, timeout: float) -> list[str] | None
             f"{kind} topic {topic} no longer exists (deleted while the job ran?): {advice}"
         )
     return lines
+
+
+def fed_back(job: Job) -> str | None:
+    """Why `job` feeds its own input (a sink writes a topic it reads), or None.
+
+    Each output would be read again as input, and its outputs again: a job that
+    does not filter them grows its topic without end. Pure: the topics are the
+    job's own. Refused unless the job allows it (`Job.allow_feedback`).
+    """
+    # Table topics are read by sources too.
+    read = {s.source.topic for s in job.stages if s.source is not None}
+    for stage in job.stages:
+        for node in sink_nodes(stage.root):
+            assert node.sink is not None
+            for topic in node.sink.topics():
+                if topic in read:
+                    return (
+                        f"sink {node.sink.name} writes topic {topic}, which the job reads as "
+                        "its input: every output would be read again (a loop without "
+                        "end); give another output topic, or --allow-feedback "
+                        "(Job(..., allow_feedback=True)) if the job is meant to read its outputs"
+                    )
+    return None
 
 
 def uncompacted_table(job: Job, policies: Mapping[str, str]) -> str | None:

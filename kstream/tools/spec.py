@@ -23,12 +23,21 @@ __all__ = ["Params", "load_job", "parse_params"]
 
 
 def parse_params(items: Iterable[str]) -> dict[str, str]:
-    """``KEY=VALUE`` strings to a dict; `ConfigurationError` for anything else."""
-    out = {}
+    """``KEY=VALUE`` strings to a dict; `ConfigurationError` for anything else.
+
+    A key given twice is refused (even with the same value): which of two
+    values a job would get is not something to guess from the order.
+    """
+    out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigurationError(f"parameter {item!r} must look like KEY=VALUE")
+        if key in out:
+            raise ConfigurationError(
+                f"parameter {key!r} is given twice (-p {key}={out[key]} and -p {item}): "
+                "give each parameter once"
+            )
         out[key] = value
     return out
 

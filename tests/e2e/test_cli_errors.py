@@ -66,11 +66,17 @@ def one_line_error(proc: subprocess.Popen[str]) -> str:
                 "-p",
                 "input={input}",
                 "-p",
-                "output={input}",
+                "output={output}",
                 "--workers",
                 "200",
             ],
             "--workers 200 needs 40,202 partitions for the job's internal topics",
+        ),
+        (
+            {},
+            ["kstream.examples.wordcount:job", "-p", "input=a", "-p", "output=b", "-p", "input=c"],
+            "kstream: error: parameter 'input' is given twice (-p input=a and -p input=c): "
+            "give each parameter once",
         ),
     ],
     ids=[
@@ -81,6 +87,7 @@ def one_line_error(proc: subprocess.Popen[str]) -> str:
         "signature",
         "nan",
         "too-many-workers",
+        "param-twice",
     ],
 )
 def test_mistakes_in_kstream_run_are_one_line(
@@ -89,9 +96,9 @@ def test_mistakes_in_kstream_run_are_one_line(
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     if any("{input}" in a for a in args):
-        topic = unique_name("in")
-        Admin(bootstrap).create_topics({topic: 2})
-        args = [a.replace("{input}", topic) for a in args]
+        topic, output = unique_name("in"), unique_name("out")
+        Admin(bootstrap).create_topics({topic: 2, output: 2})
+        args = [a.replace("{input}", topic).replace("{output}", output) for a in args]
     proc = kstream(
         "run", *args, "--bootstrap-servers", bootstrap, "--state-dir", str(tmp_path / "state"),
         cwd=tmp_path,
@@ -110,6 +117,63 @@ def test_checkpoints_of_an_unreachable_cluster_is_one_line() -> None:
     assert one_line_error(proc) == (
         "kstream: error: Kafka at 127.0.0.1:9 did not answer (127.0.0.1:9: Connection refused)"
     )
+
+
+#: A job that reads its own output on purpose: it marks each line once and skips marked ones.
+MARKING_JOB = """
+from kstream.dataflow.job import Job
+from kstream.connectors.kafka import KafkaSink, KafkaSource
+
+
+def job(params):
+    j = Job("marking")
+    (j.source(KafkaSource(params["input"]))
+        .filter(lambda line: not line.startswith("seen "))
+        .map(lambda line: "seen " + line)
+        .sink(KafkaSink(params["output"])))
+    return j
+"""
+
+
+def test_an_output_topic_that_is_the_input_is_refused_unless_allowed(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    topic, name = unique_name("loop"), unique_name("feedback")
+    Admin(bootstrap).create_topics({topic: 2})
+    lines = [f"line {i}" for i in range(10)]
+    produce(bootstrap, topic, [(None, line.encode()) for line in lines])
+    (tmp_path / "marking.py").write_text(MARKING_JOB)
+    common = ["-p", f"input={topic}", "-p", f"output={topic}", "--job-name", name,
+              "--bootstrap-servers", bootstrap, "--state-dir", str(tmp_path / "state"),
+              "--checkpoint-interval", "0.5"]  # fmt: skip
+    refused = kstream("run", "kstream.examples.wordcount:job", *common, cwd=tmp_path)
+    try:
+        line = one_line_error(refused)
+    finally:
+        if refused.poll() is None:  # it runs, feeding itself: stop it
+            stop(refused)
+    assert line == (
+        f"kstream: error: sink kafka:{topic} writes topic {topic}, which the job reads as its "
+        "input: every output would be read again (a loop without end); give another output "
+        "topic, or --allow-feedback (Job(..., allow_feedback=True)) if the job is meant to "
+        "read its outputs"
+    )
+    assert sorted((r.value or b"").decode() for r in read_all(bootstrap, topic)) == sorted(lines)
+    # Asked for, the loop runs: each line is marked once, and marked lines end it.
+    allowed = kstream("run", "marking.py:job", *common, "--allow-feedback", cwd=tmp_path)
+    expected = sorted(lines + [f"seen {line}" for line in lines])
+    try:
+        is_running = started(allowed, name, bootstrap)
+
+        def marked() -> bool:
+            is_running()
+            values = sorted((r.value or b"").decode() for r in read_all(bootstrap, topic))
+            return values == expected
+
+        wait_for(marked, 120, "every line to be marked once")
+    finally:
+        if allowed.poll() is None:
+            stop(allowed)
 
 
 def started(proc: subprocess.Popen[str], name: str, bootstrap: str) -> Callable[[], bool]:

@@ -35,8 +35,11 @@ AUDIT_TIMEOUT_S = 600.0
 
 
 @pytest.fixture(scope="module")
-def secured() -> Iterator[LocalBroker]:
-    """A running SASL_SSL broker; this process's clients use its client settings."""
+def secured(bootstrap: str) -> Iterator[LocalBroker]:
+    """A running SASL_SSL broker; this process's clients use its client settings.
+
+    The suite's plaintext cluster (`bootstrap`) is reached first, while no settings apply.
+    """
     broker = LocalBroker(SECURE_PORT, security="sasl-ssl")
     started = not broker.status().running
     if started:
@@ -172,5 +175,34 @@ def test_a_client_without_the_settings_is_not_let_in(secured: LocalBroker, tmp_p
     )  # fmt: skip
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 2, stderr
-    assert len(stderr.strip().splitlines()) == 1, stderr
-    assert "did not answer" in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    # The one line names the cause: the listener speaks another protocol than the client.
+    assert lines[0] == (
+        f"kstream: error: the listener at {secured.bootstrap} speaks SASL_SSL but the client "
+        "is configured for PLAINTEXT (no --kafka-config given); give --kafka-config FILE "
+        "(or KSTREAM_KAFKA_CONFIG) with security.protocol=SASL_SSL and the cluster's credentials"
+    )
+
+
+def test_sasl_ssl_settings_against_a_plaintext_listener_say_so(
+    bootstrap: str, secured: LocalBroker, tmp_path: Path
+) -> None:
+    # The reverse: the secured cluster's settings given for the suite's plaintext broker.
+    assert secured.client_properties is not None
+    proc = kstream(
+        "run", "kstream.examples.wordcount:job", "-p", "input=any", "-p", "output=any",
+        "--bootstrap-servers", bootstrap, "--kafka-config", str(secured.client_properties),
+        "--job-name", unique_name("wrong-protocol"), "--state-dir", str(tmp_path / "state"),
+    )  # fmt: skip
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    address = bootstrap.split(",")[0].rpartition("//")[2]
+    assert lines[0].startswith(
+        f"kstream: error: the listener at {address} speaks PLAINTEXT but the client is "
+        f"configured for SASL_SSL (security.protocol in {secured.client_properties})"
+    ), lines[0]
+    password = read_settings(secured.client_properties)["sasl.password"]
+    assert password not in stderr + stdout

@@ -44,3 +44,19 @@ def test_create_topics_makes_the_output_like_the_input(bootstrap: str, admin: Ad
     assert admin.partitions(dst) == 3
     assert admin.replication(dst) == admin.replication(src) == 1
     assert said == [f"created output topic {dst} (3 partitions, replication 1, like input {src})"]
+
+
+def test_a_sink_writing_a_topic_the_job_reads_is_refused_unless_allowed(
+    bootstrap: str, admin: Admin
+) -> None:
+    src = unique_name("pre-loop")
+    admin.create_topics({src: 2})
+    looped = job({"input": src, "output": src})
+    check = {
+        "bootstrap": bootstrap, "guarantee": "at-least-once", "config": CoordinatorConfig(),
+        "transaction_timeout_s": None,
+    }  # fmt: skip
+    with pytest.raises(ConfigurationError, match=f"writes topic {src}, which the job reads"):
+        check_cluster(plan(looped, 2), **check)  # type: ignore[arg-type]
+    looped.allow_feedback = True
+    check_cluster(plan(looped, 2), **check)  # type: ignore[arg-type]

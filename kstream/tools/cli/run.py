@@ -152,6 +152,14 @@ def run_command(
             "widest input topic.",
         ),
     ] = False,
+    allow_feedback: Annotated[
+        bool,
+        typer.Option(
+            "--allow-feedback",
+            help="Let a sink write a topic the job reads (it reads its own outputs again); "
+            "refused otherwise.",
+        ),
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
@@ -164,6 +172,8 @@ def run_command(
         raise ConfigurationError("--fresh and --accept-changes exclude each other")
     mode = parse_alignment(alignment, alignment_timeout)
     job, values = _load(spec, param, job_name)
+    if allow_feedback:
+        job.allow_feedback = True
     runner = Runner(
         job,
         spec=spec,

@@ -157,5 +157,19 @@ def test_a_parallelism_below_one_is_refused(where: str, parallelism: int) -> Non
 def test_a_keyed_stream_feeds_exactly_one_process_function() -> None:
     keyed = Job("j").source(KafkaSource("in")).key_by(key)
     keyed.process(lambda k, v, s: [v])
-    with pytest.raises(ConfigurationError, match="a keyed stream feeds exactly one process"):
+    with pytest.raises(ConfigurationError) as caught:
         keyed.process(lambda k, v, s: [v])
+    assert str(caught.value) == (
+        "a keyed stream feeds exactly one process function (the key's state is that "
+        "function's): call key_by again on the stream for another function"
+    )
+
+
+def test_two_functions_on_the_same_keys_take_a_key_by_each() -> None:
+    # The way out the refusal names (and the README describes): one keyed stage per function.
+    job = Job("j")
+    stream = job.source(KafkaSource("in"))
+    stream.key_by(key).count(name="first").sink(KafkaSink("a"))
+    stream.key_by(key).count(name="second").sink(KafkaSink("b"))
+    job.validate()
+    assert [s.upstream.index if s.upstream else None for s in job.stages] == [None, 0, 0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+from datetime import date
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -88,10 +90,32 @@ def test_the_bytes_serde_refuses_anything_but_bytes(value: object, kind: str) ->
 def test_str_is_utf8_and_other_values_are_their_text() -> None:
     assert STR.dumps("grüße") == "grüße".encode()
     assert STR.dumps(42) == b"42"
-    assert STR.dumps(("a", 1)) == b"('a', 1)"
+    assert STR.dumps(2.5) == b"2.5"
+    assert STR.dumps(Decimal("1.50")) == b"1.50"
+    assert STR.dumps(date(2026, 1, 2)) == b"2026-01-02"
     assert STR.dumps(b"raw") == b"raw"
     assert STR.dumps(None) is None
     assert STR.loads(None) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "advice"),
+    [
+        ({"a": 1}, 'give the sink value_serde="json"'),
+        (("a", 1, 2), 'give the sink value_serde="json"'),
+        ([1], 'give the sink value_serde="json"'),
+        ({1, 2}, "turn it into text in the job"),
+        (object(), "turn it into text in the job"),
+    ],
+)
+def test_str_refuses_values_whose_text_would_be_their_repr(value: object, advice: str) -> None:
+    with pytest.raises(RecordError) as caught:
+        STR.dumps(value)
+    message = str(caught.value)
+    assert message.startswith(
+        f"the str serde cannot write a value of type {type(value).__name__} as text"
+    )
+    assert advice in message
 
 
 def test_str_refuses_bytes_that_are_not_utf8() -> None:

@@ -60,8 +60,13 @@ def test_parameters_split_at_the_first_equals_sign() -> None:
     assert parse_params([]) == {}
 
 
-def test_a_later_parameter_replaces_an_earlier_one() -> None:
-    assert parse_params(["a=1", "a=2"]) == {"a": "2"}
+@pytest.mark.parametrize("second", ["a=2", "a=1"])
+def test_a_parameter_given_twice_is_refused(second: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        parse_params(["a=1", "b=3", second])
+    assert str(caught.value) == (
+        f"parameter 'a' is given twice (-p a=1 and -p {second}): give each parameter once"
+    )
 
 
 @pytest.mark.parametrize("item", ["novalue", "=value", ""])
