@@ -106,12 +106,13 @@ class KafkaSource(Source):
     retained record or from the end.
 
     `timestamps` gives the records event time: ``"kafka"`` (each record's
-    Kafka timestamp), a function of the decoded value returning milliseconds,
-    or None (no event time). Watermarks then trail each partition's largest
-    timestamp by `out_of_orderness_ms`; a partition silent for
-    `idle_timeout_ms` of processing time stops holding them back; a record
-    without a usable timestamp, or more than `max_future_ms` ahead of its
-    partition's watermark, is a record error (`TimestampError`).
+    Kafka timestamp), a function of the decoded value returning an int of
+    milliseconds (a float is refused), or None (no event time). Watermarks
+    then trail each partition's largest timestamp by `out_of_orderness_ms`; a
+    partition silent for `idle_timeout_ms` of processing time stops holding
+    them back; a record without a usable timestamp, or more than
+    `max_future_ms` ahead of its partition's watermark (a partition's first
+    record: ahead of the wall clock), is a record error (`TimestampError`).
 
     `snapshot_every` (seconds): each subtask of the source starts a snapshot
     of the whole job itself at that interval, besides the coordinator's
