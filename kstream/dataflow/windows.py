@@ -11,7 +11,7 @@ allowed_lateness``).
   record;
 * `Sliding(size, slide, offset)`: every ``[s, s + size)`` with ``s ≡ offset
   (mod slide)`` and ``s <= ts < s + size``: ``ceil(size / slide)`` or
-  ``floor(size / slide)`` per record;
+  ``floor(size / slide)`` per record (``slide <= size``, so at least one);
 * `Session(gap)`: a record's own window is ``[ts, ts + gap)``; windows of a key
   that overlap (share a timestamp) merge into their cover, so records less
   than ``gap`` apart are in one session (`merge_session`). Windows that only
@@ -112,7 +112,12 @@ class Tumbling:
 
 @dataclass(frozen=True, slots=True)
 class Sliding:
-    """Windows of `size` ms starting every `slide` ms, aligned to `offset`."""
+    """Windows of `size` ms starting every `slide` ms, aligned to `offset`.
+
+    `slide` must not exceed `size`: longer slides leave gaps between windows,
+    and a record in a gap would belong to no window (neither a result, nor
+    late, nor a dead letter), so they are refused when the job is built.
+    """
 
     size: int
     slide: int
@@ -121,6 +126,13 @@ class Sliding:
     def __post_init__(self) -> None:
         _positive("size", self.size)
         _positive("slide", self.slide)
+        if self.slide > self.size:
+            gap = self.slide - self.size
+            raise ConfigurationError(
+                f"sliding({self.size}, {self.slide}): a slide longer than the window leaves "
+                f"{gap} ms of every {self.slide} in no window, and records there would be "
+                "dropped unseen; use a slide <= the size (tumbling(size) for equal ones)"
+            )
 
     @property
     def merging(self) -> bool:
