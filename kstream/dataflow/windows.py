@@ -3,9 +3,10 @@
 A window is the half-open interval ``[start, end)`` of timestamps (ms). It
 fires when the watermark reaches its end (``W >= end``: every record with a
 timestamp below ``end`` has been seen; its timer is at ``end``), its result
-carries the timestamp `TimeWindow.max_timestamp` (``end - 1``), and its state
-is deleted when the watermark reaches `cleanup_time` (``end +
-allowed_lateness``).
+carries the timer's timestamp ``end`` (not `TimeWindow.max_timestamp`: a
+result stamped ``end - 1`` would be behind the watermark ``end`` that fired
+it, so late to a window downstream), and its state is deleted when the
+watermark reaches `cleanup_time` (``end + allowed_lateness``).
 
 * `Tumbling(size, offset)`: ``[offset + k·size, offset + (k+1)·size)``, one per
   record;
@@ -63,7 +64,7 @@ class TimeWindow:
 
     @property
     def max_timestamp(self) -> int:
-        """The last timestamp inside: the timestamp of the window's result."""
+        """The last timestamp inside (a result carries ``end``, its timer's time)."""
         return self.end - 1
 
     def __contains__(self, timestamp: object) -> bool:
