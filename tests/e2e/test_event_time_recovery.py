@@ -274,3 +274,46 @@ def test_a_far_future_first_record_is_a_dead_letter_and_windows_still_fire(
     # Both keys' first buckets fired once, complete, without the year-3000 record.
     assert [(o["t"], o["sum"]) for o in got["a"] if "t" in o] == [(t0 + 1000, 3)]
     assert [(o["t"], o["sum"]) for o in got["b"] if "t" in o] == [(t0 + 1000, 4)]
+
+
+def test_an_output_further_ahead_than_its_topic_takes_is_a_dead_letter_not_a_rollback_loop(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """A record two hours ahead is within `max_future_ms` (a day), but the output
+    topic takes timestamps at most an hour ahead of the broker's clock (Kafka 4's
+    default): its output used to fail the epoch's transaction at every replay."""
+    from event_time_job import job
+
+    run = unique_name("event-time-ahead")
+    src, dst = f"{run}-in", f"{run}-out"
+    admin = Admin(bootstrap)
+    admin.create_topics({src: 1})
+    admin.create_topics({dst: 1}, {"message.timestamp.after.max.ms": "3600000"})
+    t0 = now_bucket()
+    ahead = t0 + 2 * 3_600_000
+    lines = [f"a {t0 + 100} 1", f"a {ahead} 9", f"a {t0 + 200} 2", f"a {t0 + 5000} 0"]
+    produce(bootstrap, src, [(None, s.encode()) for s in lines])
+    params = {"input": src, "output": dst, "name": f"eta-{run}", "ooo": "1000"}
+    messages: list[str] = []
+    runner = Runner(
+        job(params),
+        spec=f"{JOB_FILE}:job",
+        params=params,
+        bootstrap=bootstrap,
+        workers=1,
+        state_dir=tmp_path / "state",
+        config=CoordinatorConfig(interval=0.5, timeout=60.0),
+        say=messages.append,
+    )
+    runner.prepare()
+    run_until_consumed(runner, src, {0: len(lines)}, timeout=300)
+    wait_settled(bootstrap, dst)
+    assert not [m for m in messages if m.startswith("recovery")], messages
+    got = outputs(bootstrap, dst)
+    assert [o["seen"] for o in got["a"] if "seen" in o] == [t0 + 100, t0 + 200, t0 + 5000]
+    letters = read_all(bootstrap, dead_letter_topic(params["name"]))
+    assert len(letters) == 1
+    reason = dict(letters[0].headers)[ERROR_HEADER].decode()
+    assert reason.startswith(
+        f"TimestampError: output event time {ahead} is more than 3600000 ms ahead of the wall clock"
+    ), reason
