@@ -73,7 +73,9 @@ def check_cluster(
 
     With `create_topics`, sink topics that do not exist are created first, with
     the partitions and replication of the job's widest input topic (and `say`
-    tells which); without it a missing one refuses the run.
+    tells which; those of stages with event time with ``retention.ms=-1``);
+    without it a missing one refuses the run. `say` also gets the one line of
+    `retention_warning`, if retention would delete results of the input.
 
     Returns the transaction timeout the workers are to use (`transaction_timeout`
     under exactly-once; `transaction_timeout_s` unchanged otherwise).
@@ -162,7 +164,9 @@ def retention_warning(
 
 def _duration(ms: int) -> str:
     days = ms / 86_400_000
-    return f"{days:g} days" if days >= 1 else f"{ms / 1000:g} s"
+    if days >= 1:
+        return f"{days:g} day{'' if days == 1 else 's'}"
+    return f"{ms / 1000:g} s"
 
 
 def _when(ms: int) -> str:
