@@ -32,6 +32,7 @@ from kstream.errors import (
     ProducerFencedError,
     ProtocolError,
     RecordTooLargeError,
+    TimestampError,
     TransactionExpiredError,
 )
 from kstream.infra.admin import Admin
@@ -106,12 +107,13 @@ class KafkaSource(Source):
     retained record or from the end.
 
     `timestamps` gives the records event time: ``"kafka"`` (each record's
-    Kafka timestamp), a function of the decoded value returning milliseconds,
-    or None (no event time). Watermarks then trail each partition's largest
-    timestamp by `out_of_orderness_ms`; a partition silent for
-    `idle_timeout_ms` of processing time stops holding them back; a record
-    without a usable timestamp, or more than `max_future_ms` ahead of its
-    partition's watermark, is a record error (`TimestampError`).
+    Kafka timestamp), a function of the decoded value returning an int of
+    milliseconds (a float is refused), or None (no event time). Watermarks
+    then trail each partition's largest timestamp by `out_of_orderness_ms`; a
+    partition silent for `idle_timeout_ms` of processing time stops holding
+    them back; a record without a usable timestamp, or more than
+    `max_future_ms` ahead of its partition's watermark (a partition's first
+    record: ahead of the wall clock), is a record error (`TimestampError`).
 
     `snapshot_every` (seconds): each subtask of the source starts a snapshot
     of the whole job itself at that interval, besides the coordinator's
@@ -243,12 +245,62 @@ def _produce_output(producer: Producer, topic: str, row: Row) -> None:
     _produce_row(producer, topic, row)
 
 
+#: The topic settings (newest first) bounding how far ahead of the broker's clock
+#: a record's timestamp may be; Kafka 4 brokers default to one hour.
+AHEAD_SETTINGS = ("message.timestamp.after.max.ms", "message.timestamp.difference.max.ms")
+
+
+def max_ahead_ms(ctx: SinkContext, topic: str) -> int | None:
+    """How far ahead of the clock `topic` takes a record's timestamp (None: any amount).
+
+    Asked only of sinks on stages with event time: their records carry it.
+    """
+    if ctx.event_time is None:
+        return None
+    admin = Admin(ctx.bootstrap)
+    if admin.topic_config([topic], "message.timestamp.type").get(topic) == "LogAppendTime":
+        return None  # the broker stamps records itself
+    for name in AHEAD_SETTINGS:
+        value = admin.topic_config([topic], name).get(topic)
+        if value is not None and 0 <= int(value) < 2**63 - 1:
+            return int(value)
+    return None
+
+
+def _future_guard(topic: str, max_ahead: int | None) -> Callable[[int], None] | None:
+    """A check refusing an output timestamp more than `max_ahead` ms ahead of the clock.
+
+    The broker would refuse it too, but inside a transaction that is the whole
+    epoch, at every replay: the job would roll back for ever. The clock is read
+    only for a timestamp past the bound last computed (the bound only grows).
+    """
+    if max_ahead is None:
+        return None
+    bound = [-(2**63)]
+
+    def guard(ts: int) -> None:
+        if ts <= bound[0]:
+            return
+        now = time.time_ns() // 1_000_000
+        bound[0] = now + max_ahead
+        if ts > bound[0]:
+            raise TimestampError(
+                f"output event time {ts} is more than {max_ahead} ms ahead of the wall clock "
+                f"({now}): topic {topic} refuses such timestamps "
+                "(message.timestamp.after.max.ms)"
+            )
+
+    return guard
+
+
 class _Encoder:
     """Turns a result into a `Row`: serdes, and lineage headers when asked for.
 
     A row larger than `max_bytes` raises `RecordTooLargeError`: it is checked
     here, before any producer sees it, so it can neither fail a produce call
-    nor be rejected by the broker inside a transaction.
+    nor be rejected by the broker inside a transaction. So is a row whose
+    event time is further ahead of the clock than the topic takes
+    (`max_ahead` ms; `TimestampError`).
 
     `row` runs once per output. Without lineage it is one closure
     (`_rows`) with the `str` serde's common cases (a str, an int) inlined; it
@@ -256,7 +308,9 @@ class _Encoder:
     the write-ahead copies snapshots keep are unchanged.
     """
 
-    def __init__(self, sink: KafkaSink, ctx: SinkContext, max_bytes: int) -> None:
+    def __init__(
+        self, sink: KafkaSink, ctx: SinkContext, max_bytes: int, max_ahead: int | None = None
+    ) -> None:
         self._topic = sink.topic
         key_serde, value_serde = serde(sink.key_serde), serde(sink.value_serde)
         self._key = key_serde.dumps
@@ -264,6 +318,7 @@ class _Encoder:
         self._position = ctx.source_position if sink.lineage else None
         self._max_bytes = max_bytes
         self._event_time = ctx.event_time
+        self._guard = _future_guard(sink.topic, max_ahead)
         self.row: Callable[[Any], Row] = (
             self._lineage_row
             if self._position is not None
@@ -275,6 +330,7 @@ class _Encoder:
                 event_time=self._event_time,
                 max_bytes=max_bytes,
                 check=self.check_size,
+                guard=self._guard,
             )
         )
 
@@ -282,6 +338,8 @@ class _Encoder:
         kdata, data, headers = self._encode(value)
         event_time = self._event_time
         row = (kdata, data, headers, 0 if event_time is None else event_time() or 0)
+        if self._guard is not None:
+            self._guard(row[3])
         # len() of both is cheap; only a row near the limit is sized exactly (the
         # only headers, lineage, are a few hundred bytes at most).
         if len(data or b"") + len(kdata or b"") + 1024 > self._max_bytes:
@@ -328,6 +386,7 @@ def _rows(
     event_time: Callable[[], int | None] | None,
     max_bytes: int,
     check: Callable[[bytes | None, bytes | None, Headers | None], None],
+    guard: Callable[[int], None] | None = None,
 ) -> Callable[[Any], Row]:
     """`_Encoder.row` without lineage, as one closure (see `_Encoder`)."""
 
@@ -352,7 +411,12 @@ def _rows(
         # len() of both is cheap; only a row near the limit is sized exactly.
         if len(data or b"") + len(kdata or b"") + 1024 > max_bytes:
             check(kdata, data, None)
-        return (kdata, data, None, 0 if event_time is None else event_time() or 0)
+        if event_time is None:
+            return (kdata, data, None, 0)
+        ts = event_time() or 0
+        if guard is not None:
+            guard(ts)
+        return (kdata, data, None, ts)
 
     return row
 
@@ -366,7 +430,7 @@ class _PlainWriter(SinkWriter):
 
     def __init__(self, sink: KafkaSink, ctx: SinkContext, *, flush: bool) -> None:
         self._topic = sink.topic
-        self._row = _Encoder(sink, ctx, ctx.max_record_bytes).row
+        self._row = _Encoder(sink, ctx, ctx.max_record_bytes, max_ahead_ms(ctx, sink.topic)).row
         self._producer = ctx.producer
         self._flush = flush
         self._raise_if_undelivered = ctx.raise_if_undelivered
@@ -429,7 +493,7 @@ class TransactionalWriter(SinkWriter):
         self._marker_max_bytes = producer_limit(
             [limits.get(self._marker_topic, INTERNAL_TOPIC_MAX_BYTES)]
         )
-        self._row = _Encoder(sink, ctx, self._max_bytes).row
+        self._row = _Encoder(sink, ctx, self._max_bytes, max_ahead_ms(ctx, sink.topic)).row
         self._producers: dict[int, Producer] = {}
         self._ledger = EpochLedger(POOL_SIZE)
         #: The open epoch's producer and records (None: no transaction open).

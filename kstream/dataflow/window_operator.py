@@ -36,10 +36,11 @@ absorbed an allowed-late record therefore emits again as a wider session,
 marked as an update.
 
 Every result is `window_result`'s dict, which a JSON sink writes as is:
-``{"key", "start", "end", "value", "update"}``; it is emitted at the
-window's `max_timestamp` by the runtime (timer outputs carry the timer's
-timestamp). The operator holds no I/O and no clock: it reads ``ctx``
-(`KeyedContext`: state, times and timers) only, so it is unit-tested with an in-memory context.
+``{"key", "start", "end", "value", "update"}``. A result its timer emits
+carries the timer's timestamp, ``end`` (timer outputs are stamped with their
+timer's time); an update a record emits carries that record's timestamp.
+The operator holds no I/O and no clock: it reads ``ctx`` (`KeyedContext`:
+state, times and timers) only, so it is unit-tested with an in-memory context.
 """
 
 from __future__ import annotations

@@ -3,15 +3,16 @@
 A window is the half-open interval ``[start, end)`` of timestamps (ms). It
 fires when the watermark reaches its end (``W >= end``: every record with a
 timestamp below ``end`` has been seen; its timer is at ``end``), its result
-carries the timestamp `TimeWindow.max_timestamp` (``end - 1``), and its state
-is deleted when the watermark reaches `cleanup_time` (``end +
-allowed_lateness``).
+carries the timer's timestamp ``end`` (not `TimeWindow.max_timestamp`: a
+result stamped ``end - 1`` would be behind the watermark ``end`` that fired
+it, so late to a window downstream), and its state is deleted when the
+watermark reaches `cleanup_time` (``end + allowed_lateness``).
 
 * `Tumbling(size, offset)`: ``[offset + k·size, offset + (k+1)·size)``, one per
   record;
 * `Sliding(size, slide, offset)`: every ``[s, s + size)`` with ``s ≡ offset
   (mod slide)`` and ``s <= ts < s + size``: ``ceil(size / slide)`` or
-  ``floor(size / slide)`` per record;
+  ``floor(size / slide)`` per record (``slide <= size``, so at least one);
 * `Session(gap)`: a record's own window is ``[ts, ts + gap)``; windows of a key
   that overlap (share a timestamp) merge into their cover, so records less
   than ``gap`` apart are in one session (`merge_session`). Windows that only
@@ -63,7 +64,7 @@ class TimeWindow:
 
     @property
     def max_timestamp(self) -> int:
-        """The last timestamp inside: the timestamp of the window's result."""
+        """The last timestamp inside (a result carries ``end``, its timer's time)."""
         return self.end - 1
 
     def __contains__(self, timestamp: object) -> bool:
@@ -112,7 +113,12 @@ class Tumbling:
 
 @dataclass(frozen=True, slots=True)
 class Sliding:
-    """Windows of `size` ms starting every `slide` ms, aligned to `offset`."""
+    """Windows of `size` ms starting every `slide` ms, aligned to `offset`.
+
+    `slide` must not exceed `size`: longer slides leave gaps between windows,
+    and a record in a gap would belong to no window (neither a result, nor
+    late, nor a dead letter), so they are refused when the job is built.
+    """
 
     size: int
     slide: int
@@ -121,6 +127,13 @@ class Sliding:
     def __post_init__(self) -> None:
         _positive("size", self.size)
         _positive("slide", self.slide)
+        if self.slide > self.size:
+            gap = self.slide - self.size
+            raise ConfigurationError(
+                f"sliding({self.size}, {self.slide}): a slide longer than the window leaves "
+                f"{gap} ms of every {self.slide} in no window, and records there would be "
+                "dropped unseen; use a slide <= the size (tumbling(size) for equal ones)"
+            )
 
     @property
     def merging(self) -> bool:

@@ -11,7 +11,8 @@ Results carry event time as their Kafka timestamp, so results of the
 generators' inputs (event time from November 2023) are older than a topic's
 default retention: shift the input's timestamps to recent ones (the e2e tests
 move them by whole days, which keeps windows aligned) or give the output
-topics ``retention.ms=-1``.
+topics ``retention.ms=-1`` (``kstream run --create-topics`` creates them so;
+``kstream run`` warns when an existing one would delete them).
 
 Every example's job takes ``-p ooo=MS`` (out-of-orderness, default the
 input generator's) and ``-p idle=MS`` (idle timeout, default 10 s).

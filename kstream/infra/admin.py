@@ -362,6 +362,53 @@ class Admin:
                     f"cannot purge {tp.topic}[{tp.partition}] before {tp.offset}: {exc.args[0]}"
                 ) from None
 
+    def first_records(
+        self, topic: str, per_partition: int, timeout: float = 5.0
+    ) -> dict[int, list[Any]]:
+        """Up to `per_partition` of the first retained records of each partition of `topic`.
+
+        Read committed; a partition gives fewer when it holds fewer, when its
+        read fails, or when `timeout` seconds pass first (a sample, never an
+        error: nothing here refuses a run). A missing topic gives ``{}``.
+        """
+        from confluent_kafka import OFFSET_BEGINNING, Consumer
+
+        n = self.partitions(topic)
+        if n is None:
+            return {}
+        consumer = Consumer(
+            client_config(
+                self.bootstrap,
+                {
+                    "group.id": "kstream-admin",
+                    "enable.auto.commit": False,
+                    # An empty partition says so at once instead of at the timeout.
+                    "enable.partition.eof": True,
+                    "isolation.level": "read_committed",
+                },
+            )
+        )
+        got: dict[int, list[Any]] = {p: [] for p in range(n)}
+        reading = set(got)
+        try:
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(n)])
+            deadline = time.monotonic() + timeout
+            while reading and time.monotonic() < deadline:
+                for m in consumer.consume(500, 0.1):
+                    p = m.partition() or 0
+                    if p not in reading:
+                        continue
+                    if m.error() is None:
+                        got[p].append(m)
+                    if m.error() is not None or len(got[p]) >= per_partition:
+                        reading.discard(p)
+                        consumer.pause([TopicPartition(topic, p)])
+        except KafkaException:
+            pass  # a sample: what was read so far
+        finally:
+            consumer.close()
+        return got
+
     def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
         """(low, high) offsets of every partition of `topic`."""
         from confluent_kafka import Consumer

@@ -25,10 +25,18 @@ downstream, because every downstream watermark is at most ``W_p`` while the
 partition is not idle (the property tests check it over interleavings).
 
 Nothing here reads a clock or does I/O: processing time comes in as a number
-(``now``, monotonic milliseconds), decisions go out as values. A record
-without a usable timestamp, or too far ahead of its partition's watermark, is
-`Unusable` (with the reason) rather than an exception: the caller applies the
-job's error policy, and the record moves no watermark.
+(``now``, monotonic milliseconds), and so does the wall clock (``wall_clock``,
+epoch milliseconds); decisions go out as values. A record without a usable
+timestamp, or too far ahead of its partition's watermark, is `Unusable` (with
+the reason) rather than an exception: the caller applies the job's error
+policy, and the record moves no watermark.
+
+A partition's first record has no watermark to be judged against, and
+accepting a far-future one would put the partition's watermark there for
+good (every later record late, no window firing). So it is judged against the
+wall clock instead: more than ``max_future`` ahead of it is `Unusable` too.
+Not against the other partitions' watermarks: which of them were read first
+differs between runs, and the verdict must not.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ __all__ = [
     "UnusableKind",
     "WatermarkConfig",
     "lateness",
+    "unusable_reason",
     "usable_timestamp",
 ]
 
@@ -139,6 +148,21 @@ def usable_timestamp(value: object) -> int | None:
     return value if MIN_TIMESTAMP <= value <= MAX_TIMESTAMP else None
 
 
+def unusable_reason(value: object) -> str:
+    """Why `value` (refused by `usable_timestamp`) is no timestamp, saying what is needed."""
+    if value is None:
+        return "no usable timestamp: None"
+    if isinstance(value, float):
+        # The common mistake (seconds * 1000, or a parsed float): say what to do.
+        return (
+            f"no usable timestamp: {value!r} is a float: timestamps= must return an int "
+            "of milliseconds (e.g. int(ms))"
+        )
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"no usable timestamp: {value} does not fit in 64 signed bits of milliseconds"
+    return f"no usable timestamp: {value!r}: timestamps= must return an int of milliseconds"
+
+
 class SourceWatermarks:
     """The watermarks of one source subtask's partitions and of the subtask.
 
@@ -171,8 +195,15 @@ class SourceWatermarks:
             MIN_WATERMARK if top is None else max(MIN_WATERMARK, top - self.config.out_of_orderness)
         )
 
-    def observe(self, partition: int, timestamp: object, now: int) -> Stamped | Unusable:
-        """One record of `partition` with `timestamp` (anything; None if it has none)."""
+    def observe(
+        self, partition: int, timestamp: object, now: int, wall_clock: int | None = None
+    ) -> Stamped | Unusable:
+        """One record of `partition` with `timestamp` (anything; None if it has none).
+
+        `wall_clock` (epoch ms) judges a partition's first record: more than
+        ``max_future`` ahead of it is `Unusable`. None judges it against
+        nothing (the watermark rules alone, as the property tests check them).
+        """
         if partition not in self._last_active:
             raise ConfigurationError(f"partition {partition} is not read by this subtask")
         self._last_active[partition] = now
@@ -180,12 +211,20 @@ class SourceWatermarks:
         ts = usable_timestamp(timestamp)
         before = self.partition_watermark(partition)
         if ts is None:
-            return Unusable(UnusableKind.MISSING, f"no usable timestamp: {timestamp!r}")
-        if before != MIN_WATERMARK and ts - before > self.config.max_future:
+            return Unusable(UnusableKind.MISSING, unusable_reason(timestamp))
+        future = self.config.max_future
+        if before != MIN_WATERMARK and ts - before > future:
             return Unusable(
                 UnusableKind.FAR_FUTURE,
-                f"timestamp {ts} is more than {self.config.max_future} ms ahead of "
+                f"timestamp {ts} is more than {future} ms ahead of "
                 f"partition {partition}'s watermark {before}",
+            )
+        if partition not in self._max and wall_clock is not None and ts - wall_clock > future:
+            return Unusable(
+                UnusableKind.FAR_FUTURE,
+                f"timestamp {ts} of partition {partition}'s first record is more than "
+                f"{future} ms ahead of the wall clock ({wall_clock}): it would hold the "
+                "partition's watermark there, making every later record late",
             )
         self._max[partition] = max(ts, self._max.get(partition, ts))
         return Stamped(ts, before, self._advance())

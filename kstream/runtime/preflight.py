@@ -6,25 +6,41 @@ topics exist, no sink writes a topic the job reads (unless the job allows
 it), sinks accept their outputs, the transaction timeout suits the
 checkpointing and the broker, and the worker count matches the internal
 topics an earlier run of the job created.
+
+Results of a stage with event time carry it as their Kafka timestamp, and
+Kafka's time retention judges a record by that timestamp: results of old
+input (a backfill, event time in 1970) would be deleted at the broker's next
+retention check. So `--create-topics` creates such output topics with
+``retention.ms=-1`` (and says so), and a run warns once, in one line, when an
+existing one's retention is shorter than the age of the input's oldest event
+time (`retention_warning`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
-from kstream.dataflow.job import Job, sink_nodes
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
+
+from kstream.dataflow.job import Job, Source, sink_nodes
 from kstream.dataflow.plan import Plan, started_with
 from kstream.errors import ConfigurationError, KStreamError, TimeoutConfigError
 from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
+from kstream.protocol.watermarks import usable_timestamp
 from kstream.runtime.sink import Guarantee
 
 __all__ = [
     "BROKER_MAX_TXN",
     "check_cluster",
+    "event_time_outputs",
     "fed_back",
     "missing_topics",
+    "retention_warning",
     "transaction_timeout",
     "uncompacted_table",
 ]
@@ -36,6 +52,13 @@ BROKER_MAX_TXN = "transaction.max.timeout.ms"
 INTERNAL_SEGMENT_MS = 600_000
 #: A topic's retention rule: a table topic must keep every key's latest value.
 CLEANUP_POLICY = "cleanup.policy"
+#: How long a topic keeps a record, judged by its timestamp ("-1": for good).
+RETENTION_MS = "retention.ms"
+#: What `--create-topics` gives output topics of stages with event time.
+KEEP_FOREVER = "-1"
+#: Records read from the start of each input partition to find its oldest event
+#: time (the first with a usable timestamp counts).
+EVENT_TIME_SAMPLE = 20
 
 
 def check_cluster(
@@ -52,7 +75,9 @@ def check_cluster(
 
     With `create_topics`, sink topics that do not exist are created first, with
     the partitions and replication of the job's widest input topic (and `say`
-    tells which); without it a missing one refuses the run.
+    tells which; those of stages with event time with ``retention.ms=-1``);
+    without it a missing one refuses the run. `say` also gets the one line of
+    `retention_warning`, if retention would delete results of the input.
 
     Returns the transaction timeout the workers are to use (`transaction_timeout`
     under exactly-once; `transaction_timeout_s` unchanged otherwise).
@@ -80,6 +105,7 @@ def check_cluster(
                     "(no key_by or rebalance before it): positions do not cross channels"
                 )
             node.sink.check(bootstrap)
+    _warn_of_retention(admin, plan, say)
     if guarantee == "exactly-once":
         transaction_timeout_s = transaction_timeout(
             config, transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
@@ -96,6 +122,107 @@ def check_cluster(
         },
     )
     return transaction_timeout_s
+
+
+def event_time_outputs(plan: Plan) -> list[str]:
+    """The output topics of stages with event time: their records carry it as timestamp."""
+    return sorted(
+        {
+            topic
+            for stage in plan.job.stages
+            if stage.timed
+            for node in sink_nodes(stage.root)
+            if node.sink is not None
+            for topic in node.sink.topics()
+        }
+    )
+
+
+def retention_warning(
+    retention_ms: Mapping[str, int], oldest: Mapping[str, int], now_ms: int
+) -> str | None:
+    """The one line warning that retention would delete results (None: it would not).
+
+    `retention_ms` is each output topic of a stage with event time whose time
+    retention deletes (``cleanup.policy`` delete, ``retention.ms`` >= 0);
+    `oldest` is each input topic's oldest event time (ms, > 0) the run will
+    read. A result carries its input's event time, so one older than ``now -
+    retention.ms`` is deleted at the broker's next retention check.
+    """
+    if not oldest:
+        return None
+    source, first = min(oldest.items(), key=lambda item: (item[1], item[0]))
+    doomed = sorted(t for t, ms in retention_ms.items() if first < now_ms - ms)
+    if not doomed:
+        return None
+    shortest = min(retention_ms[t] for t in doomed)
+    topics = f"topic {doomed[0]} keeps" if len(doomed) == 1 else f"topics {', '.join(doomed)} keep"
+    return (
+        f"WARNING: output {topics} records for retention.ms={shortest} "
+        f"({_duration(shortest)}), but input {source} has event time from {_when(first)}: "
+        "results carry their event time as Kafka timestamp, so the broker's retention will "
+        f"delete them soon after they are written; set retention.ms={KEEP_FOREVER} (or longer) "
+        f"on {'it' if len(doomed) == 1 else 'them'}"
+    )
+
+
+def _duration(ms: int) -> str:
+    days = ms / 86_400_000
+    if days >= 1:
+        return f"{days:g} day{'' if days == 1 else 's'}"
+    return f"{ms / 1000:g} s"
+
+
+def _when(ms: int) -> str:
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms"
+
+
+def _warn_of_retention(admin: Admin, plan: Plan, say: Callable[[str], None]) -> None:
+    """Say `retention_warning`'s line if there is one (read the topics' settings and inputs)."""
+    outputs = event_time_outputs(plan)
+    if not outputs:
+        return
+    retention = admin.topic_config(outputs, RETENTION_MS)
+    policies = admin.topic_config(outputs, CLEANUP_POLICY)
+    deleting = {
+        t: int(ms)
+        for t, ms in retention.items()
+        if int(ms) >= 0 and "delete" in policies.get(t, "delete").split(",")
+    }
+    if not deleting:
+        return
+    oldest: dict[str, int] = {}
+    for stage in plan.job.stages:
+        source = stage.source
+        # A run from the end reads only what comes: its event time is not known yet.
+        if source is None or source.timestamps is None or source.start != "earliest":
+            continue
+        for records in admin.first_records(source.topic, EVENT_TIME_SAMPLE).values():
+            first = next((t for m in records if (t := _event_time(source, m)) is not None), None)
+            if first is not None:
+                oldest[source.topic] = min(first, oldest.get(source.topic, first))
+    line = retention_warning(deleting, oldest, time.time_ns() // 1_000_000)
+    if line is not None:
+        say(line)
+
+
+def _event_time(source: Source, message: Any) -> int | None:
+    """The event time the job would give `message` (None: none a Kafka timestamp can be)."""
+    try:
+        if source.timestamps == "kafka":
+            kind, at = message.timestamp()
+            value: object = at if kind != TIMESTAMP_NOT_AVAILABLE else None
+        else:
+            assert callable(source.timestamps)
+            value = source.timestamps(source.serde.loads(message.value()))
+    except Exception:
+        return None  # the run makes it a record error; it tells nothing here
+    ts = usable_timestamp(value)
+    # A timestamp <= 0 is written with the producer's clock, not as event time.
+    return ts if ts is not None and ts > 0 else None
 
 
 def job_topics(plan: Plan) -> dict[str, str]:
@@ -183,7 +310,12 @@ def uncompacted_table(job: Job, policies: Mapping[str, str]) -> str | None:
 def _create_outputs(
     admin: Admin, plan: Plan, inputs: dict[str, int], say: Callable[[str], None]
 ) -> None:
-    """Create the sinks' missing topics like the widest input topic (`--create-topics`)."""
+    """Create the sinks' missing topics like the widest input topic (`--create-topics`).
+
+    Those of stages with event time get ``retention.ms=-1``: their records carry
+    event time as timestamp, and results of old input would otherwise be deleted
+    by the broker's default retention as soon as they are written.
+    """
     missing = sorted(
         topic
         for topic, role in job_topics(plan).items()
@@ -193,11 +325,23 @@ def _create_outputs(
         return
     model = max(sorted(inputs), key=lambda t: inputs[t])
     partitions, replication = inputs[model], admin.replication(model) or -1
-    admin.create_topics(dict.fromkeys(missing, partitions), replication=replication)
+    timed = set(event_time_outputs(plan))
+    plain = [t for t in missing if t not in timed]
+    kept = [t for t in missing if t in timed]
+    admin.create_topics(dict.fromkeys(plain, partitions), replication=replication)
+    admin.create_topics(
+        dict.fromkeys(kept, partitions), {RETENTION_MS: KEEP_FOREVER}, replication=replication
+    )
     for topic in missing:
+        kept_why = (
+            f"; {RETENTION_MS}={KEEP_FOREVER}: its records carry their event time as "
+            "timestamp, which time retention would judge"
+            if topic in timed
+            else ""
+        )
         say(
             f"created output topic {topic} ({partitions} partitions, replication "
-            f"{replication}, like input {model})"
+            f"{replication}, like input {model}{kept_why})"
         )
 
 

@@ -744,6 +744,8 @@ class SourceTask(Subtask):
         if self._at_most_once and msgs:
             self._commit_consumed(msgs)
         now = self._idle_clock()
+        # Judges each partition's first record (`SourceWatermarks.observe`).
+        wall = now_ms()
         push, loads, positions, element = self.push, self.loads, self.positions, self.element
         from_kafka = self.timestamps == "kafka"
         fn = self.timestamps
@@ -761,7 +763,7 @@ class SourceTask(Subtask):
                 else:
                     assert callable(fn)
                     at = fn(value)
-                verdict = sw.observe(partition, at, now)
+                verdict = sw.observe(partition, at, now, wall)
                 if isinstance(verdict, Unusable):
                     # Neither stalls nor jumps the watermark: a record error.
                     raise TimestampError(verdict.reason)

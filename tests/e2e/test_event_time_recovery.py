@@ -178,6 +178,7 @@ def test_records_without_a_usable_timestamp_are_dead_letters_and_move_no_waterma
         f"a {far} 7",  # more than a day ahead of the partition's watermark
         f"a {t0 + 200} 2",
         "a soon 5",  # no timestamp at all
+        f"a {t0 + 300}.5 6",  # a float: an int is required
         f"a {t0 + 900} 4",
         f"a {t0 + 5000} 0",  # moves the watermark past the first bucket (1 s of disorder)
     ]
@@ -197,11 +198,122 @@ def test_records_without_a_usable_timestamp_are_dead_letters_and_move_no_waterma
     run_until_consumed(runner, src, {0: len(lines)}, timeout=300)
     wait_settled(bootstrap, dst)
     letters = read_all(bootstrap, dead_letter_topic(params["name"]))
-    assert [r.value for r in letters] == [f"a {far} 7".encode(), b"a soon 5"]
+    assert [r.value for r in letters] == [
+        f"a {far} 7".encode(),
+        b"a soon 5",
+        f"a {t0 + 300}.5 6".encode(),
+    ]
     reasons = [dict(r.headers)[ERROR_HEADER].decode() for r in letters]
     assert reasons[0].startswith(f"TimestampError: timestamp {far} is more than")
-    assert reasons[1] == "TimestampError: no usable timestamp: 'soon'"
+    assert reasons[1] == (
+        "TimestampError: no usable timestamp: 'soon': timestamps= must return an int of "
+        "milliseconds"
+    )
+    assert reasons[2] == (
+        f"TimestampError: no usable timestamp: {t0 + 300}.5 is a float: timestamps= must "
+        "return an int of milliseconds (e.g. int(ms))"
+    )
     fired = [o for o in outputs(bootstrap, dst)["a"] if "t" in o]
     # The far-future record neither jumped the watermark (the first bucket fired
     # once, complete) nor counted.
     assert [(o["t"], o["sum"]) for o in fired] == [(t0 + 1000, 7)]
+
+
+#: The first millisecond of the year 3000.
+YEAR_3000_MS = 32_503_680_000_000
+
+
+def test_a_far_future_first_record_is_a_dead_letter_and_windows_still_fire(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """A partition's first record has no watermark to be judged against: the wall
+    clock judges it, so a year-3000 one does not hold the partition's watermark in
+    the year 3000 (which made every later record late and no timer fire)."""
+    from event_time_job import job
+
+    run = unique_name("event-time-first")
+    src, dst = f"{run}-in", f"{run}-out"
+    Admin(bootstrap).create_topics({src: 2, dst: 1})
+    t0 = now_bucket()
+    # Partition 0 starts in the year 3000; partition 1 is ordinary.
+    first = [f"a {YEAR_3000_MS} 9", f"a {t0 + 100} 1", f"a {t0 + 200} 2", f"a {t0 + 5000} 0"]
+    other = [f"b {t0 + 300} 4", f"b {t0 + 5000} 0"]
+    produce(bootstrap, src, [(None, s.encode()) for s in first], partition=0)
+    produce(bootstrap, src, [(None, s.encode()) for s in other], partition=1)
+    params = {"input": src, "output": dst, "name": f"etf-{run}", "ooo": "1000"}
+    messages: list[str] = []
+    runner = Runner(
+        job(params),
+        spec=f"{JOB_FILE}:job",
+        params=params,
+        bootstrap=bootstrap,
+        workers=1,
+        state_dir=tmp_path / "state",
+        config=CoordinatorConfig(interval=0.5, timeout=60.0),
+        say=messages.append,
+    )
+    runner.prepare()
+    run_until_consumed(runner, src, {0: len(first), 1: len(other)}, timeout=300)
+    wait_settled(bootstrap, dst)
+    got = outputs(bootstrap, dst)
+    # Partition 0's later records are on time at their partition (a window would
+    # have taken them), not behind a watermark in the year 3000.
+    stamps = [(o["seen"], o["stamp"]) for o in got["a"] if "seen" in o]
+    assert [seen for seen, _ in stamps] == [t0 + 100, t0 + 200, t0 + 5000]
+    assert all(stamp <= seen for seen, stamp in stamps), stamps
+    letters = read_all(bootstrap, dead_letter_topic(params["name"]))
+    assert [r.value for r in letters] == [f"a {YEAR_3000_MS} 9".encode()]
+    reason = dict(letters[0].headers)[ERROR_HEADER].decode()
+    assert reason.startswith(
+        f"TimestampError: timestamp {YEAR_3000_MS} of partition 0's first record is more "
+        "than 86400000 ms ahead of the wall clock"
+    ), reason
+    # The console said so.
+    notices = [m for m in messages if m.startswith("dead letter") and str(YEAR_3000_MS) in m]
+    assert notices, messages
+    # Both keys' first buckets fired once, complete, without the year-3000 record.
+    assert [(o["t"], o["sum"]) for o in got["a"] if "t" in o] == [(t0 + 1000, 3)]
+    assert [(o["t"], o["sum"]) for o in got["b"] if "t" in o] == [(t0 + 1000, 4)]
+
+
+def test_an_output_further_ahead_than_its_topic_takes_is_a_dead_letter_not_a_rollback_loop(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """A record two hours ahead is within `max_future_ms` (a day), but the output
+    topic takes timestamps at most an hour ahead of the broker's clock (Kafka 4's
+    default): its output used to fail the epoch's transaction at every replay."""
+    from event_time_job import job
+
+    run = unique_name("event-time-ahead")
+    src, dst = f"{run}-in", f"{run}-out"
+    admin = Admin(bootstrap)
+    admin.create_topics({src: 1})
+    admin.create_topics({dst: 1}, {"message.timestamp.after.max.ms": "3600000"})
+    t0 = now_bucket()
+    ahead = t0 + 2 * 3_600_000
+    lines = [f"a {t0 + 100} 1", f"a {ahead} 9", f"a {t0 + 200} 2", f"a {t0 + 5000} 0"]
+    produce(bootstrap, src, [(None, s.encode()) for s in lines])
+    params = {"input": src, "output": dst, "name": f"eta-{run}", "ooo": "1000"}
+    messages: list[str] = []
+    runner = Runner(
+        job(params),
+        spec=f"{JOB_FILE}:job",
+        params=params,
+        bootstrap=bootstrap,
+        workers=1,
+        state_dir=tmp_path / "state",
+        config=CoordinatorConfig(interval=0.5, timeout=60.0),
+        say=messages.append,
+    )
+    runner.prepare()
+    run_until_consumed(runner, src, {0: len(lines)}, timeout=300)
+    wait_settled(bootstrap, dst)
+    assert not [m for m in messages if m.startswith("recovery")], messages
+    got = outputs(bootstrap, dst)
+    assert [o["seen"] for o in got["a"] if "seen" in o] == [t0 + 100, t0 + 200, t0 + 5000]
+    letters = read_all(bootstrap, dead_letter_topic(params["name"]))
+    assert len(letters) == 1
+    reason = dict(letters[0].headers)[ERROR_HEADER].decode()
+    assert reason.startswith(
+        f"TimestampError: output event time {ahead} is more than 3600000 ms ahead of the wall clock"
+    ), reason

@@ -36,6 +36,7 @@ def test_tumbling_is_the_one_aligned_window_holding_ts(ts: int, size: int, offse
 def test_sliding_is_every_aligned_window_holding_ts(
     ts: int, size: int, slide: int, offset: int
 ) -> None:
+    slide = min(slide, size)  # longer slides are refused
     brute = [
         TimeWindow(s, s + size)
         for s in range(ts - size - slide, ts + slide + 1)
@@ -47,8 +48,18 @@ def test_sliding_is_every_aligned_window_holding_ts(
 def test_sliding_by_example() -> None:
     assert Sliding(10, 5).assign(12) == (TimeWindow(5, 15), TimeWindow(10, 20))
     assert Sliding(10, 5).assign(-1) == (TimeWindow(-10, 0), TimeWindow(-5, 5))
-    # slide > size leaves gaps: some timestamps are in no window.
-    assert Sliding(5, 10).assign(7) == ()
+
+
+def test_a_slide_longer_than_the_window_is_refused() -> None:
+    """It would leave gaps whose records belong to no window and vanish unseen."""
+    with pytest.raises(ConfigurationError) as refused:
+        Sliding(1000, 5000)
+    assert str(refused.value) == (
+        "sliding(1000, 5000): a slide longer than the window leaves 4000 ms of every 5000 "
+        "in no window, and records there would be dropped unseen; use a slide <= the size "
+        "(tumbling(size) for equal ones)"
+    )
+    assert Sliding(1000, 1000).assign(1500) == (TimeWindow(1000, 2000),)
 
 
 def components(stamps: list[int], gap: int) -> set[TimeWindow]:

@@ -76,7 +76,7 @@ def test_unusable_timestamps_are_values_and_move_nothing() -> None:
         decision = w.observe(0, bad, now=0)
         assert isinstance(decision, Unusable)
         assert decision.kind is UnusableKind.MISSING
-    # The first record of a partition cannot be judged far-future: there is nothing to judge by.
+    # Without a wall clock a partition's first record is judged by nothing.
     stamped(w.observe(0, 5000, now=0))
     far = w.observe(0, 6001, now=0)
     assert isinstance(far, Unusable)
@@ -84,6 +84,37 @@ def test_unusable_timestamps_are_values_and_move_nothing() -> None:
     assert far.reason.startswith("timestamp 6001 is more than 1000 ms ahead")
     assert stamped(w.observe(0, 6000, now=0)).advanced_to == 6000
     assert w.watermark == 6000
+
+
+def test_unusable_reasons_say_an_int_of_milliseconds_is_needed() -> None:
+    w = SourceWatermarks(WatermarkConfig(), [0], now=0)
+    reasons = [w.observe(0, bad, now=0) for bad in (None, 1.5e12, "soon", 2**63)]
+    assert [r.reason for r in reasons if isinstance(r, Unusable)] == [
+        "no usable timestamp: None",
+        "no usable timestamp: 1500000000000.0 is a float: timestamps= must return an int "
+        "of milliseconds (e.g. int(ms))",
+        "no usable timestamp: 'soon': timestamps= must return an int of milliseconds",
+        f"no usable timestamp: {2**63} does not fit in 64 signed bits of milliseconds",
+    ]
+
+
+def test_a_partitions_first_record_is_judged_against_the_wall_clock() -> None:
+    w = SourceWatermarks(WatermarkConfig(out_of_orderness=0, max_future=1000), [0, 1], now=0)
+    wall = 1_000_000
+    first = w.observe(0, wall + 1001, now=0, wall_clock=wall)
+    assert isinstance(first, Unusable)
+    assert first.kind is UnusableKind.FAR_FUTURE
+    assert first.reason.startswith(
+        f"timestamp {wall + 1001} of partition 0's first record is more than 1000 ms ahead "
+        f"of the wall clock ({wall})"
+    )
+    # It moved nothing: the next record is the partition's first still, and old
+    # data (a backfill) is never too far ahead of the wall clock.
+    assert w.partition_watermark(0) == MIN_WATERMARK
+    assert stamped(w.observe(0, 5, now=0, wall_clock=wall)).partition_watermark == MIN_WATERMARK
+    assert stamped(w.observe(1, wall + 1000, now=0, wall_clock=wall)).timestamp == wall + 1000
+    # Later records are judged against their partition's watermark, not the clock.
+    assert stamped(w.observe(1, wall + 2000, now=0, wall_clock=wall)).timestamp == wall + 2000
 
 
 def test_bad_configuration_and_partitions_are_refused() -> None:
