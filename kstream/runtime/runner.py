@@ -83,7 +83,6 @@ from kstream.runtime.run_stats import RunStats
 from kstream.runtime.sink import Guarantee
 from kstream.runtime.snapshot import LocalCheckpointStorage, check_state_serde
 from kstream.runtime.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
-from kstream.runtime.worker import EXIT_JOB_FAILED
 
 __all__ = ["RunStats", "Runner"]
 
@@ -459,18 +458,30 @@ class Runner:
         return self.supervisor.pids()
 
     def _check_workers(self, now: float) -> None:
-        for index, code in self.supervisor.exits():
-            if code == EXIT_JOB_FAILED:
-                self._failed = self._failed or f"worker {index} failed; see {self.log_path(index)}"
+        for index, _ in self.supervisor.exits():
+            failure = self.supervisor.failure(index)
+            if failure.deterministic:
+                self._fatal(f"w{index}", failure.cause, failure.log)
                 return
-            how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            if not self._restart_allowed(index, how, now):
+            how = failure.cause
+            if not self._restart_allowed(index, how, now, failure.log):
                 return
             assert self.coordinator is not None
             # The rollback is announced before the replacement starts, so it joins the new
             # generation instead of the failed one.
             self._execute(self.coordinator.handle(WorkerLost(f"w{index}", how, now)))
             self._respawn(index)
+
+    def _fatal(self, worker: str, cause: str, log: str) -> None:
+        """Fail the job with `worker`'s `cause`: a failure every restart would meet again.
+
+        The first cause stands: a worker reports it both on the control topic and
+        when its process exits.
+        """
+        see = f"; see {log}" if log else ""
+        self._failed = self._failed or (
+            f"worker {worker}: {cause} (not retried: it would fail the same way again{see})"
+        )
 
     def _replace_unresponsive(self, c: Recover, now: float) -> None:
         """Replace the started workers the coordinator named unresponsive in `c`: silent
@@ -494,13 +505,13 @@ class Runner:
                 return
             self._respawn(index)
 
-    def _restart_allowed(self, index: int, how: str, now: float) -> bool:
+    def _restart_allowed(self, index: int, how: str, now: float, log: str = "") -> bool:
         """Count a restart of worker `index`; False (and the job failed) when too many."""
         if self.supervisor.restart_allowed(now):
             return True
         self._failed = (
             f"workers died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; "
-            f"last: worker {index} {how}; see {self.log_path(index)}"
+            f"last: worker {index}: {how}; see {log or self.log_path(index)}"
         )
         return False
 
@@ -603,7 +614,9 @@ class Runner:
                 self._notify(self.report.observe(msg, now))
                 return Heartbeat(msg.worker, msg.generation, now, restoring=msg.restoring)
             case WorkerFailed():
-                self._failed = f"worker {msg.worker}: {msg.reason}"
+                index = msg.worker.removeprefix("w")
+                log = self.log_path(int(index)) if self.spawn and index.isdecimal() else ""
+                self._fatal(msg.worker, msg.reason, str(log))
             case RestoreFailed(generation=g, checkpoint=damaged):
                 if g == self.stats.generation and damaged is not None:
                     self._damaged(damaged, f"worker {msg.worker}: {msg.reason}")
