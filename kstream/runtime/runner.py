@@ -415,6 +415,10 @@ class Runner:
         (`kstream.runtime.supervisor`)."""
         cmd = [
             sys.executable,
+            # No current directory on the import path before kstream is imported:
+            # a folder named kstream there (a clone, say) would shadow the package
+            # this runner runs. The job module is still found there (`load_job`).
+            "-P",
             "-m",
             "kstream",
             "worker",

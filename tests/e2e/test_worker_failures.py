@@ -9,15 +9,17 @@ on a job whose worker fails in one particular way, and reads what the runner say
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from test_cli_run import kstream
+from test_cli_run import kstream, wait_for
 
 from kstream.infra.admin import Admin
 from kstream.runtime.control import read_history
-from kstream.testing import produce, unique_name
+from kstream.testing import produce, read_all, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
@@ -174,3 +176,57 @@ def test_keyless_records_for_a_compacted_output_fail_the_job_saying_why(
     line = failed_line(stderr)
     assert "compacted topic refuses records without a key" in line
     assert "workers died" not in line
+
+
+#: A module-spec job (``shadow_job:job``), run from a directory that also holds a
+#: folder named ``kstream``.
+MODULE_JOB = """
+from kstream import Job
+from kstream.connectors.kafka import KafkaSink, KafkaSource
+
+
+def job(params):
+    j = Job("shadowed")
+    j.source(KafkaSource(params["input"])).map(str.upper).sink(KafkaSink(params["output"]))
+    return j
+"""
+
+
+def test_a_kstream_folder_in_the_current_directory_does_not_shadow_the_package(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    admin = Admin(bootstrap)
+    src, dst, name = unique_name("in"), unique_name("out"), unique_name("shadow")
+    admin.create_topics({src: 1, dst: 1})
+    produce(bootstrap, src, [(None, f"x{i}".encode()) for i in range(100)])
+    (tmp_path / "kstream").mkdir()  # a clone of kstream next to the job, say
+    (tmp_path / "shadow_job.py").write_text(MODULE_JOB)
+    # The console script, as a user runs it (``python -m kstream`` would meet the folder
+    # in the runner already, before kstream runs).
+    script = Path(sys.executable).with_name("kstream")
+    command = [
+        str(script), "run", "shadow_job:job", "-p", f"input={src}", "-p", f"output={dst}",
+        "--bootstrap-servers", bootstrap, "--workers", "1", "--job-name", name,
+        "--state-dir", str(tmp_path / "state"), "--checkpoint-interval", "0.5",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(
+            lambda: len(read_all(bootstrap, dst)) == 100 or proc.poll() is not None,
+            120,
+            "the job's output, or the runner's end",
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert sorted(r.value for r in read_all(bootstrap, dst)) == sorted(
+        f"X{i}".encode() for i in range(100)
+    ), stderr
+    assert "recovery:" not in stderr
+    assert "cannot import name" not in stderr

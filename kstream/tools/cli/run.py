@@ -1,6 +1,6 @@
 """`kstream run` and `kstream worker`: a job's runner and one of its workers.
 
-`kstream run` supervises worker processes it spawns as ``python -m kstream
+`kstream run` supervises worker processes it spawns as ``python -P -m kstream
 worker ...`` (or coordinates workers started elsewhere with ``--no-spawn``);
 both commands load the job the same way and stop cleanly on SIGTERM or Ctrl-C.
 """
