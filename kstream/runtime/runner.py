@@ -51,6 +51,7 @@ from kstream.protocol.coordinator import (
     Heartbeat,
     History,
     InitiatedReceived,
+    Paused,
     Recover,
     Tick,
     Trigger,
@@ -72,6 +73,7 @@ from kstream.protocol.messages import (
     WorkerFailed,
 )
 from kstream.protocol.names import control_topic, runner_group, task_group
+from kstream.protocol.pause import PauseWatch
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.presence import WAIT_S, last_presence, needs_wait, still_alive
 from kstream.runtime.control import ControlReader, ControlWriter, read_log
@@ -182,6 +184,8 @@ class Runner:
         #: Whether the current generation completed a checkpoint: the spare worker
         #: process is (re)started only then.
         self._spare_due = False
+        #: Pauses of this process itself, long enough to make workers look silent.
+        self._pauses = PauseWatch(config.liveness_timeout / 2)
         self.coordinator: Coordinator | None = None
         self.control: ControlWriter | None = None
         self.reader: ControlReader | None = None
@@ -534,10 +538,14 @@ class Runner:
         """
         assert self.coordinator is not None
         assert self.reader is not None
+        self._paused(self._pauses.turn(time.monotonic()))
         due = self.coordinator.next_trigger_in(time.monotonic())
         if due is not None:
             timeout = min(timeout, due)
-        for offset, msg in self.reader.poll(timeout):
+        polled = self.reader.poll(timeout)
+        # Stopped inside the poll, say (Ctrl-Z lands anywhere): told before its messages.
+        self._paused(self._pauses.turn(time.monotonic(), timeout))
+        for offset, msg in polled:
             self._saw(offset, msg)
             event = self._event(msg, time.monotonic())
             if event is not None:
@@ -559,6 +567,18 @@ class Runner:
             raise JobFailedError(self._failed)
         self._retain_control()
         self.purger.maybe_purge(now)
+
+    def _paused(self, duration: float) -> None:
+        """This process stood still for `duration` seconds (0: it did not): say so, and
+        hold it against no worker (it read no heartbeat then) and no checkpoint."""
+        if not duration:
+            return
+        assert self.coordinator is not None
+        self.say(
+            f"the runner itself did not run for {duration:.0f}s (stopped, paused or starved "
+            "of CPU); the workers' silence in that time is not held against them"
+        )
+        self.coordinator.handle(Paused(duration, time.monotonic()))
 
     def _saw(self, offset: int, msg: ControlMessage) -> None:
         self.retention.saw(offset, msg)

@@ -23,7 +23,7 @@ import typer
 
 from kstream.errors import ConfigurationError
 from kstream.protocol.flow import DEFAULT_MAX_LAG
-from kstream.tools.cli.console import err, say
+from kstream.tools.cli.console import err, log_lines, say
 from kstream.tools.cli.options import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
@@ -357,7 +357,8 @@ def _worker(
     from kstream.protocol.flow import FlowConfig
     from kstream.runtime.worker import Worker
 
-    _logging(verbose)
+    # A worker's output is its log file, read after the fact: each line has its time.
+    _logging(verbose, clock=True)
     mode = parse_alignment(alignment, alignment_timeout)
     job, _ = _load(spec, param, job_name)
     if standby:
@@ -403,14 +404,8 @@ def _await_index() -> tuple[int, str] | None:
     return int(index), log
 
 
-def _logging(verbose: bool) -> None:
-    from rich.logging import RichHandler
-
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(message)s",
-        handlers=[RichHandler(console=err, show_path=False, rich_tracebacks=False)],
-    )
+def _logging(verbose: bool, *, clock: bool = False) -> None:
+    log_lines(logging.DEBUG if verbose else logging.INFO, clock=clock)
 
 
 def _load(spec: str, params: list[str] | None, job_name: str | None) -> tuple[Job, dict[str, str]]:
