@@ -370,6 +370,7 @@ def _worker(
         raise ConfigurationError("--worker is required (unless --standby)")
     if not 0 <= worker < workers:
         raise ConfigurationError(f"--worker must be in 0..{workers - 1}, got {worker}")
+    _name_process(worker, workers, job.name, spec)
     w = Worker(
         job,
         index=worker,
@@ -384,6 +385,14 @@ def _worker(
         source_snapshot_interval_s=source_snapshot_interval,
     )
     w.run(stop)
+
+
+def _name_process(index: int, workers: int, job: str, spec: str) -> None:
+    """Show in `ps` which worker this process is: every one starts as a standby, with
+    the same command line (the index comes later, on stdin)."""
+    from setproctitle import setproctitle
+
+    setproctitle(f"kstream worker {index} of job {job} ({workers} workers, {spec})")
 
 
 def _await_index() -> tuple[int, str] | None:
