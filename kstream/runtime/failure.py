@@ -14,9 +14,9 @@ The worker (`kstream worker`, spawned by a runner) writes the resulting
 names in `CAUSE_DIR_ENV` (`write_cause`); the runner reads it when it sees the
 process exit (`read_cause`), so the cause reaches the runner's console and the
 job fails fast when the failure is deterministic. A process that could not
-write the file still tells a deterministic failure by its exit code,
-`EXIT_FATAL`: user code cannot exit with it, as `sys.exit`, `os._exit` and
-`KeyboardInterrupt` in the worker are intercepted and reported themselves.
+write the file still tells a failed job or a user exit by its exit code,
+`EXIT_FATAL`: user code cannot pass off its own exit as that, since `sys.exit`,
+`os._exit` and `KeyboardInterrupt` in the worker are intercepted and reported.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from kstream.errors import (
 __all__ = [
     "CAUSE_DIR_ENV",
     "EXIT_FATAL",
-    "EXIT_TRANSIENT",
     "Failure",
     "cause_path",
     "classify",
@@ -55,10 +54,8 @@ __all__ = [
 
 #: The environment variable in which a runner names the directory for its workers' causes.
 CAUSE_DIR_ENV = "KSTREAM_CAUSE_DIR"
-#: A worker's exit code for a failure that would repeat: the job must stop.
+#: A worker's exit code for a failed job or a user exit: the job must stop.
 EXIT_FATAL = 3
-#: A worker's exit code for a failure a restart may get past.
-EXIT_TRANSIENT = 4
 #: What the broker says of a record it refuses on validation (Kafka's INVALID_RECORD),
 #: e.g. a record without a key on a compacted topic: it refuses it again after a rollback.
 _INVALID_RECORD = "failed to validate record"

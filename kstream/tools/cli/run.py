@@ -298,9 +298,10 @@ class _WorkerEnd:
     """How a worker process ends: its cause reported, then an exit code of kstream's own.
 
     The cause goes to the log as one line and, when a runner spawned the process,
-    to the runner (`kstream.runtime.failure`). The exit code says whether a
-    restart can help (`EXIT_FATAL` or `EXIT_TRANSIENT`), never what user code
-    passed to ``sys.exit``: that is reported as the failure it is.
+    to the runner (`kstream.runtime.failure`). The exit code is never what user
+    code passed to ``sys.exit`` (that is reported as the failure it is): 2 for a
+    `KStreamError`, as for every kstream command, else `EXIT_FATAL` for a failure
+    a restart would meet again (a failed job, a user exit) and 1 for the rest.
     """
 
     def __init__(self, cause_dir: Path | None) -> None:
@@ -310,8 +311,7 @@ class _WorkerEnd:
 
     def report(self, failure: Failure) -> None:
         failure = dataclasses.replace(failure, log=self.log)
-        label = "failed" if failure.deterministic else "error"
-        err.print(f"kstream: {label}: {failure.cause}", highlight=False, markup=False)
+        err.print(f"kstream: error: {failure.cause}", highlight=False, markup=False)
         sys.stderr.flush()  # before an os._exit
         if self.cause_dir is not None:
             from kstream.runtime.failure import write_cause
@@ -323,14 +323,16 @@ class _WorkerEnd:
                 err.print(f"kstream: cannot report the cause to the runner: {exc}", markup=False)
 
     def died(self, exc: BaseException) -> NoReturn:
-        from kstream.errors import KStreamError
-        from kstream.runtime.failure import EXIT_FATAL, EXIT_TRANSIENT, classify
+        from kstream.errors import JobFailedError, KStreamError
+        from kstream.runtime.failure import EXIT_FATAL, classify
 
         if not isinstance(exc, KStreamError | SystemExit | KeyboardInterrupt):
             traceback.print_exc()  # not foreseen: the log keeps the whole story
         failure = classify(exc)
         self.report(failure)
-        sys.exit(EXIT_FATAL if failure.deterministic else EXIT_TRANSIENT)
+        if isinstance(exc, KStreamError) and not isinstance(exc, JobFailedError):
+            sys.exit(2)  # as every kstream command, for a worker started by hand
+        sys.exit(EXIT_FATAL if failure.deterministic else 1)
 
 
 def _worker(
