@@ -59,7 +59,7 @@ EXIT_FATAL = 3
 #: What the broker says of a record it refuses on validation (Kafka's INVALID_RECORD),
 #: e.g. a record without a key on a compacted topic: it refuses it again after a rollback.
 _INVALID_RECORD = "failed to validate record"
-_KSTREAM_DIR = str(Path(__file__).resolve().parent.parent)
+_KSTREAM_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +122,7 @@ def classify(exc: BaseException) -> Failure:
 def exit_failure(code: int, frame: FrameType | None) -> Failure:
     """The failure of code that called ``os._exit(code)`` in `frame`."""
     where = frame_place(frame)
-    who = f"code at{where}" if where else "code"
+    who = f"user code{where}" if where else "kstream"
     return Failure(f"{who} called os._exit({code})", True)
 
 

@@ -15,6 +15,11 @@ first workers while the runner still checks the cluster and reads the control
 topic, and `keep_spare` holds one spare ready, which becomes the replacement
 of the next worker that dies (a fresh process, its imports already done). A
 standby whose runner goes away reads the end of its stdin and exits.
+
+A process that fails says why in a file named after its pid in `cause_dir`
+(`kstream.runtime.failure`); `failure` reads it once the process exited, with
+the log the process really wrote (the standbys' log if it died before it was
+told its index).
 """
 
 from __future__ import annotations
