@@ -202,7 +202,13 @@ def started_with(job: Job, existing: dict[str, int], workers: int) -> str | None
     if not wrong:
         return None
     topic = wrong[0]
-    have = f"{topic} has {existing[topic]} partitions, {wanted[topic]} with {workers} workers"
+    # Name the worker count only where it sets the count: stages whose parallelism
+    # the job fixes (`Job(parallelism=...)`) make the same topics on any --workers.
+    if _plan(job, workers + 1).internal_topics().get(topic) != wanted[topic]:
+        need = f"{wanted[topic]} with {workers} worker{'s' if workers != 1 else ''}"
+    else:
+        need = f"{wanted[topic]} with the parallelism the job sets now"
+    have = f"{topic} has {existing[topic]} partitions, {need}"
     advice = "or start it under a new --job-name; rescaling a running job is not supported yet"
     fits = _most_workers(job, MAX_INTERNAL_PARTITIONS + 1) or 0
     for w in range(1, fits + 1):

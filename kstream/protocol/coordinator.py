@@ -41,6 +41,8 @@ Invariants (checked by the tests):
   output; the interval still bounds how often the coordinator triggers (a job
   that leaves snapshots to its sources sets it very long). Without `workers`
   it waits the interval alone;
+* a pause of the coordinator's own process (`Paused`) counts against no
+  worker's liveness and no checkpoint's timeout: it could hear nobody then;
 * a checkpoint reported damaged is never restored again: the job rolls back to
   the newest remaining one, or halts when none remains (it never silently
   starts over, which would drop the state and repeat the output).
@@ -88,6 +90,7 @@ __all__ = [
     "Heartbeat",
     "History",
     "InitiatedReceived",
+    "Paused",
     "Recover",
     "Tick",
     "Trigger",
@@ -177,8 +180,21 @@ class InitiatedReceived:
     now: float
 
 
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """The coordinator's own process did not run for `duration` seconds up to `now`.
+
+    Stopped (SIGSTOP, a VM pause) or starved of CPU, it read no heartbeat and no
+    ack in that time: the silence it would measure is its own, not the workers'.
+    """
+
+    duration: float
+    now: float
+
+
 Event = (
     Tick
+    | Paused
     | AckReceived
     | DeclineReceived
     | Heartbeat
@@ -392,6 +408,9 @@ class Coordinator:
         match event:
             case Tick():
                 return self._on_tick(event.now)
+            case Paused():
+                self._on_paused(event)
+                return []
             case AckReceived():
                 return self._on_ack(event)
             case DeclineReceived():
@@ -411,6 +430,13 @@ class Coordinator:
                 return self._on_initiated(event)
             case _:
                 assert_never(event)
+
+    def _on_paused(self, event: Paused) -> None:
+        """Hold the pause against no worker's liveness and no checkpoint's timeout."""
+        for w, seen in self.heartbeats.items():
+            self.heartbeats[w] = min(seen + event.duration, event.now)
+        for p in self.pending.values():
+            p.triggered_at = min(p.triggered_at + event.duration, event.now)
 
     def _on_damaged(self, event: CheckpointDamaged) -> list[Command]:
         if event.checkpoint not in self.completed:

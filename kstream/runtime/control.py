@@ -143,6 +143,8 @@ class ControlReader:
         # first read (`at_end`, `read_to_end`) took half a second.
         self._assigned = False
         self._quiet_since = time.monotonic()
+        #: When `poll` last returned.
+        self._asked = self._quiet_since
         #: How often a stuck consumer was replaced.
         self.replaced = 0
 
@@ -243,13 +245,20 @@ class ControlReader:
     def _records(self, timeout: float, limit: int) -> list[tuple[int, dict[str, Any]]]:
         """The JSON objects available now (or the first within `timeout`), with their offsets."""
         out: list[tuple[int, dict[str, Any]]] = []
+        asked = time.monotonic()
         msgs = self._fetch(timeout, limit)
         now = time.monotonic()
+        if max(asked - self._asked, now - asked - timeout) >= STALL_S / 2:
+            # Not asked for a while, or this process stood still inside the fetch
+            # (stopped, paused, starved): time the consumer could not have read in
+            # is no sign that it is stuck.
+            self._quiet_since = now
         if any(m.error() is None for m in msgs):
             self._quiet_since = now
         elif now - self._quiet_since >= STALL_S:
             self._quiet_since = now
             self._unstall()
+        self._asked = time.monotonic()
         for msg in msgs:
             err = msg.error()
             if err is not None:

@@ -51,6 +51,7 @@ from kstream.protocol.coordinator import (
     Heartbeat,
     History,
     InitiatedReceived,
+    Paused,
     Recover,
     Tick,
     Trigger,
@@ -72,6 +73,7 @@ from kstream.protocol.messages import (
     WorkerFailed,
 )
 from kstream.protocol.names import control_topic, runner_group, task_group
+from kstream.protocol.pause import PauseWatch
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.presence import WAIT_S, last_presence, needs_wait, still_alive
 from kstream.runtime.control import ControlReader, ControlWriter, read_log
@@ -83,7 +85,6 @@ from kstream.runtime.run_stats import RunStats
 from kstream.runtime.sink import Guarantee
 from kstream.runtime.snapshot import LocalCheckpointStorage, check_state_serde
 from kstream.runtime.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
-from kstream.runtime.worker import EXIT_JOB_FAILED
 
 __all__ = ["RunStats", "Runner"]
 
@@ -183,6 +184,8 @@ class Runner:
         #: Whether the current generation completed a checkpoint: the spare worker
         #: process is (re)started only then.
         self._spare_due = False
+        #: Pauses of this process itself, long enough to make workers look silent.
+        self._pauses = PauseWatch(config.liveness_timeout / 2)
         self.coordinator: Coordinator | None = None
         self.control: ControlWriter | None = None
         self.reader: ControlReader | None = None
@@ -416,6 +419,10 @@ class Runner:
         (`kstream.runtime.supervisor`)."""
         cmd = [
             sys.executable,
+            # No current directory on the import path before kstream is imported:
+            # a folder named kstream there (a clone, say) would shadow the package
+            # this runner runs. The job module is still found there (`load_job`).
+            "-P",
             "-m",
             "kstream",
             "worker",
@@ -459,18 +466,30 @@ class Runner:
         return self.supervisor.pids()
 
     def _check_workers(self, now: float) -> None:
-        for index, code in self.supervisor.exits():
-            if code == EXIT_JOB_FAILED:
-                self._failed = self._failed or f"worker {index} failed; see {self.log_path(index)}"
+        for index, _ in self.supervisor.exits():
+            failure = self.supervisor.failure(index)
+            if failure.deterministic:
+                self._fatal(f"w{index}", failure.cause, failure.log)
                 return
-            how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            if not self._restart_allowed(index, how, now):
+            how = failure.cause
+            if not self._restart_allowed(index, how, now, failure.log):
                 return
             assert self.coordinator is not None
             # The rollback is announced before the replacement starts, so it joins the new
             # generation instead of the failed one.
             self._execute(self.coordinator.handle(WorkerLost(f"w{index}", how, now)))
             self._respawn(index)
+
+    def _fatal(self, worker: str, cause: str, log: str) -> None:
+        """Fail the job with `worker`'s `cause`: a failure every restart would meet again.
+
+        The first cause stands: a worker reports it both on the control topic and
+        when its process exits.
+        """
+        see = f"; see {log}" if log else ""
+        self._failed = self._failed or (
+            f"worker {worker}: {cause} (not retried: it would fail the same way again{see})"
+        )
 
     def _replace_unresponsive(self, c: Recover, now: float) -> None:
         """Replace the started workers the coordinator named unresponsive in `c`: silent
@@ -494,13 +513,13 @@ class Runner:
                 return
             self._respawn(index)
 
-    def _restart_allowed(self, index: int, how: str, now: float) -> bool:
+    def _restart_allowed(self, index: int, how: str, now: float, log: str = "") -> bool:
         """Count a restart of worker `index`; False (and the job failed) when too many."""
         if self.supervisor.restart_allowed(now):
             return True
         self._failed = (
             f"workers died {MAX_RESTARTS} times within {RESTART_WINDOW_S:.0f}s; "
-            f"last: worker {index} {how}; see {self.log_path(index)}"
+            f"last: worker {index}: {how}; see {log or self.log_path(index)}"
         )
         return False
 
@@ -519,10 +538,14 @@ class Runner:
         """
         assert self.coordinator is not None
         assert self.reader is not None
+        self._paused(self._pauses.turn(time.monotonic()))
         due = self.coordinator.next_trigger_in(time.monotonic())
         if due is not None:
             timeout = min(timeout, due)
-        for offset, msg in self.reader.poll(timeout):
+        polled = self.reader.poll(timeout)
+        # Stopped inside the poll, say (Ctrl-Z lands anywhere): told before its messages.
+        self._paused(self._pauses.turn(time.monotonic(), timeout))
+        for offset, msg in polled:
             self._saw(offset, msg)
             event = self._event(msg, time.monotonic())
             if event is not None:
@@ -544,6 +567,18 @@ class Runner:
             raise JobFailedError(self._failed)
         self._retain_control()
         self.purger.maybe_purge(now)
+
+    def _paused(self, duration: float) -> None:
+        """This process stood still for `duration` seconds (0: it did not): say so, and
+        hold it against no worker (it read no heartbeat then) and no checkpoint."""
+        if not duration:
+            return
+        assert self.coordinator is not None
+        self.say(
+            f"the runner itself did not run for {duration:.0f}s (stopped, paused or starved "
+            "of CPU); the workers' silence in that time is not held against them"
+        )
+        self.coordinator.handle(Paused(duration, time.monotonic()))
 
     def _saw(self, offset: int, msg: ControlMessage) -> None:
         self.retention.saw(offset, msg)
@@ -603,7 +638,9 @@ class Runner:
                 self._notify(self.report.observe(msg, now))
                 return Heartbeat(msg.worker, msg.generation, now, restoring=msg.restoring)
             case WorkerFailed():
-                self._failed = f"worker {msg.worker}: {msg.reason}"
+                index = msg.worker.removeprefix("w")
+                log = self.log_path(int(index)) if self.spawn and index.isdecimal() else ""
+                self._fatal(msg.worker, msg.reason, str(log))
             case RestoreFailed(generation=g, checkpoint=damaged):
                 if g == self.stats.generation and damaged is not None:
                     self._damaged(damaged, f"worker {msg.worker}: {msg.reason}")

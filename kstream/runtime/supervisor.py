@@ -15,11 +15,18 @@ first workers while the runner still checks the cluster and reads the control
 topic, and `keep_spare` holds one spare ready, which becomes the replacement
 of the next worker that dies (a fresh process, its imports already done). A
 standby whose runner goes away reads the end of its stdin and exits.
+
+A process that fails says why in a file named after its pid in `cause_dir`
+(`kstream.runtime.failure`); `failure` reads it once the process exited, with
+the log the process really wrote (the standbys' log if it died before it was
+told its index).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -27,6 +34,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+from kstream.runtime.failure import CAUSE_DIR_ENV, EXIT_FATAL, Failure, read_cause
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import RUNNER_PID_ENV
 
@@ -65,6 +73,8 @@ class Supervisor:
         self.spare: subprocess.Popen[bytes] | None = None
         self._standby_log: IO[bytes] | None = None
         self._restart_times: list[float] = []
+        #: Where the processes report why they end (`kstream.runtime.failure`).
+        self.cause_dir = job_dir / "causes"
 
     def log_path(self, index: int) -> Path:
         """Where worker `index` writes its output (appended to across restarts)."""
@@ -92,13 +102,21 @@ class Supervisor:
         path.parent.mkdir(parents=True, exist_ok=True)
         if self._standby_log is None:
             self._standby_log = path.open("ab")
+            # Reports of an earlier run's processes: a new process may reuse a pid.
+            shutil.rmtree(self.cause_dir, ignore_errors=True)
         return subprocess.Popen(
             self.command(),
             stdin=subprocess.PIPE,
             stdout=self._standby_log,
             stderr=subprocess.STDOUT,
-            # The worker dies with this process (`kstream.runtime.parent`).
-            env={**os.environ, **self.env, RUNNER_PID_ENV: str(os.getpid())},
+            # The worker dies with this process (`kstream.runtime.parent`) and
+            # reports why it ends (`kstream.runtime.failure`).
+            env={
+                **os.environ,
+                **self.env,
+                RUNNER_PID_ENV: str(os.getpid()),
+                CAUSE_DIR_ENV: str(self.cause_dir),
+            },
         )
 
     def prestart(self, indices: range) -> None:
@@ -159,6 +177,26 @@ class Supervisor:
             code = proc.poll()
             if code is not None:
                 yield index, code
+
+    def failure(self, index: int) -> Failure:
+        """Why worker `index`'s process, which exited, ended: as it reported, else from
+        its exit code. Its log is the file it wrote: its worker log, or the standbys'
+        log if it died before it was told its index (loading the job, say).
+        """
+        proc = self.procs[index]
+        code = proc.poll()
+        assert code is not None, "asked why a running worker ended"
+        found = read_cause(self.cause_dir, proc.pid)
+        if found is None:
+            how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            # Unreported (killed, crashed): the worker log if it ever was told its index.
+            log = self.log_path(index)
+            log = log if log.exists() else self.standby_log_path()
+            # A failure that could not be written down still exits with its code.
+            return Failure(how, code == EXIT_FATAL, str(log))
+        if not found.log:
+            return dataclasses.replace(found, log=str(self.standby_log_path()))
+        return found
 
     def restart_allowed(self, now: float) -> bool:
         """Count a restart at `now`; False if that makes too many within the window."""

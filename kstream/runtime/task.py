@@ -723,6 +723,9 @@ class SourceTask(Subtask):
                 f"cannot commit the offsets of {self.topic}",
             )
         push, loads, positions = self.push, self.loads, self.positions
+        # Counted before they are processed: a worker that dies of one of them (a
+        # user function exiting the process) still reports what it read.
+        self.stats.records += len(msgs)
         for m in msgs:
             if m.error() is not None:
                 _raise_if_fatal(m)
@@ -733,7 +736,6 @@ class SourceTask(Subtask):
             except Exception as exc:
                 self.on_record_error(exc, m)
             positions[m.partition() or 0] = (m.offset() or 0) + 1
-        self.stats.records += len(msgs)
         return len(msgs)
 
     def _poll_timed(self, timeout: float, limit: int = BATCH) -> int:
@@ -749,6 +751,7 @@ class SourceTask(Subtask):
         push, loads, positions, element = self.push, self.loads, self.positions, self.element
         from_kafka = self.timestamps == "kafka"
         fn = self.timestamps
+        self.stats.records += len(msgs)  # before they are processed, as in `_read`
         for m in msgs:
             if m.error() is not None:
                 _raise_if_fatal(m)
@@ -773,7 +776,6 @@ class SourceTask(Subtask):
             except Exception as exc:
                 self.on_record_error(exc, m)
             positions[partition] = (m.offset() or 0) + 1
-        self.stats.records += len(msgs)
         # Every poll, not only empty ones: one partition's silence must be noticed
         # while the others keep delivering.
         sw.tick(now)

@@ -33,9 +33,7 @@ from kstream.dataflow.identity import JobIdentity
 from kstream.dataflow.job import Job, sink_nodes
 from kstream.dataflow.plan import Plan, plan
 from kstream.errors import (
-    AuthorizationError,
     CheckpointError,
-    JobFailedError,
     KafkaUnavailableError,
     RecordLostError,
 )
@@ -64,6 +62,7 @@ from kstream.protocol.recovery import (
     WorkerRecovery,
 )
 from kstream.runtime.control import ControlReader, ControlWriter
+from kstream.runtime.failure import classify
 from kstream.runtime.heartbeat import Heartbeat
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config, connect
 from kstream.runtime.lock import ProcessLock, worker_lock_path
@@ -73,7 +72,7 @@ from kstream.runtime.snapshot import LocalCheckpointStorage
 from kstream.runtime.task import Subtask, TaskRuntime, open_task
 from kstream.tools.fault import Faults
 
-__all__ = ["EXIT_JOB_FAILED", "Worker"]
+__all__ = ["Worker"]
 
 log = logging.getLogger("kstream.worker")
 
@@ -86,8 +85,6 @@ HEARTBEAT_S = 2.0
 IDLE_WAIT_S = 0.01
 #: How long a new worker waits for the coordinator's first `recover`.
 JOIN_TIMEOUT_S = 60.0
-#: Exit code of a worker whose job failed by policy: the supervisor must not restart it.
-EXIT_JOB_FAILED = 3
 
 
 class Worker:
@@ -452,9 +449,8 @@ class Worker:
                 self._carry_out(self.recovery.read(msg, Where.STOPPING))
             # The final counts, for the runner's summary.
             self._heartbeat(force=True, flush=True)
-        except (JobFailedError, AuthorizationError) as exc:
-            # Restarting cannot grant an ACL: the job stops, naming what is denied.
-            self.control.send(WorkerFailed(self.name, str(exc)))
+        except BaseException as exc:
+            self._report_end(exc)
             raise
         finally:
             self.heartbeat.stop()
@@ -463,6 +459,25 @@ class Worker:
             self.executor.shutdown(wait=True)
             self.producer.flush(10)
             self.lock.release()
+
+    def _report_end(self, exc: BaseException) -> None:
+        """Best effort, as the worker dies of `exc`: its final counts, and a failure that
+        would repeat on every restart told to the runner (`kstream.runtime.failure`).
+
+        The counts make the runner's summary include what this process read since
+        its last heartbeat. The `worker-failed` message stops the job also when its
+        runner did not spawn this process (`--no-spawn`): restarting cannot grant an
+        ACL, import a module or make a user function stop exiting.
+        """
+        failure = classify(exc)
+        if isinstance(exc, KafkaUnavailableError):
+            return  # nothing gets through: leave at once, the restart will retry
+        try:
+            self._heartbeat(force=True, flush=True)
+            if failure.deterministic:
+                self.control.send(WorkerFailed(self.name, failure.cause))
+        except Exception as err:  # the cause of death matters more
+            log.warning("%s: could not tell the control topic why it stops: %s", self.name, err)
 
 
 def _shared_producer_limit(bootstrap: str, job_plan: Plan, guarantee: Guarantee) -> int:

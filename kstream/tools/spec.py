@@ -57,8 +57,10 @@ def load_job(spec: str, params: dict[str, str]) -> Job:
     """Import the job named by `spec`; raise `SpecError` with one clear line otherwise.
 
     A module spec is searched on the import path with the current directory
-    first, as ``python -m`` does (worker processes are started that way, so
-    they find the same module). Errors in the user's code — a syntax error, a
+    first, as ``python -m`` does, in the runner and in its workers alike. The
+    directory is added only now, after kstream was imported: a folder named
+    kstream there cannot shadow the package (workers start with ``python -P``
+    for that reason). Errors in the user's code — a syntax error, a
     failed import, an exception while building the job — become one line that
     says where.
     """

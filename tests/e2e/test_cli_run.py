@@ -63,7 +63,9 @@ def job_processes(job_name: str) -> list[int]:
         if not proc.name.isdigit():
             continue
         try:
-            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            # A worker told its index names itself ("kstream worker 1 of job ..."): one
+            # string, where a standby's command line is one argument per string.
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").split()
         except OSError:
             continue
         if b"worker" in cmd and b"kstream" in cmd and job_name.encode() in cmd:
@@ -179,3 +181,30 @@ def test_unreachable_broker_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "did not answer" in stderr
     assert "Traceback" not in stderr
+
+
+def test_ps_tells_the_workers_apart_by_their_index(bootstrap: str, tmp_path: Path) -> None:
+    admin = Admin(bootstrap)
+    src, dst, name = unique_name("in"), unique_name("out"), unique_name("ps")
+    admin.create_topics({src: 2, dst: 2})
+    job_file = tmp_path / "myjob.py"
+    job_file.write_text(JOB_FILE)
+    proc = kstream(
+        "run", f"{job_file}:job", "-p", f"input={src}", "-p", f"output={dst}",
+        "--bootstrap-servers", bootstrap, "--workers", "2", "--job-name", name,
+        "--state-dir", str(tmp_path / "state"),
+    )  # fmt: skip
+    try:
+        wait_for(lambda: len(worker_processes(name)) == 2, 60, "two worker processes")
+        titles = sorted(
+            Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode()
+            for pid in worker_processes(name)
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert [t.split(" (")[0] for t in titles] == [
+        f"kstream worker 0 of job {name}",
+        f"kstream worker 1 of job {name}",
+    ], titles

@@ -12,14 +12,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_cli_run import JOB_FILE as CLI_JOB_FILE
+from test_cli_run import kstream, wait_for
 from wordcount_runs import assert_exactly_once, run_wordcount
 
 from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.runtime.control import read_history
 from kstream.runtime.runner import Runner
 from kstream.testing import produce, read_all, run_until_consumed, unique_name
 from kstream.tools.spec import load_job
@@ -92,3 +96,44 @@ def test_a_worker_that_stays_silent_is_replaced_and_the_job_finishes(bootstrap: 
     assert stopped, messages
     assert any("killed and restarted" in m for m in messages), messages
     assert_exactly_once(outcome)
+
+
+def test_a_runner_stopped_and_resumed_blames_no_worker_and_says_it_was_itself(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """Ctrl-Z on `kstream run`, then `fg`: the runner read no heartbeat while it was
+    stopped, and used to find a worker "silent for more than 4s", roll the job back and
+    print a rich multi-line WARNING about its own control reader."""
+    src, dst, name = unique_name("in"), unique_name("out"), unique_name("paused")
+    Admin(bootstrap).create_topics({src: 4, dst: 4})
+    produce(bootstrap, src, [(None, f"a b c{i}".encode()) for i in range(400)])
+    job_file = tmp_path / "wc.py"
+    job_file.write_text(CLI_JOB_FILE)
+    proc = kstream(
+        "run", f"{job_file}:job", "-p", f"input={src}", "-p", f"output={dst}",
+        "--bootstrap-servers", bootstrap, "--workers", "4", "--job-name", name,
+        "--state-dir", str(tmp_path / "state"), "--checkpoint-interval", "0.5",
+        "--liveness-timeout", "4",
+    )  # fmt: skip
+
+    def completed() -> int:
+        return sum(m["type"] == "complete" for m in read_history(bootstrap, name))
+
+    try:
+        wait_for(lambda: completed() >= 2, 120, "two checkpoints")
+        os.kill(proc.pid, signal.SIGSTOP)
+        # The fault itself: the runner stays stopped three liveness timeouts long.
+        time.sleep(12)
+        os.kill(proc.pid, signal.SIGCONT)
+        before = completed()
+        wait_for(lambda: completed() >= before + 2, 120, "checkpoints after the pause")
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "the runner itself did not run for" in stderr
+    assert "silent for more than" not in stderr
+    assert "recovery:" not in stderr
+    # One line per event: every line of the console is a `kstream:` line.
+    assert all(line.startswith("kstream: ") for line in stderr.splitlines()), stderr

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from kstream.errors import JobFailedError
-from kstream.tools.cli.console import err, out, say
+from kstream.tools.cli.console import err, log_lines, out, say
 from kstream.tools.cli.options import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
@@ -73,7 +73,7 @@ def demo_wordcount(
     """Run the word count on the local broker while killing workers; verify the counts."""
     from kstream.tools.demo import wordcount_demo
 
-    logging.basicConfig(level=logging.WARNING)
+    log_lines(logging.WARNING)
     chosen = parse_guarantee(guarantee)
     outcome = wordcount_demo(
         lines=lines,
@@ -158,7 +158,7 @@ def demo_token_ring(
     from kstream.tools.seeds.demos import Initiator, token_ring_demo
     from kstream.tools.seeds.tables import Verdict
 
-    logging.basicConfig(level=logging.WARNING)
+    log_lines(logging.WARNING)
     outcome = token_ring_demo(
         ticks=ticks,
         rate=rate,
@@ -208,7 +208,7 @@ def demo_bank(
     """Seed 001: P1 and P2 transfer money over Kafka channels; every snapshot's total holds."""
     from kstream.tools.seeds.demos import Initiator, bank_demo
 
-    logging.basicConfig(level=logging.WARNING)
+    log_lines(logging.WARNING)
     outcome = bank_demo(
         transfers=transfers,
         rate=rate,

@@ -1,27 +1,29 @@
 """`kstream run` and `kstream worker`: a job's runner and one of its workers.
 
-`kstream run` supervises worker processes it spawns as ``python -m kstream
+`kstream run` supervises worker processes it spawns as ``python -P -m kstream
 worker ...`` (or coordinates workers started elsewhere with ``--no-spawn``);
 both commands load the job the same way and stop cleanly on SIGTERM or Ctrl-C.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from kstream.errors import ConfigurationError, JobFailedError
+from kstream.errors import ConfigurationError
 from kstream.protocol.flow import DEFAULT_MAX_LAG
-from kstream.tools.cli.console import err, say
+from kstream.tools.cli.console import err, log_lines, say
 from kstream.tools.cli.options import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
@@ -53,6 +55,7 @@ MaxChannelLagOption = Annotated[
 
 if TYPE_CHECKING:
     from kstream.dataflow.job import Job
+    from kstream.runtime.failure import Failure
 
 __all__ = ["run_command", "worker_command"]
 
@@ -264,25 +267,122 @@ def worker_command(
     ] = False,
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
+    from kstream.runtime.failure import CAUSE_DIR_ENV, guard_os_exit
     from kstream.runtime.parent import die_with_runner, runner_pid
 
     # First of all: a runner killed while this worker loads the job or waits for
     # Kafka must not leave it behind.
     die_with_runner(runner_pid())
+    # Ctrl-C in a terminal reaches the workers too: from now on it asks for a clean
+    # stop, so a KeyboardInterrupt in this process is always raised by code.
+    stop = _stop_flag()
+    cause_dir = os.environ.get(CAUSE_DIR_ENV)
+    end = _WorkerEnd(Path(cause_dir) if cause_dir else None)
+    # Before the job module loads: user code may call os._exit anywhere.
+    guard_os_exit(end.report)
+    try:
+        _worker(
+            end,
+            stop,
+            spec=spec,
+            workers=workers,
+            worker=worker,
+            param=param,
+            bootstrap_servers=bootstrap_servers,
+            state_dir=state_dir,
+            job_name=job_name,
+            guarantee=guarantee,
+            transaction_timeout=transaction_timeout,
+            max_channel_lag=max_channel_lag,
+            alignment=alignment,
+            alignment_timeout=alignment_timeout,
+            source_snapshot_interval=source_snapshot_interval,
+            verbose=verbose,
+            standby=standby,
+        )
+    except BaseException as exc:  # every end of a worker is reported
+        end.died(exc)
+
+
+class _WorkerEnd:
+    """How a worker process ends: its cause reported, then an exit code of kstream's own.
+
+    The cause goes to the log as one line and, when a runner spawned the process,
+    to the runner (`kstream.runtime.failure`). The exit code is never what user
+    code passed to ``sys.exit`` (that is reported as the failure it is): 2 for a
+    `KStreamError`, as for every kstream command, else `EXIT_FATAL` for a failure
+    a restart would meet again (a failed job, a user exit) and 1 for the rest.
+    """
+
+    def __init__(self, cause_dir: Path | None) -> None:
+        self.cause_dir = cause_dir
+        #: The log this process writes, once its runner named it.
+        self.log = ""
+
+    def report(self, failure: Failure) -> None:
+        failure = dataclasses.replace(failure, log=self.log)
+        err.print(f"kstream: error: {failure.cause}", highlight=False, markup=False)
+        sys.stderr.flush()  # before an os._exit
+        if self.cause_dir is not None:
+            from kstream.runtime.failure import write_cause
+
+            try:
+                write_cause(self.cause_dir, failure)
+            except OSError as exc:
+                # The exit code still tells the runner whether to restart.
+                err.print(f"kstream: cannot report the cause to the runner: {exc}", markup=False)
+
+    def died(self, exc: BaseException) -> NoReturn:
+        from kstream.errors import JobFailedError, KStreamError
+        from kstream.runtime.failure import EXIT_FATAL, classify
+
+        if not isinstance(exc, KStreamError | SystemExit | KeyboardInterrupt):
+            traceback.print_exc()  # not foreseen: the log keeps the whole story
+        failure = classify(exc)
+        self.report(failure)
+        if isinstance(exc, KStreamError) and not isinstance(exc, JobFailedError):
+            sys.exit(2)  # as every kstream command, for a worker started by hand
+        sys.exit(EXIT_FATAL if failure.deterministic else 1)
+
+
+def _worker(
+    end: _WorkerEnd,
+    stop: Callable[[], bool],
+    *,
+    spec: str,
+    workers: int,
+    worker: int | None,
+    param: list[str] | None,
+    bootstrap_servers: str | None,
+    state_dir: Path,
+    job_name: str | None,
+    guarantee: str,
+    transaction_timeout: float,
+    max_channel_lag: int,
+    alignment: str,
+    alignment_timeout: float | None,
+    source_snapshot_interval: float | None,
+    verbose: bool,
+    standby: bool,
+) -> None:
     from kstream.infra.cluster import bootstrap_servers as resolve
     from kstream.protocol.flow import FlowConfig
-    from kstream.runtime.worker import EXIT_JOB_FAILED, Worker
+    from kstream.runtime.worker import Worker
 
-    _logging(verbose)
+    # A worker's output is its log file, read after the fact: each line has its time.
+    _logging(verbose, clock=True)
     mode = parse_alignment(alignment, alignment_timeout)
     job, _ = _load(spec, param, job_name)
     if standby:
-        worker = _await_index()
+        assigned = _await_index()
+        if assigned is None:
+            return  # the runner stopped (or died) before it needed this standby
+        worker, end.log = assigned
     if worker is None:
         raise ConfigurationError("--worker is required (unless --standby)")
     if not 0 <= worker < workers:
         raise ConfigurationError(f"--worker must be in 0..{workers - 1}, got {worker}")
-    stop = _stop_flag()
+    _name_process(worker, workers, job.name, spec)
     w = Worker(
         job,
         index=worker,
@@ -296,39 +396,37 @@ def worker_command(
         alignment_timeout_s=alignment_timeout,
         source_snapshot_interval_s=source_snapshot_interval,
     )
-    try:
-        w.run(stop)
-    except JobFailedError as exc:
-        err.print(f"kstream: job failed: {exc}", highlight=False, markup=False)
-        sys.exit(EXIT_JOB_FAILED)
+    w.run(stop)
 
 
-def _await_index() -> int:
+def _name_process(index: int, workers: int, job: str, spec: str) -> None:
+    """Show in `ps` which worker this process is: every one starts as a standby, with
+    the same command line (the index comes later, on stdin)."""
+    from setproctitle import setproctitle
+
+    setproctitle(f"kstream worker {index} of job {job} ({workers} workers, {spec})")
+
+
+def _await_index() -> tuple[int, str] | None:
     """A standby's wait: the worker index its runner names, output sent to the log named.
 
-    The end of stdin without a line (the runner stopped, or died) ends the
-    process quietly: it never touched Kafka or the state directory.
+    The end of stdin without a line (the runner stopped, or died) is None: the
+    process then ends quietly, it never touched Kafka or the state directory.
     """
     line = sys.stdin.buffer.readline().decode().strip()
     index, _, log = line.partition(" ")
     if not index.isdecimal():
-        raise SystemExit(0)
+        return None
     if log:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(fd, sys.stdout.fileno())
         os.dup2(fd, sys.stderr.fileno())
         os.close(fd)
-    return int(index)
+    return int(index), log
 
 
-def _logging(verbose: bool) -> None:
-    from rich.logging import RichHandler
-
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(message)s",
-        handlers=[RichHandler(console=err, show_path=False, rich_tracebacks=False)],
-    )
+def _logging(verbose: bool, *, clock: bool = False) -> None:
+    log_lines(logging.DEBUG if verbose else logging.INFO, clock=clock)
 
 
 def _load(spec: str, params: list[str] | None, job_name: str | None) -> tuple[Job, dict[str, str]]:

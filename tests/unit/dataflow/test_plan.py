@@ -227,7 +227,20 @@ def test_a_changed_commit_topic_alone_still_names_the_worker_count() -> None:
     problem = started_with(job, existing, 1)
     assert problem is not None
     assert problem.startswith("job wc was started with another parallelism")
-    assert "(kstream.wc.commits has 5 partitions, 1 with 1 workers)" in problem
+    assert "(kstream.wc.commits has 5 partitions, 1 with the parallelism the job sets now)" in (
+        problem
+    )
+
+
+def test_a_parallelism_the_job_fixes_is_not_blamed_on_the_worker_count() -> None:
+    # Started as Job(parallelism=2), now Job(parallelism=3): --workers has no say in it.
+    before = plan(pipeline(None, None, name="wc", parallelism=2), 2).internal_topics()
+    problem = started_with(pipeline(None, None, name="wc", parallelism=3), before, 2)
+    assert problem == (
+        "job wc was started with another parallelism (kstream.wc.s1 has 4 partitions, 9 with "
+        "the parallelism the job sets now); run it with the parallelism it was started with, "
+        "or start it under a new --job-name; rescaling a running job is not supported yet"
+    )
 
 
 def test_a_layout_no_worker_count_produces_means_the_parallelism_changed() -> None:

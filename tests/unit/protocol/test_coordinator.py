@@ -33,6 +33,7 @@ from kstream.protocol.coordinator import (
     Halt,
     Heartbeat,
     History,
+    Paused,
     Recover,
     Tick,
     Trigger,
@@ -352,6 +353,28 @@ def test_a_lost_worker_rolls_back_to_the_latest_completed_checkpoint() -> None:
     assert feed(coordinator, acks(c(2), 1, 2.6)) == []
     assert coordinator.handle(Tick(3.0)) == []
     assert coordinator.handle(Tick(3.5)) == [Trigger(c(3), 2)]
+
+
+def test_a_pause_of_the_coordinators_own_process_is_held_against_no_worker() -> None:
+    coordinator = started(CoordinatorConfig(interval=1.0, timeout=5.0, liveness_timeout=10.0))
+    coordinator.handle(Heartbeat("w0", 1, 1.0, restoring=False))
+    [trigger] = coordinator.handle(Tick(2.0))
+    assert isinstance(trigger, Trigger)
+    # Stopped from 3.0 to 33.0: it heard nothing, and neither w0 nor the checkpoint
+    # triggered at 2.0 is to blame.
+    assert coordinator.handle(Paused(30.0, 33.0)) == []
+    assert coordinator.handle(Tick(33.0)) == []
+    # Counted from where the pause left them: silent and overdue all the same later.
+    commands = coordinator.handle(Tick(43.5))
+    assert kinds(commands) == ["Abort", "Recover"]
+    assert "w0 silent" in next(c for c in commands if isinstance(c, Recover)).reason
+
+
+def test_without_the_pause_the_same_silence_is_a_workers() -> None:
+    coordinator = started(CoordinatorConfig(interval=1.0, timeout=5.0, liveness_timeout=10.0))
+    coordinator.handle(Heartbeat("w0", 1, 1.0, restoring=False))
+    coordinator.handle(Tick(2.0))
+    assert kinds(coordinator.handle(Tick(33.0))) == ["Abort", "Recover"]
 
 
 def test_heartbeat_silence_past_the_liveness_timeout_rolls_back() -> None:

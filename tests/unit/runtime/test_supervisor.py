@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from kstream.errors import AlreadyRunningError
+from kstream.runtime.failure import Failure
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
 
@@ -141,3 +143,48 @@ def test_a_worker_locked_by_another_process_is_not_started(tmp_path: Path) -> No
             sup.check_free(0)
     finally:
         held.release()
+
+
+#: Reports a failure as a worker does (`kstream.runtime.failure.write_cause`), then exits.
+REPORTING = """
+import os, sys
+from pathlib import Path
+from kstream.runtime.failure import CAUSE_DIR_ENV, Failure, write_cause
+write_cause(Path(os.environ[CAUSE_DIR_ENV]), Failure("{cause}", {deterministic}, "{log}"))
+sys.exit(4)
+"""
+
+
+def test_failure_is_what_the_process_reported_else_its_exit_code(tmp_path: Path) -> None:
+    def command() -> list[str]:
+        bodies = [
+            REPORTING.format(cause="import failed", deterministic=True, log=""),
+            "raise SystemExit(3)",  # EXIT_FATAL without a report: could not write it
+            "raise SystemExit(4)",
+        ]
+        return python(bodies[len(started)])
+
+    started: list[int] = []
+    sup = Supervisor("j", tmp_path / "j", lambda: command(), {})
+    for i in range(3):
+        sup.spawn(i)
+        started.append(i)
+        sup.procs[i].wait()
+    # Not told its index (it died loading): its output went to the standbys' log.
+    assert sup.failure(0) == Failure("import failed", True, str(sup.standby_log_path()))
+    assert sup.failure(1).deterministic
+    assert sup.failure(1).cause == "exited with code 3"
+    assert sup.failure(2) == Failure("exited with code 4", False, str(sup.standby_log_path()))
+    sup.stop()
+
+
+def test_a_killed_worker_is_a_transient_failure_naming_its_log(tmp_path: Path) -> None:
+    sup = Supervisor("j", tmp_path / "j", lambda: standby("import time; time.sleep(600)"), {})
+    sup.spawn(0)
+    # The worker's log exists once the standby read its index.
+    deadline = time.monotonic() + 30
+    while not sup.log_path(0).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a child process's file; no event to wait on
+    assert sup.kill(0)
+    assert sup.failure(0) == Failure("killed by signal 9", False, str(sup.log_path(0)))
+    sup.stop()
