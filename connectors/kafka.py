@@ -48,7 +48,7 @@ from kstream.protocol.names import (
     sink_transactional_id,
     slot_transactional_id,
 )
-from kstream.protocol.twophase import EpochLedger, Wait
+from kstream.protocol.twophase import EpochLedger, Resume, Wait
 from kstream.protocol.watermarks import (
     DEFAULT_IDLE_TIMEOUT_MS,
     DEFAULT_MAX_FUTURE_MS,
@@ -571,6 +571,21 @@ class TransactionalWriter(SinkWriter):
         if action is None:
             raise ProtocolError(f"{self._tid}: a transaction is open but no producer holds it")
         producer = self._producer(action.slot)
+        if isinstance(action, Resume):
+            # The newest sealed epoch's checkpoint failed, and every slot is taken:
+            # this epoch goes on in its transaction, which is still open (and began
+            # then: its age counts towards the transaction timeout from there).
+            resumed = max(self._sealed)
+            self._began = self._sealed[resumed][1]
+            log.debug(
+                "%s: checkpoints keep failing; epoch %d's transaction goes on with the next",
+                self._tid,
+                resumed,
+            )
+            if self._previous is producer:
+                self._previous = None  # one producer keeps its own records in order
+            self._open = producer
+            return producer
         producer.begin_transaction()
         self._open, self._began = producer, time.monotonic()
         return producer
@@ -613,9 +628,10 @@ class TransactionalWriter(SinkWriter):
             except ProducerFencedError:
                 self._raise_if_expired(action.epoch)
                 raise
-            del self._sealed[action.epoch]
-            self._warned.discard(action.epoch)
-            self._marker_committed(action.epoch)
+            for e in (*action.earlier, action.epoch):
+                del self._sealed[e]
+                self._warned.discard(e)
+                self._marker_committed(e)
 
     def _raise_if_expired(self, epoch: int) -> None:
         """Tell an expired transaction from a takeover: by its age.

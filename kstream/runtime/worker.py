@@ -337,7 +337,12 @@ class Worker:
                 p = t.pending.pop(0)
                 exc = p.future.exception()
                 if exc is not None:
-                    t.decline(p.meta.checkpoint, f"snapshot not stored: {exc}")
+                    # Declined at once: the checkpoint aborts, processing goes on from
+                    # the state in memory (the last completed checkpoint stays the
+                    # restore point), and the next checkpoint tries the storage again.
+                    why = f"snapshot not stored: {exc}"
+                    log.warning("%s: checkpoint %d: %s", t.id, p.meta.checkpoint, why)
+                    t.decline(p.meta.checkpoint, why)
                     continue
                 m = p.future.result()
                 self.control.send(
