@@ -47,6 +47,7 @@ from kstream.protocol.coordinator import (
     DeclineReceived,
     Discard,
     Event,
+    Fail,
     Halt,
     Heartbeat,
     History,
@@ -601,7 +602,14 @@ class Runner:
                 return InitiatedReceived(msg.checkpoint, msg.generation, msg.task, now)
             case WorkerAlive():
                 self._notify(self.report.observe(msg, now))
-                return Heartbeat(msg.worker, msg.generation, now, restoring=msg.restoring)
+                return Heartbeat(
+                    msg.worker,
+                    msg.generation,
+                    now,
+                    restoring=msg.restoring,
+                    stuck=msg.stuck,
+                    stuck_on=msg.stuck_on,
+                )
             case WorkerFailed():
                 self._failed = f"worker {msg.worker}: {msg.reason}"
             case RestoreFailed(generation=g, checkpoint=damaged):
@@ -662,6 +670,8 @@ class Runner:
                         Recovered(c.generation, c.checkpoint, c.reason, time.time(), fresh=fresh)
                     )
                     self._replace_unresponsive(c, time.monotonic())
+                case Fail():
+                    self._failed = self._failed or c.reason
                 case Halt():
                     raise CheckpointDamagedError(
                         f"job {self.job.name}: {c.reason}. {self._halt_advice()}"

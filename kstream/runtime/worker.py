@@ -70,6 +70,7 @@ from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import runner_gone, runner_pid
 from kstream.runtime.sink import Guarantee, RollbackInterrupt
 from kstream.runtime.snapshot import LocalCheckpointStorage
+from kstream.runtime.stuck import CallWatch
 from kstream.runtime.task import Subtask, TaskRuntime, open_task
 from kstream.tools.fault import Faults
 
@@ -163,7 +164,10 @@ class Worker:
             lambda: self.generation,
             self._die_if_orphaned,
             lambda: self.restoring,
+            self._stuck,
         )
+        #: Reports a call of the job's code that does not return (`kstream.runtime.stuck`).
+        self.watch = CallWatch()
         #: Identifies this process in heartbeats: its counters start at zero.
         self.process = uuid.uuid4().hex[:12]
         #: Counters of the subtasks this process closed (earlier generations).
@@ -409,6 +413,10 @@ class Worker:
                 flush=flush,
             )
 
+    def _stuck(self) -> tuple[str, str]:
+        stuck = self.watch.stuck()
+        return ("", "") if stuck is None else (stuck.line, stuck.on)
+
     def _die_if_orphaned(self) -> None:
         if runner_gone(self.runner_pid):
             # Where the kernel cannot kill orphans for us (`kstream.runtime.parent`).
@@ -429,6 +437,7 @@ class Worker:
         self.heartbeat.start(
             WorkerAlive(self.name, self.generation, process=self.process, counters=self.counters())
         )
+        self.watch.start()
         try:
             self._join(reader)
             idle = False
@@ -438,13 +447,17 @@ class Worker:
                     self._carry_out(self.recovery.read(msg))
                 processed = 0
                 wait = IDLE_WAIT_S / len(self.tasks) if idle and self.tasks else 0.0
+                watch = self.watch
                 try:
                     for t in self.tasks:
+                        watch.task = t
                         processed += t.poll(wait)
+                    watch.task = None
                     if processed:
                         for t in self.tasks:
                             t.flush()
                 except RollbackInterrupt:
+                    watch.task = None
                     continue  # the deferred `recover` replaces every subtask
                 idle = processed == 0
                 self.producer.poll(0)
@@ -462,6 +475,7 @@ class Worker:
             self.control.send(WorkerFailed(self.name, str(exc)))
             raise
         finally:
+            self.watch.stop()
             self.heartbeat.stop()
             self._retire_tasks()
             reader.close()
