@@ -21,6 +21,7 @@ sampled thread is not slowed down, and nothing is done per record.
 
 from __future__ import annotations
 
+import functools
 import logging
 import reprlib
 import sys
@@ -73,7 +74,13 @@ def _is_kstream(frame: FrameType) -> bool:
 
 
 def _is_stdlib(frame: FrameType) -> bool:
-    return str(Path(frame.f_code.co_filename).resolve()).startswith(_STDLIB)
+    return _in_stdlib(frame.f_code.co_filename)
+
+
+@functools.lru_cache(maxsize=1024)
+def _in_stdlib(filename: str) -> bool:
+    # Resolving costs a system call per path component: once per file.
+    return str(Path(filename).resolve()).startswith(_STDLIB)
 
 
 def _where(frame: FrameType) -> str:
