@@ -565,7 +565,8 @@ class TransactionalWriter(SinkWriter):
     def _begin(self) -> Producer:
         action = self._ledger.write()
         while isinstance(action, Wait):
-            # Every slot holds a sealed epoch: serve completions until one commits.
+            # Every slot holds a sealed epoch: serve completions until one commits,
+            # or aborts until the newest one's transaction may go on (`Resume`).
             self._ctx.pump()
             action = self._ledger.write()
         if action is None:
@@ -582,8 +583,9 @@ class TransactionalWriter(SinkWriter):
                 self._tid,
                 resumed,
             )
-            if self._previous is producer:
-                self._previous = None  # one producer keeps its own records in order
+            # Its rows are held until the sealed epoch's records are delivered, as
+            # with another producer (`_previous`): the snapshot's flush of that epoch
+            # must not wait for this one's records too.
             self._open = producer
             return producer
         producer.begin_transaction()
