@@ -49,7 +49,7 @@ from kstream.protocol.names import (
     sink_transactional_id,
     slot_transactional_id,
 )
-from kstream.protocol.twophase import EpochLedger, Wait
+from kstream.protocol.twophase import EpochLedger, Resume, Wait
 from kstream.protocol.watermarks import (
     DEFAULT_IDLE_TIMEOUT_MS,
     DEFAULT_MAX_FUTURE_MS,
@@ -634,12 +634,29 @@ class TransactionalWriter(SinkWriter):
     def _begin(self) -> Producer:
         action = self._ledger.write()
         while isinstance(action, Wait):
-            # Every slot holds a sealed epoch: serve completions until one commits.
+            # Every slot holds a sealed epoch: serve completions until one commits,
+            # or aborts until the newest one's transaction may go on (`Resume`).
             self._ctx.pump()
             action = self._ledger.write()
         if action is None:
             raise ProtocolError(f"{self._tid}: a transaction is open but no producer holds it")
         producer = self._producer(action.slot)
+        if isinstance(action, Resume):
+            # The newest sealed epoch's checkpoint failed, and every slot is taken:
+            # this epoch goes on in its transaction, which is still open (and began
+            # then: its age counts towards the transaction timeout from there).
+            resumed = max(self._sealed)
+            self._began = self._sealed[resumed][1]
+            log.debug(
+                "%s: checkpoints keep failing; epoch %d's transaction goes on with the next",
+                self._tid,
+                resumed,
+            )
+            # Its rows are held until the sealed epoch's records are delivered, as
+            # with another producer (`_previous`): the snapshot's flush of that epoch
+            # must not wait for this one's records too.
+            self._open = producer
+            return producer
         producer.begin_transaction()
         self._open, self._began = producer, time.monotonic()
         return producer
@@ -682,9 +699,10 @@ class TransactionalWriter(SinkWriter):
             except ProducerFencedError:
                 self._raise_if_expired(action.epoch)
                 raise
-            del self._sealed[action.epoch]
-            self._warned.discard(action.epoch)
-            self._marker_committed(action.epoch)
+            for e in (*action.earlier, action.epoch):
+                del self._sealed[e]
+                self._warned.discard(e)
+                self._marker_committed(e)
 
     def _raise_if_expired(self, epoch: int) -> None:
         """Tell an expired transaction from a takeover: by its age.

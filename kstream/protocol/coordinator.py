@@ -33,6 +33,12 @@ Invariants (checked by the tests):
   `unresponsive`: their
   heartbeats come from a thread, so a subtask stuck for good in user code
   would otherwise stall the job's output for ever;
+* a worker's heartbeat may name a call of the job's code that has not returned
+  for long (`Heartbeat.stuck_on`, `kstream.runtime.stuck`); such a rollback
+  gives its line as the reason, and when the same call is found stuck at the
+  next such rollback (after the replaced worker met the record again) the job
+  fails with `Fail` naming it instead: a call that never returns would
+  otherwise roll the job back for ever;
 * after `Recover` the generation's first trigger waits until every worker of
   `workers` has restored (sent a heartbeat of the generation not marked
   restoring) and an interval has passed, whichever is later: no checkpoint can
@@ -86,6 +92,7 @@ __all__ = [
     "DeclineReceived",
     "Discard",
     "Event",
+    "Fail",
     "Halt",
     "Heartbeat",
     "History",
@@ -140,12 +147,18 @@ class DeclineReceived:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """Worker `worker` is alive in `generation`; `restoring`: not running it yet."""
+    """Worker `worker` is alive in `generation`; `restoring`: not running it yet.
+
+    `stuck` is the line of a call of the job's code that has not returned for
+    long and `stuck_on` what identifies that call ("" for none).
+    """
 
     worker: str
     generation: int
     now: float
     restoring: bool = False
+    stuck: str = ""
+    stuck_on: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +285,15 @@ class Halt:
     reason: str
 
 
-Command = Trigger | Complete | Abort | Recover | Discard | Halt
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """A call of the job's code stuck again after the rollback it caused: the job
+    fails, `reason` naming the call (a failed job, not a restart)."""
+
+    reason: str
+
+
+Command = Trigger | Complete | Abort | Recover | Discard | Halt | Fail
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +395,11 @@ class Coordinator:
     #: the last of them.
     timeouts: int = field(default=0, init=False)
     unacked: frozenset[str] = field(default=frozenset(), init=False)
+    #: Per worker, the call of the job's code its latest heartbeat of the current
+    #: generation reported stuck: (`Heartbeat.stuck_on`, `Heartbeat.stuck`).
+    stuck: dict[str, tuple[str, str]] = field(default_factory=dict, init=False)
+    #: The stuck calls behind rollbacks for timeouts so far (`Heartbeat.stuck_on`).
+    stalled_on: set[str] = field(default_factory=set, init=False)
     started: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -422,6 +448,10 @@ class Coordinator:
                     self.silences.pop(event.worker, None)
                     if not event.restoring:
                         self.joined.add(event.worker)
+                    if event.stuck:
+                        self.stuck[event.worker] = (event.stuck_on, event.stuck)
+                    else:
+                        self.stuck.pop(event.worker, None)
                 return []
             case WorkerLost():
                 self.silences.pop(event.worker, None)
@@ -467,6 +497,7 @@ class Coordinator:
         self.heartbeats = dict.fromkeys(self.heartbeats, now)
         self.joined = set()
         self.timeouts, self.unacked = 0, frozenset()
+        self.stuck = {}
         return [Recover(self.generation, self.latest_completed, reason, unresponsive, stalled)]
 
     def _on_tick(self, now: float) -> list[Command]:
@@ -496,8 +527,21 @@ class Coordinator:
             )
         if last_timed_out is not None and self.timeouts > self.config.tolerable_timeouts:
             stalled = {self.placement[t] for t in self.unacked if t in self.placement}
+            calls = sorted(self.stuck[w] for w in stalled if w in self.stuck)
+            again = [line for on, line in calls if on in self.stalled_on]
+            if again:
+                return [
+                    *commands,
+                    Fail(
+                        f"{again[0]}; stuck again after the rollback it caused "
+                        f"({self.timeouts} checkpoints timed out in a row): the job fails "
+                        "rather than roll back for ever"
+                    ),
+                ]
+            self.stalled_on.update(on for on, _ in calls)
             unresponsive |= stalled
             reasons.append(self._timeouts_reason(last_timed_out, stalled))
+            reasons += [line for _, line in calls[:1]]
         if reasons:
             for w in unresponsive:
                 self.silences.pop(w, None)  # its replacement starts with a clean record

@@ -434,7 +434,10 @@ class WorkerAlive:
     `dead_letter` describes the latest record it dead-lettered ("" if none).
     `restoring`: the worker is alive in `generation` but still restoring its
     subtasks (its heartbeat thread speaks for it meanwhile); absent in
-    messages of earlier versions, read as False.
+    messages of earlier versions, read as False. `stuck`: one line naming a
+    call of the job's code that has not returned for long (subtask, function,
+    record, where), and `stuck_on` what identifies that call across processes
+    (`kstream.runtime.stuck`); "" when none, and then absent on the wire.
     """
 
     TYPE: ClassVar[str] = "heartbeat"
@@ -446,6 +449,8 @@ class WorkerAlive:
     counters: WorkerCounters | None = None
     dead_letter: str = ""
     restoring: bool = False
+    stuck: str = ""
+    stuck_on: str = ""
 
     def to_dict(self) -> Wire:
         wire: Wire = {
@@ -460,6 +465,9 @@ class WorkerAlive:
         if self.restoring:
             # Only when set: a running worker's heartbeat keeps the bytes it always had.
             wire["restoring"] = True
+        if self.stuck:
+            wire["stuck"] = self.stuck
+            wire["stuck_on"] = self.stuck_on
         return wire
 
     @classmethod
@@ -474,6 +482,8 @@ class WorkerAlive:
             WorkerCounters.from_message(raw.get("counters")),
             dead_letter if isinstance(dead_letter, str) else "",
             raw.get("restoring") is True,
+            _str_or(raw, "stuck", ""),
+            _str_or(raw, "stuck_on", ""),
         )
 
 

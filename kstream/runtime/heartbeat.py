@@ -16,7 +16,9 @@ zombie to fence) stops every thread, so it still falls silent and is fenced.
 What a heartbeat cannot tell is whether the worker makes progress: a worker
 stuck for good inside a batch is noticed by its checkpoints timing out (the
 coordinator aborts them and, after `CoordinatorConfig.tolerable_timeouts` in a
-row, rolls the job back and has the worker replaced), not by its liveness.
+row, rolls the job back and has the worker replaced), not by its liveness. The
+heartbeats this thread sends carry what the worker's watchdog found stuck
+(`kstream.runtime.stuck`): a call of the job's code that does not return.
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ class Heartbeat:
     `restoring()` whether its subtasks are still being restored in it (the
     coordinator waits for every worker's restore before the generation's first
     checkpoint); `alive()` is checked before each send from the thread and may
-    end the process (an orphaned worker kills itself there).
+    end the process (an orphaned worker kills itself there); `stuck()` gives the
+    line and identity of a call of the job's code that does not return
+    (`kstream.runtime.stuck`; ("", "") for none), sent with the repeated heartbeats:
+    the main loop, when it sends its own, is not stuck.
     """
 
     def __init__(
@@ -52,12 +57,14 @@ class Heartbeat:
         generation: Callable[[], int],
         alive: Callable[[], None],
         restoring: Callable[[], bool] = lambda: False,
+        stuck: Callable[[], tuple[str, str]] = lambda: ("", ""),
     ) -> None:
         self.period = period
         self._send = send
         self._generation = generation
         self._alive = alive
         self._restoring = restoring
+        self._stuck = stuck
         # One lock orders every send: a repeated heartbeat never goes out after
         # a newer one the main loop published (counters would seem to go back).
         self._lock = threading.Lock()
@@ -104,11 +111,14 @@ class Heartbeat:
             if latest is None or not self.due(time.monotonic()):
                 return False
             self._alive()
+            stuck, stuck_on = self._stuck()
             message = dataclasses.replace(
                 latest,
                 generation=self._generation(),
                 restoring=self._restoring(),
                 time=time.time(),
+                stuck=stuck,
+                stuck_on=stuck_on,
             )
             self._last = time.monotonic()
             self._send(message, False)

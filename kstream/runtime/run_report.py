@@ -9,7 +9,10 @@ summary. Notices, each rate-limited per kind by `kstream.runtime.notices.Notices
   when a worker reports new dead letters;
 * ``checkpoint N aborted: <reason>``, also for checkpoints a recovery rolled back;
 * ``recovery: <cause>; rolling back to checkpoint N`` — a worker died or
-  stopped answering (its heartbeats stopped), or checkpoints kept timing out.
+  stopped answering (its heartbeats stopped), or checkpoints kept timing out;
+* ``worker <w>: <subtask>: <function>() ... has not returned for 10s on (<args>)
+  from <topic>[<partition>]@<offset>; stuck at <file>:<line> in <function>``
+  once per call a worker reports stuck (`kstream.runtime.stuck`).
 
 The first ``recover`` of a run is its start, not a recovery.
 """
@@ -59,6 +62,8 @@ class RunReport:
     #: Recoveries of this run by cause.
     recoveries: Counter[str] = field(default_factory=Counter)
     started_at: float | None = None
+    #: Per worker, the stuck call it reports (`WorkerAlive.stuck_on`), told once.
+    stuck: dict[str, str] = field(default_factory=dict)
 
     def observe(self, message: ControlMessage, now: float) -> list[str]:
         """Feed one control message; return the notice lines to print now."""
@@ -111,6 +116,15 @@ class RunReport:
         return self.notices.offer("abort", f"checkpoint {record.checkpoint} {record.label}", now)
 
     def _heartbeat(self, message: WorkerAlive, now: float) -> list[str]:
+        lines: list[str] = []
+        if not message.stuck:
+            self.stuck.pop(message.worker, None)
+        elif self.stuck.get(message.worker) != message.stuck_on:
+            self.stuck[message.worker] = message.stuck_on
+            lines += self.notices.offer("stuck", f"worker {message.worker}: {message.stuck}", now)
+        return lines + self._dead_letters(message, now)
+
+    def _dead_letters(self, message: WorkerAlive, now: float) -> list[str]:
         if message.counters is None or message.process is None:
             return []
         added = self.counters.observe(message.process, message.counters)

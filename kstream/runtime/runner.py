@@ -47,6 +47,7 @@ from kstream.protocol.coordinator import (
     DeclineReceived,
     Discard,
     Event,
+    Fail,
     Halt,
     Heartbeat,
     History,
@@ -636,7 +637,14 @@ class Runner:
                 return InitiatedReceived(msg.checkpoint, msg.generation, msg.task, now)
             case WorkerAlive():
                 self._notify(self.report.observe(msg, now))
-                return Heartbeat(msg.worker, msg.generation, now, restoring=msg.restoring)
+                return Heartbeat(
+                    msg.worker,
+                    msg.generation,
+                    now,
+                    restoring=msg.restoring,
+                    stuck=msg.stuck,
+                    stuck_on=msg.stuck_on,
+                )
             case WorkerFailed():
                 index = msg.worker.removeprefix("w")
                 log = self.log_path(int(index)) if self.spawn and index.isdecimal() else ""
@@ -699,6 +707,8 @@ class Runner:
                         Recovered(c.generation, c.checkpoint, c.reason, time.time(), fresh=fresh)
                     )
                     self._replace_unresponsive(c, time.monotonic())
+                case Fail():
+                    self._failed = self._failed or c.reason
                 case Halt():
                     raise CheckpointDamagedError(
                         f"job {self.job.name}: {c.reason}. {self._halt_advice()}"

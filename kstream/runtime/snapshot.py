@@ -26,6 +26,7 @@ import hashlib
 import json
 import marshal
 import os
+import re
 import shutil
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
@@ -34,7 +35,13 @@ from typing import Any, Protocol
 
 from kstream.errors import CheckpointError
 
-__all__ = ["CheckpointStorage", "LocalCheckpointStorage", "SnapshotMeta", "check_state_serde"]
+__all__ = [
+    "CheckpointStorage",
+    "LocalCheckpointStorage",
+    "SnapshotMeta",
+    "check_state_serde",
+    "storage_failure",
+]
 
 #: Marshal's format version, fixed so that a newer Python writes what this one reads.
 _MARSHAL_VERSION = 4
@@ -278,6 +285,28 @@ def _link_table_or_copy(src: str, dst: str) -> str:
     return str(shutil.copy2(src, dst))
 
 
+def storage_failure(exc: OSError | shutil.Error, where: Path) -> str:
+    """One line for a failed write into `where`: the cause, then the file
+    (``<cause>: <path>``; `where` itself when the error names no file, as a
+    failed ``write`` or ``fsync`` does not).
+
+    `shutil.copytree` gathers its failures into one `shutil.Error` whose text is
+    the repr of a list of (source, target, text) tuples: the first names the cause
+    and the target here, the rest are counted.
+    """
+    if isinstance(exc, shutil.Error):
+        failures = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+        if not failures or not isinstance(failures[0], tuple) or len(failures[0]) != 3:
+            return str(exc)
+        _, target, why = failures[0]
+        # "[Errno 28] No space left on device" (or with ": '<path>'" after it).
+        cause = re.sub(r"^\[Errno \d+\] ", "", str(why)).split(": '", 1)[0]
+        more = f" (and {len(failures) - 1} more files)" if len(failures) > 1 else ""
+        return f"{cause}: {target}{more}"
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    return f"{cause}: {exc.filename if exc.filename is not None else where}"
+
+
 def _sha256(path: Path) -> str:
     with path.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -304,13 +333,17 @@ class LocalCheckpointStorage:
     ) -> None:
         """Store one subtask's snapshot; `staged_db` is removed whether or not it succeeds.
 
-        A failure (a full or read-only disk) raises and leaves no partial snapshot
-        behind: the checkpoint is then declined and the staged copy would only
-        take space from the live state.
+        A failure (a full or read-only disk) raises `CheckpointError` naming the
+        cause and a file it could not write (`storage_failure`), and leaves no
+        partial snapshot behind: the checkpoint is then declined and the staged
+        copy would only take space from the live state.
         """
         target = self._dir(meta.checkpoint, meta.task)
         try:
             self._store(target, meta, staged_db, payloads)
+        except (OSError, shutil.Error) as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            raise CheckpointError(storage_failure(exc, target)) from exc
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise

@@ -202,6 +202,10 @@ class _Stats(PolicyCounts):
 class Subtask:
     """Common machinery: state, the chain's outputs, snapshots, control of the sinks."""
 
+    #: The record being pushed through the chain (a source record, or a channel
+    #: record of a channel subtask): lineage headers, reports of stuck calls.
+    _current: Message | None = None
+
     def __init__(self, rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> None:
         self.rt = rt
         self.spec = spec
@@ -526,6 +530,15 @@ class Subtask:
     def _on_flow_resume(self) -> None:
         """Flow control resumed reading."""
 
+    def current_record(self) -> str:
+        """Where the record being processed comes from (``topic[partition]@offset``),
+        for reports of a call that does not return (`kstream.runtime.stuck`);
+        "" before the first record."""
+        m = self._current
+        if m is None:
+            return ""
+        return f"{m.topic()}[{m.partition()}]@{m.offset()}"
+
     def counters(self) -> WorkerCounters:
         """What this subtask did so far (see `kstream.protocol.counters`)."""
         return WorkerCounters(0, self.records_out, self.stats.dead_letters, self.stats.replayed)
@@ -569,8 +582,7 @@ class SourceTask(Subtask):
     """Reads the input partitions p with p % parallelism == index of a Kafka source."""
 
     def __init__(self, rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> None:
-        #: The record being pushed through the chain (for lineage headers).
-        self._current: Message | None = None
+        self._current = None
         super().__init__(rt, spec, restore_from)
         source = self.stage.source
         assert source is not None
@@ -931,6 +943,7 @@ class ChannelTask(Subtask):
                 continue
             offset = m.offset() or 0
             positions[ch] = offset + 1
+            self._current = m
             value = m.value() or b""
             try:
                 kind, gen = decode_header(value)

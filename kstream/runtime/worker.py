@@ -69,6 +69,7 @@ from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import runner_gone, runner_pid
 from kstream.runtime.sink import Guarantee, RollbackInterrupt
 from kstream.runtime.snapshot import LocalCheckpointStorage
+from kstream.runtime.stuck import CallWatch
 from kstream.runtime.task import Subtask, TaskRuntime, open_task
 from kstream.tools.fault import Faults
 
@@ -160,7 +161,10 @@ class Worker:
             lambda: self.generation,
             self._die_if_orphaned,
             lambda: self.restoring,
+            self._stuck,
         )
+        #: Reports a call of the job's code that does not return (`kstream.runtime.stuck`).
+        self.watch = CallWatch()
         #: Identifies this process in heartbeats: its counters start at zero.
         self.process = uuid.uuid4().hex[:12]
         #: Counters of the subtasks this process closed (earlier generations).
@@ -334,7 +338,12 @@ class Worker:
                 p = t.pending.pop(0)
                 exc = p.future.exception()
                 if exc is not None:
-                    t.decline(p.meta.checkpoint, f"snapshot not stored: {exc}")
+                    # Declined at once: the checkpoint aborts, processing goes on from
+                    # the state in memory (the last completed checkpoint stays the
+                    # restore point), and the next checkpoint tries the storage again.
+                    why = f"snapshot not stored: {exc}"
+                    log.warning("%s: checkpoint %d: %s", t.id, p.meta.checkpoint, why)
+                    t.decline(p.meta.checkpoint, why)
                     continue
                 m = p.future.result()
                 self.control.send(
@@ -401,6 +410,10 @@ class Worker:
                 flush=flush,
             )
 
+    def _stuck(self) -> tuple[str, str]:
+        stuck = self.watch.stuck()
+        return ("", "") if stuck is None else (stuck.line, stuck.on)
+
     def _die_if_orphaned(self) -> None:
         if runner_gone(self.runner_pid):
             # Where the kernel cannot kill orphans for us (`kstream.runtime.parent`).
@@ -421,6 +434,7 @@ class Worker:
         self.heartbeat.start(
             WorkerAlive(self.name, self.generation, process=self.process, counters=self.counters())
         )
+        self.watch.start()
         try:
             self._join(reader)
             idle = False
@@ -430,13 +444,17 @@ class Worker:
                     self._carry_out(self.recovery.read(msg))
                 processed = 0
                 wait = IDLE_WAIT_S / len(self.tasks) if idle and self.tasks else 0.0
+                watch = self.watch
                 try:
                     for t in self.tasks:
+                        watch.task = t
                         processed += t.poll(wait)
+                    watch.task = None
                     if processed:
                         for t in self.tasks:
                             t.flush()
                 except RollbackInterrupt:
+                    watch.task = None
                     continue  # the deferred `recover` replaces every subtask
                 idle = processed == 0
                 self.producer.poll(0)
@@ -453,6 +471,7 @@ class Worker:
             self._report_end(exc)
             raise
         finally:
+            self.watch.stop()
             self.heartbeat.stop()
             self._retire_tasks()
             reader.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import TypeVar
@@ -246,3 +247,68 @@ def test_outputs_written_into_a_full_queue_wait_for_room_and_all_commit_in_order
     wait_settled(bootstrap, topic)
     got = [(r.key, r.value) for r in read_all(bootstrap, topic)]
     assert got == [(k.encode(), str(v).encode()) for k, v in sent]
+
+
+def _never_waits() -> None:
+    raise AssertionError("the sink waits for a checkpoint to complete")
+
+
+def test_checkpoints_that_keep_failing_go_on_in_the_newest_failed_transaction(
+    bootstrap: str, job_and_topic: tuple[str, str]
+) -> None:
+    """More failed checkpoints than producers: the sink goes on writing (it used to wait
+    for a completion no failing checkpoint storage could give), and the next completed
+    checkpoint commits every epoch once, in order; a crash in its commit window
+    re-publishes each of them once."""
+    job, topic = job_and_topic
+    ctx = SinkContext(bootstrap, job, "s1-0", 1, Producer({"bootstrap.servers": bootstrap}))
+    writer = KafkaSink(topic).open(dataclasses.replace(ctx, pump=_never_waits))
+    assert isinstance(writer, TransactionalWriter)
+    writer.recover(None, None)
+    for epoch in range(1, 8):  # 7 epochs, 3 producers
+        for i in range(100):
+            writer.write((f"k{i % 7}", epoch))
+        kept = writer.pre_commit(epoch)
+        assert kept.finish is not None
+        kept.finish()  # the upload thread, before its (failing) store
+        writer.abort(epoch)  # declined: the checkpoint storage fails
+    writer.write(("k0", 8))
+    kept = writer.pre_commit(8)  # the storage works again: checkpoint 8 completes
+    assert kept.finish is not None
+    kept.finish()
+    assert sorted(kept.payload) == list(range(1, 9))  # the write-ahead copy holds them all
+    assert read_all(bootstrap, topic) == []
+    # A crash after checkpoint 8 completed, before this process committed.
+    writer.close()
+    successor = _writer(bootstrap, job, topic)
+    successor.recover(8, kept)
+    successor.close()
+    wait_settled(bootstrap, topic)
+    epochs = [json.loads(r.value or b"") for r in read_all(bootstrap, topic)]
+    assert epochs == [e for e in range(1, 8) for _ in range(100)] + [8]
+
+
+def test_a_failed_epochs_resumed_transaction_commits_with_the_next_completion(
+    bootstrap: str, job_and_topic: tuple[str, str]
+) -> None:
+    job, topic = job_and_topic
+    ctx = SinkContext(bootstrap, job, "s1-0", 1, Producer({"bootstrap.servers": bootstrap}))
+    writer = KafkaSink(topic).open(dataclasses.replace(ctx, pump=_never_waits))
+    assert isinstance(writer, TransactionalWriter)
+    writer.recover(None, None)
+    for epoch in range(1, 6):
+        writer.write(("k", epoch))
+        writer.pre_commit(epoch)
+        writer.abort(epoch)
+    writer.write(("k", 6))
+    kept = writer.pre_commit(6)
+    assert sorted(kept.payload) == list(range(1, 7))
+    writer.commit(6)
+    writer.close()
+    wait_settled(bootstrap, topic)
+    assert [json.loads(r.value or b"") for r in read_all(bootstrap, topic)] == list(range(1, 7))
+    # Its markers committed with it: restoring checkpoint 6 re-publishes nothing.
+    successor = _writer(bootstrap, job, topic)
+    successor.recover(6, kept)
+    successor.close()
+    assert len(read_all(bootstrap, topic)) == 6

@@ -30,6 +30,7 @@ from kstream.protocol.coordinator import (
     DeclineReceived,
     Discard,
     Event,
+    Fail,
     Halt,
     Heartbeat,
     History,
@@ -216,6 +217,50 @@ def test_no_tolerance_rolls_back_at_the_first_timeout() -> None:
     assert isinstance(recover, Recover)
     assert recover.stalled == ("w0",)  # map-0 and sum-0 run there
     assert recover.reason.endswith("never acked by map-0, sum-0 (on w0)")
+
+
+STUCK = "map-1: work() (job.py:3) has not returned for 10s on ('x') from in[1]@7; stuck at a"
+
+
+def test_a_call_stuck_again_after_the_rollback_it_caused_fails_the_job() -> None:
+    coordinator = placed(dataclasses.replace(TOLERANT, tolerable_timeouts=0))
+    stuck_on = "map-1: work() on ('x') from in[1]@7"
+    coordinator.handle(Heartbeat("w1", 1, 1.0, stuck=STUCK, stuck_on=stuck_on))
+    abort, recover = time_out(coordinator, ["map-0", "sum-0"])
+    assert isinstance(recover, Recover)
+    assert recover.stalled == ("w1",)
+    # The rollback says what is stuck, and gives the call (in a new process) a chance.
+    assert recover.reason.endswith(f"never acked by map-1 (on w1); {STUCK}")
+    # Stuck elsewhere in the next generation: another chance (and its reason).
+    other = STUCK.replace("@7", "@8")
+    coordinator.handle(Heartbeat("w1", 2, 20.0, stuck=other, stuck_on=stuck_on + "x"))
+    _, recover = time_out(coordinator, ["map-0", "sum-0"])
+    assert isinstance(recover, Recover)
+    assert recover.reason.endswith(other)
+    # The first call again, after the rollback it caused: the job fails naming it.
+    coordinator.handle(Heartbeat("w1", 3, 40.0, stuck=STUCK, stuck_on=stuck_on))
+    abort, fail = time_out(coordinator, ["map-0", "sum-0"])
+    assert isinstance(abort, Abort)
+    assert fail == Fail(
+        f"{STUCK}; stuck again after the rollback it caused (1 checkpoints timed out in a "
+        "row): the job fails rather than roll back for ever"
+    )
+
+
+def test_a_stuck_call_reported_no_more_or_by_a_worker_that_acked_fails_nothing() -> None:
+    coordinator = placed(dataclasses.replace(TOLERANT, tolerable_timeouts=0))
+    stuck_on = "map-1: work() on ('x') from in[1]@7"
+    coordinator.handle(Heartbeat("w1", 1, 1.0, stuck=STUCK, stuck_on=stuck_on))
+    assert kinds(time_out(coordinator, ["map-0", "sum-0"])) == ["Abort", "Recover"]
+    # The call returned (a heartbeat without it): the rollback is the usual one.
+    coordinator.handle(Heartbeat("w1", 2, 20.0, stuck=STUCK, stuck_on=stuck_on))
+    coordinator.handle(Heartbeat("w1", 2, 21.0))
+    _, recover = time_out(coordinator, ["map-0", "sum-0"])
+    assert isinstance(recover, Recover)
+    assert recover.reason.endswith("never acked by map-1 (on w1)")
+    # Reported by a worker whose subtasks all acked: not what stalls the checkpoints.
+    coordinator.handle(Heartbeat("w0", 3, 40.0, stuck=STUCK, stuck_on=stuck_on))
+    assert kinds(time_out(coordinator, ["map-0", "sum-0"])) == ["Abort", "Recover"]
 
 
 def test_a_completion_between_timeouts_starts_the_count_again() -> None:

@@ -187,6 +187,25 @@ WRITTEN: list[tuple[dict[str, Any], ControlMessage]] = [
         ),
     ),
     (
+        {
+            "type": "heartbeat",
+            "worker": "w1",
+            "generation": 3,
+            "time": None,
+            "process": None,
+            "counters": None,
+            "dead_letter": "",
+            "stuck": "s0-1: work() (job.py:3) has not returned for 10s on ('x'); stuck at a",
+            "stuck_on": "s0-1: work() on ('x')",
+        },
+        WorkerAlive(
+            "w1",
+            3,
+            stuck="s0-1: work() (job.py:3) has not returned for 10s on ('x'); stuck at a",
+            stuck_on="s0-1: work() on ('x')",
+        ),
+    ),
+    (
         {"type": "failed", "worker": "w1", "reason": "s1-0: KeyError: 'x'"},
         WorkerFailed("w1", "s1-0: KeyError: 'x'"),
     ),

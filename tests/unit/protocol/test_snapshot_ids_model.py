@@ -51,6 +51,7 @@ from kstream.protocol.coordinator import (
     CoordinatorConfig,
     DeclineReceived,
     Discard,
+    Fail,
     Halt,
     InitiatedReceived,
     Recover,
@@ -166,7 +167,7 @@ class SnapshotIds(RuleBasedStateMachine):
                     )
                     self.write(Recovered(g, n))
                     self.restore(g, n)
-                case Discard() | Halt():
+                case Discard() | Halt() | Fail():
                     pass
 
     def ack(self, task: str, n: int) -> None:

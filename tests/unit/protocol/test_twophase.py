@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kstream.errors import ConfigurationError, ProtocolError
-from kstream.protocol.twophase import Begin, Commit, EpochLedger, Replay, Seal, Wait
+from kstream.protocol.twophase import Begin, Commit, EpochLedger, Replay, Resume, Seal, Wait
 
 
 def test_an_epoch_begins_on_first_write_and_commits_when_its_checkpoint_completes() -> None:
@@ -50,6 +50,50 @@ def test_a_failed_checkpoints_epoch_commits_with_the_next_completed_one() -> Non
     assert ledger.complete(5) == [Commit(0, 4), Commit(1, 5)]
 
 
+def test_checkpoints_that_keep_failing_resume_the_newest_failed_epochs_transaction() -> None:
+    ledger = EpochLedger(pool=2)
+    for epoch in (1, 2):
+        ledger.write()
+        ledger.pre_commit(epoch)
+    assert ledger.write() == Wait()  # checkpoint 2 may still complete
+    ledger.abort(1)
+    assert ledger.write() == Wait()  # only the newest sealed epoch's transaction goes on
+    ledger.abort(2)
+    assert ledger.write() == Resume(1)
+    assert ledger.write() is None
+    assert ledger.complete(3) == [Commit(0, 1)]  # never the open transaction
+    assert ledger.pre_commit(4) == Seal(1, 4)
+    ledger.abort(4)
+    assert ledger.write() == Begin(0)  # a free slot first
+    assert ledger.pre_commit(5) == Seal(0, 5)
+    assert ledger.complete(5) == [Commit(1, 4, earlier=(2,)), Commit(0, 5)]
+    assert ledger.pending == []
+
+
+def test_an_epoch_pre_committed_after_the_failed_one_must_fail_too() -> None:
+    ledger = EpochLedger(pool=2)
+    for epoch in (1, 2):
+        ledger.write()
+        ledger.pre_commit(epoch)
+    ledger.abort(1)
+    ledger.abort(2)
+    assert ledger.pre_commit(3) is None  # empty, still pending: it could complete
+    assert ledger.write() == Wait()
+    ledger.abort(3)
+    assert ledger.write() == Resume(1)
+
+
+def test_a_checkpoint_aborted_before_this_sink_pre_commits_it_counts_as_failed() -> None:
+    ledger = EpochLedger(pool=2)
+    ledger.write()
+    ledger.pre_commit(1)
+    ledger.abort(2)  # declined elsewhere while its barrier travelled here
+    ledger.write()
+    ledger.pre_commit(2)
+    ledger.abort(1)
+    assert ledger.write() == Resume(1)
+
+
 def test_recovery_replays_exactly_the_kept_epochs_after_the_last_committed_marker() -> None:
     ledger = EpochLedger(pool=3)
     ledger.write()
@@ -86,7 +130,7 @@ class Broker:
     """Transactions per producer slot; commits append to the output log."""
 
     open: dict[int, list[str]] = field(default_factory=dict)
-    markers: dict[int, int] = field(default_factory=dict)  # slot -> epoch of its open marker
+    markers: dict[int, list[int]] = field(default_factory=dict)  # slot -> its open markers
     output: list[str] = field(default_factory=list)
     committed_markers: list[int] = field(default_factory=list)
 
@@ -97,8 +141,7 @@ class Broker:
 
     def commit(self, slot: int) -> None:
         self.output += self.open.pop(slot, [])
-        if slot in self.markers:
-            self.committed_markers.append(self.markers.pop(slot))
+        self.committed_markers += self.markers.pop(slot, [])
 
 
 class SinkUnderCrashes(RuleBasedStateMachine):
@@ -120,6 +163,7 @@ class SinkUnderCrashes(RuleBasedStateMachine):
         self.wal: dict[int, list[str]] = {}  # sealed, uncommitted epochs' records
         self.snapshots: dict[int, dict[int, list[str]]] = {}
         self.in_flight: list[int] = []  # checkpoints sealed, neither completed nor aborted
+        self.aborted_ahead: set[int] = set()  # aborted before their barrier came
         self.completed = 0
         self.timeline: list[tuple[int, list[str]]] = []  # surviving sealed epochs
         self.counter = 0
@@ -132,7 +176,8 @@ class SinkUnderCrashes(RuleBasedStateMachine):
             if crash_after is not None and i >= crash_after:
                 return
             self.broker.commit(action.slot)
-            del self.wal[action.epoch]
+            for e in (*action.earlier, action.epoch):
+                del self.wal[e]
 
     def _recover(self) -> None:
         self.broker.fence_all()
@@ -160,6 +205,8 @@ class SinkUnderCrashes(RuleBasedStateMachine):
             if isinstance(action, Begin):
                 assert action.slot not in self.broker.open
                 self.broker.open[action.slot] = []
+            if isinstance(action, Resume):
+                assert action.slot in self.broker.open
             self.counter += 1
             record = f"r{self.counter}"
             assert self.ledger.open_slot is not None
@@ -172,12 +219,13 @@ class SinkUnderCrashes(RuleBasedStateMachine):
         self.next_id += 1
         seal = self.ledger.pre_commit(n)
         if seal is not None:
-            self.broker.markers[seal.slot] = seal.epoch
+            self.broker.markers.setdefault(seal.slot, []).append(seal.epoch)
             self.wal[n] = self.open_records
         self.timeline.append((n, self.open_records))
         self.open_records = []
         self.snapshots[n] = {e: list(r) for e, r in self.wal.items()}
-        self.in_flight.append(n)
+        if n not in self.aborted_ahead:
+            self.in_flight.append(n)
 
     @precondition(lambda self: self.in_flight)
     @rule(data=st.data())
@@ -188,10 +236,17 @@ class SinkUnderCrashes(RuleBasedStateMachine):
         self._commit_upto(n)
 
     @precondition(lambda self: self.in_flight)
-    @rule()
-    def abort_oldest(self) -> None:
-        n = self.in_flight.pop(0)
+    @rule(data=st.data())
+    def abort(self, data: st.DataObject) -> None:
+        n = data.draw(st.sampled_from(self.in_flight))
+        self.in_flight.remove(n)
         self.ledger.abort(n)
+
+    @rule()
+    def abort_before_the_barrier(self) -> None:
+        """The next checkpoint fails (declined elsewhere) before its barrier gets here."""
+        self.aborted_ahead.add(self.next_id)
+        self.ledger.abort(self.next_id)
 
     @precondition(lambda self: self.in_flight)
     @rule(data=st.data(), commits_before_crash=st.integers(min_value=0, max_value=3))

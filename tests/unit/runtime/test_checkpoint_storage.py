@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from kstream.errors import CheckpointError
-from kstream.runtime.snapshot import SNAPSHOT_VERSION, LocalCheckpointStorage, SnapshotMeta
+from kstream.runtime.snapshot import (
+    SNAPSHOT_VERSION,
+    LocalCheckpointStorage,
+    SnapshotMeta,
+    storage_failure,
+)
 from kstream.runtime.state import KEY_FORMAT, LEGACY_KEY_FORMAT
 
 ROWS = [(b"word", b"1", None), (None, b"2", [("kstream.src.topic", b"in")])]
@@ -122,6 +130,32 @@ def test_a_failed_store_leaves_neither_a_partial_snapshot_nor_the_staged_copy(
     assert not (storage.root / "chk-4" / "s1-0").exists()
     assert not staged.exists()
     assert storage.validate(4, ["s1-0"]) != []
+
+
+def test_a_failed_write_is_one_line_naming_the_cause_and_a_file(tmp_path: Path) -> None:
+    # What `shutil.copytree` raises: the repr of this list would be its text.
+    copied = shutil.Error(
+        [
+            ("/s/000012.sst", "/c/chk-4/s1-0/db/000012.sst", "[Errno 28] No space left on device"),
+            ("/s/CURRENT", "/c/chk-4/s1-0/db/CURRENT", "[Errno 28] No space left on device"),
+        ]
+    )
+    assert storage_failure(copied, tmp_path) == (
+        "No space left on device: /c/chk-4/s1-0/db/000012.sst (and 1 more files)"
+    )
+    named = OSError(errno.EROFS, os.strerror(errno.EROFS), "/c/chk-4")
+    assert storage_failure(named, tmp_path) == "Read-only file system: /c/chk-4"
+    # A failed write or fsync names no file: the snapshot's directory is named.
+    unnamed = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert storage_failure(unnamed, tmp_path) == f"No space left on device: {tmp_path}"
+
+
+def test_a_store_that_cannot_write_is_a_checkpoint_error_of_one_line(tmp_path: Path) -> None:
+    (tmp_path / "chk-4").write_text("a file where the checkpoint's directory would go")
+    storage = LocalCheckpointStorage(tmp_path)
+    with pytest.raises(CheckpointError) as failed:
+        storage.store(SnapshotMeta(4, 1, "s1-0"), None)
+    assert str(failed.value) == f"Not a directory: {tmp_path / 'chk-4' / 's1-0'}"
 
 
 def test_sweep_deletes_what_is_older_than_the_newest_retained_and_not_retained(

@@ -162,3 +162,14 @@ def test_a_quiet_run_summary() -> None:
     report = RunReport("j")
     report.observe({"type": "recover", "generation": 4, "checkpoint": 9}, 0.0)
     assert report.summary(1.0)[2:] == ["  checkpoints: 0 completed, 0 aborted", "  recoveries: 0"]
+
+
+def test_a_stuck_call_is_told_once_per_call_and_worker() -> None:
+    report = RunReport("j")
+    line = "s0-1: work() (job.py:3) has not returned for 10s on ('x'); stuck at a.py:1 in wait"
+    stuck = {**heartbeat("p1", 5, 5, 0), "stuck": line, "stuck_on": "s0-1: work() on ('x')"}
+    assert report.observe(stuck, 1.0) == [f"worker w0: {line}"]
+    assert report.observe(stuck, 3.0) == []  # the thread repeats it every heartbeat
+    assert report.observe(heartbeat("p1", 6, 6, 0), 4.0) == []  # it returned
+    # The same call stuck again (after a rollback, in a new process): told again.
+    assert report.observe({**stuck, "process": "p2"}, 20.0) == [f"worker w0: {line}"]
