@@ -76,6 +76,24 @@ def completed(bootstrap: str, name: str) -> int:
 
 
 @pytest.mark.parametrize("fault", ["full", "read-only"])
+def word_counts(lines: list[str]) -> dict[str, int]:
+    """Each word's count over `lines`: what the job's last output per word must say."""
+    truth: dict[str, int] = {}
+    for line in lines:
+        for w in line.split():
+            truth[w] = truth.get(w, 0) + 1
+    return truth
+
+
+def latest_counts(bootstrap: str, topic: str) -> dict[str, int]:
+    """Each word's highest committed count in `topic`."""
+    best: dict[str, int] = {}
+    for r in read_all(bootstrap, topic):
+        word = (r.key or b"").decode()
+        best[word] = max(best.get(word, 0), int(r.value or b"0"))
+    return best
+
+
 def test_checkpoints_fail_while_storage_is_unusable_and_nothing_is_lost(
     bootstrap: str, tmp_path: Path, fault: str
 ) -> None:
@@ -129,17 +147,10 @@ def test_checkpoints_fail_while_storage_is_unusable_and_nothing_is_lost(
             else:
                 mount("-o", "remount,rw", str(checkpoints))
             lines = first + second
-            truth: dict[str, int] = {}
-            for line in lines:
-                for w in line.split():
-                    truth[w] = truth.get(w, 0) + 1
+            truth = word_counts(lines)
 
             def caught_up() -> bool:
-                best: dict[str, int] = {}
-                for r in read_all(bootstrap, dst):
-                    word = (r.key or b"").decode()
-                    best[word] = max(best.get(word, 0), int(r.value or b"0"))
-                return best == truth
+                return latest_counts(bootstrap, dst) == truth
 
             wait_for(caught_up, 180, "every word's count once the storage is back")
             assert completed(bootstrap, name) > before
@@ -240,17 +251,10 @@ def test_processing_goes_on_while_checkpoint_storage_fails(
                 60,
                 "a checkpoint to complete once the storage is back",
             )
-            truth: dict[str, int] = {}
-            for line in lines:
-                for w in line.split():
-                    truth[w] = truth.get(w, 0) + 1
+            truth = word_counts(lines)
 
             def caught_up() -> bool:
-                best: dict[str, int] = {}
-                for r in read_all(bootstrap, dst):
-                    word = (r.key or b"").decode()
-                    best[word] = max(best.get(word, 0), int(r.value or b"0"))
-                return best == truth
+                return latest_counts(bootstrap, dst) == truth
 
             wait_for(caught_up, 60, "every word's count committed once the storage is back")
         finally:

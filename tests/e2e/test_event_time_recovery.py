@@ -11,6 +11,7 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,32 @@ def outputs(bootstrap: str, topic: str) -> dict[str, list[dict[str, Any]]]:
         out["kafka_ts"] = r.timestamp
         got.setdefault((r.key or b"").decode(), []).append(out)
     return got
+
+
+def run_to_end(
+    bootstrap: str,
+    tmp_path: Path,
+    params: dict[str, str],
+    src: str,
+    ends: dict[int, int],
+    *,
+    say: Callable[[str], None],
+) -> None:
+    """Run the event-time job on one worker until it has consumed `ends` of `src`."""
+    from event_time_job import job
+
+    runner = Runner(
+        job(params),
+        spec=f"{JOB_FILE}:job",
+        params=params,
+        bootstrap=bootstrap,
+        workers=1,
+        state_dir=tmp_path / "state",
+        config=CoordinatorConfig(interval=0.5, timeout=60.0),
+        say=say,
+    )
+    runner.prepare()
+    run_until_consumed(runner, src, ends, timeout=300)
 
 
 def test_timer_sums_are_exactly_once_across_worker_kills_with_an_idle_partition(
@@ -166,8 +193,6 @@ def test_timer_sums_are_exactly_once_across_worker_kills_with_an_idle_partition(
 def test_records_without_a_usable_timestamp_are_dead_letters_and_move_no_watermark(
     bootstrap: str, tmp_path: Path
 ) -> None:
-    from event_time_job import job
-
     run = unique_name("event-time-bad")
     src, dst = f"{run}-in", f"{run}-out"
     Admin(bootstrap).create_topics({src: 1, dst: 1})
@@ -184,18 +209,7 @@ def test_records_without_a_usable_timestamp_are_dead_letters_and_move_no_waterma
     ]
     produce(bootstrap, src, [(None, s.encode()) for s in lines])
     params = {"input": src, "output": dst, "name": f"etb-{run}", "ooo": "1000"}
-    runner = Runner(
-        job(params),
-        spec=f"{JOB_FILE}:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=1,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
-        say=lambda _: None,
-    )
-    runner.prepare()
-    run_until_consumed(runner, src, {0: len(lines)}, timeout=300)
+    run_to_end(bootstrap, tmp_path, params, src, {0: len(lines)}, say=lambda _: None)
     wait_settled(bootstrap, dst)
     letters = read_all(bootstrap, dead_letter_topic(params["name"]))
     assert [r.value for r in letters] == [
@@ -229,7 +243,6 @@ def test_a_far_future_first_record_is_a_dead_letter_and_windows_still_fire(
     """A partition's first record has no watermark to be judged against: the wall
     clock judges it, so a year-3000 one does not hold the partition's watermark in
     the year 3000 (which made every later record late and no timer fire)."""
-    from event_time_job import job
 
     run = unique_name("event-time-first")
     src, dst = f"{run}-in", f"{run}-out"
@@ -242,18 +255,9 @@ def test_a_far_future_first_record_is_a_dead_letter_and_windows_still_fire(
     produce(bootstrap, src, [(None, s.encode()) for s in other], partition=1)
     params = {"input": src, "output": dst, "name": f"etf-{run}", "ooo": "1000"}
     messages: list[str] = []
-    runner = Runner(
-        job(params),
-        spec=f"{JOB_FILE}:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=1,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
-        say=messages.append,
+    run_to_end(
+        bootstrap, tmp_path, params, src, {0: len(first), 1: len(other)}, say=messages.append
     )
-    runner.prepare()
-    run_until_consumed(runner, src, {0: len(first), 1: len(other)}, timeout=300)
     wait_settled(bootstrap, dst)
     got = outputs(bootstrap, dst)
     # Partition 0's later records are on time at their partition (a window would
@@ -282,7 +286,6 @@ def test_an_output_further_ahead_than_its_topic_takes_is_a_dead_letter_not_a_rol
     """A record two hours ahead is within `max_future_ms` (a day), but the output
     topic takes timestamps at most an hour ahead of the broker's clock (Kafka 4's
     default): its output used to fail the epoch's transaction at every replay."""
-    from event_time_job import job
 
     run = unique_name("event-time-ahead")
     src, dst = f"{run}-in", f"{run}-out"
@@ -295,18 +298,7 @@ def test_an_output_further_ahead_than_its_topic_takes_is_a_dead_letter_not_a_rol
     produce(bootstrap, src, [(None, s.encode()) for s in lines])
     params = {"input": src, "output": dst, "name": f"eta-{run}", "ooo": "1000"}
     messages: list[str] = []
-    runner = Runner(
-        job(params),
-        spec=f"{JOB_FILE}:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=1,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
-        say=messages.append,
-    )
-    runner.prepare()
-    run_until_consumed(runner, src, {0: len(lines)}, timeout=300)
+    run_to_end(bootstrap, tmp_path, params, src, {0: len(lines)}, say=messages.append)
     wait_settled(bootstrap, dst)
     assert not [m for m in messages if m.startswith("recovery")], messages
     got = outputs(bootstrap, dst)
