@@ -30,7 +30,8 @@ Organised by what the caller can do about an error::
     │   ├── UnsupportedTypeError      a value's type has no safe encoding (also a TypeError)
     │   └── RecordTooLargeError       a record exceeds what Kafka accepts on its topic
     ├── CheckpointError               a checkpoint could not be taken or restored
-    │   └── CheckpointDamagedError    no retained checkpoint is intact: nothing safe to resume
+    │   ├── CheckpointDamagedError    no retained checkpoint is intact: nothing safe to resume
+    │   └── InternalTopicLostError    an internal topic lost what resuming the checkpoint reads
     ├── JobFailedError                the job stopped because of an error it was told not to skip
     └── ProtocolError                 a state machine got an event its state forbids: a bug
 
@@ -55,6 +56,7 @@ __all__ = [
     "DependencyResolutionError",
     "EnvironmentSetupError",
     "IdentityMismatchError",
+    "InternalTopicLostError",
     "JobFailedError",
     "KStreamError",
     "KafkaUnavailableError",
@@ -222,6 +224,15 @@ class CheckpointError(KStreamError):
 
 class CheckpointDamagedError(CheckpointError):
     """Every retained checkpoint failed validation; resuming any would be wrong."""
+
+
+class InternalTopicLostError(CheckpointError):
+    """An internal topic the checkpoint to resume points into lost what the resume reads.
+
+    Deleted (perhaps created again, empty) or cut by retention: resuming anyway
+    would read the input again, publish output twice, or lose records. Starting
+    the job with ``--fresh`` is the way on.
+    """
 
 
 class JobFailedError(KStreamError):

@@ -22,13 +22,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import assert_never
 
+from confluent_kafka import TopicPartition
+
 from kstream.dataflow.identity import JobIdentity, resume_problems
 from kstream.dataflow.job import Job
 from kstream.dataflow.plan import Plan, plan
 from kstream.errors import (
     AlreadyRunningError,
     CheckpointDamagedError,
+    CheckpointError,
+    ConfigurationError,
     IdentityMismatchError,
+    InternalTopicLostError,
     JobFailedError,
     KafkaUnavailableError,
 )
@@ -73,10 +78,24 @@ from kstream.protocol.messages import (
     WorkerAlive,
     WorkerFailed,
 )
-from kstream.protocol.names import control_topic, runner_group, task_group
+from kstream.protocol.names import (
+    commit_topic,
+    control_topic,
+    runner_group,
+    task_group,
+)
 from kstream.protocol.pause import PauseWatch
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.presence import WAIT_S, last_presence, needs_wait, still_alive
+from kstream.protocol.resume_check import (
+    Need,
+    StoredCheckpoint,
+    channel_needs,
+    lost_history,
+    marker_need,
+    refusal,
+    unmet,
+)
 from kstream.runtime.control import ControlReader, ControlWriter, read_log
 from kstream.runtime.lock import ProcessLock, runner_lock_path
 from kstream.runtime.preflight import check_cluster, missing_topics
@@ -182,6 +201,9 @@ class Runner:
         self._failed: str | None = None
         self._admin = Admin(bootstrap)
         self._topics_checked = time.monotonic()
+        #: The job's channel and commit-marker topics that existed before this run
+        #: created the missing ones: they may hold an earlier run's records.
+        self._earlier_topics: set[str] = set()
         #: Whether the current generation completed a checkpoint: the spare worker
         #: process is (re)started only then.
         self._spare_due = False
@@ -208,6 +230,10 @@ class Runner:
                 # process checks the cluster and reads the control topic; they touch
                 # nothing until `start` names their index, after the rollback.
                 self.supervisor.prestart(range(self.workers))
+            self._admin.check_reachable()
+            # Before `check_cluster` creates the missing ones (see `_clear_earlier_records`).
+            earlier = {*self.plan.channel_topics(), commit_topic(self.job.name)}
+            self._earlier_topics = earlier & self._admin.topics()
             self.transaction_timeout_s = check_cluster(
                 self.plan,
                 bootstrap=self.bootstrap,
@@ -240,6 +266,8 @@ class Runner:
             self._saw(offset, m)
         self._refuse_if_coordinated_elsewhere(messages)
         history = replay(messages, self.config.retained)
+        if not self.fresh:
+            self._refuse_if_history_lost(history, messages)
         # The snapshot clock never goes back, even if the control topic lost old
         # records to retention: stored checkpoints name ids too.
         stored = max(self.storage.completed(), default=0)
@@ -256,6 +284,9 @@ class Runner:
         placement = {t.id: f"w{w}" for w in range(self.workers) for t in self.plan.tasks_of(w)}
         self.coordinator = Coordinator(tasks, self.config, history, workers, placement)
         self._settle_restore_point()
+        self._refuse_if_topics_lost()
+        if history.generation == 0:
+            self._clear_earlier_records()
         self.control = ControlWriter(self.bootstrap, self.job.name)
         self.reader = ControlReader.at_end(
             self.bootstrap, self.job.name, runner_group(self.job.name)
@@ -269,6 +300,80 @@ class Runner:
             # After the rollback is written: they join this generation.
             for w in range(self.workers):
                 self.supervisor.spawn(w)
+
+    def _refuse_if_history_lost(self, history: History, messages: list[ControlMessage]) -> None:
+        """Raise `InternalTopicLostError` if a checkpoint is on disk but the control
+        topic lost its history (`kstream.protocol.resume_check.lost_history`):
+        resuming would start from scratch and read the whole input again."""
+        stored = self.storage.completed()
+        if not stored:
+            return
+        n = stored[-1]
+        generations = []
+        for task in self.plan.tasks:
+            try:
+                generations.append(self.storage.load(n, task.id).generation)
+            except CheckpointError:
+                continue  # a part never stored: the others tell the generation
+        started = max((m.generation for m in messages if isinstance(m, Recovered)), default=0)
+        why = lost_history(
+            StoredCheckpoint(n, max(generations, default=0)), history.completed, started
+        )
+        if why is not None:
+            topic = control_topic(self.job.name)
+            raise InternalTopicLostError(refusal(self.job.name, n, topic, why))
+
+    def _refuse_if_topics_lost(self) -> None:
+        """Raise `InternalTopicLostError` if a channel or commit-marker topic lost records the
+        checkpoint to resume reads (`kstream.protocol.resume_check.unmet`)."""
+        assert self.coordinator is not None
+        n = self.coordinator.latest_completed
+        if n is None:
+            return
+        needs: list[Need] = []
+        for task in self.plan.tasks:
+            meta = self.storage.load(n, task.id)
+            needs += channel_needs(meta.channel_offsets, meta.channel_replay)
+            for name, sink in meta.sink.items():
+                ordinal = name.rpartition("#")[2]
+                try:
+                    partition = self.plan.marker_partition(task, int(ordinal))
+                except (ValueError, ConfigurationError):
+                    continue  # not a sink of this job (resumed across changes)
+                need = marker_need(commit_topic(self.job.name), partition, sink)
+                if need is not None:
+                    needs.append(need)
+        read = sorted({need.topic for need in needs if need.end > 0})
+        if not read:
+            return
+        existing = self._admin.topics()
+        marks = {t: self._admin.watermarks(t) if t in existing else None for t in read}
+        problem = unmet(needs, marks)
+        if problem is not None:
+            raise InternalTopicLostError(refusal(self.job.name, n, *problem))
+
+    def _clear_earlier_records(self) -> None:
+        """Delete what an earlier run of the job name left in its channel and commit-marker
+        topics, before the first generation the control topic knows of.
+
+        Generations count from the control topic: without its history (a job
+        started with --fresh after it was deleted) this run's generations
+        restart at 1, and an earlier run's channel records of the same number
+        would read as this run's, as would its commit markers. Nothing here is
+        restored (no checkpoint is resumed), so all of it goes.
+        """
+        tps = [
+            TopicPartition(topic, p, high)
+            for topic in sorted(self._earlier_topics)
+            for p, (low, high) in self._admin.watermarks(topic).items()
+            if high > low
+        ]
+        if tps:
+            self._admin.delete_records_before(tps)
+            self.say(
+                f"job {self.job.name} starts its first generation: records an earlier run "
+                f"left in {', '.join(sorted({tp.topic for tp in tps}))} are deleted"
+            )
 
     def _refuse_if_coordinated_elsewhere(self, history: list[ControlMessage]) -> None:
         """Raise `AlreadyRunningError` if another runner coordinates this job on this cluster.
@@ -537,6 +642,16 @@ class Runner:
         Waits for control messages up to `timeout`, but no longer than until the
         next checkpoint is due, and returns as soon as one arrives.
         """
+        try:
+            self._step(timeout)
+        except KafkaUnavailableError:
+            # A deleted control topic fails its writes before the periodic check
+            # sees it: say which topic went, and the way on, rather than "pending".
+            if self._topics_gone():
+                raise JobFailedError(self._failed) from None
+            raise
+
+    def _step(self, timeout: float) -> None:
         assert self.coordinator is not None
         assert self.reader is not None
         self._paused(self._pauses.turn(time.monotonic()))
@@ -741,7 +856,12 @@ class Runner:
         if self.reader is not None:
             self.reader.close()
         if self.control is not None:
-            self._announce(stopped=True)
+            try:
+                self._announce(stopped=True)
+            except KafkaUnavailableError as exc:
+                # Stopping goes on (and the error that stopped the job is the one told):
+                # the next runner waits for this one's heartbeat to age instead.
+                log.warning("the stop was not announced on the control topic: %s", exc)
         self.lock.release()
 
     def _wind_up(self) -> None:
