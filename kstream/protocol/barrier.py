@@ -49,6 +49,21 @@ waiting ends); unaligned, it snapshots at once and records its forward
 channels. Either way the loop channel's state for n is empty: its barrier
 came before the snapshot.
 
+**Markers from the initiator** (seeds 000 and 001: a process records its
+state when the first marker reaches it). A snapshot started by a source
+subtask reaches the subtasks it has a channel path to through its barriers;
+the other sources, which no channel reaches, take it on the coordinator's
+relay (an injection). Unaligned, a subtask that the initiator reaches
+(`reach`) would otherwise cut on whichever barrier came first, often one
+that came from an injected source. So a barrier n on a channel off the
+initiator's paths blocks that channel (its state for n is empty: nothing
+after the barrier is processed), and the snapshot is cut on the first
+barrier n on a channel of the initiator's paths, recording the channels
+that have not delivered n yet. The wait ends: every subtask on the shortest
+path from the initiator cuts on its predecessor's barrier, and no channel on
+such a path is ever held. `TakeSnapshot.cut_on` names the channel a
+snapshot was cut on. Aligned mode waits for every channel anyway.
+
 **Replay windows.** A subtask restored from an unaligned snapshot must
 process the records of an old generation that the snapshot names (its
 channel state). `Aligner.replay` holds them per channel as `Replay(end,
@@ -64,6 +79,7 @@ from types import MappingProxyType
 from typing import assert_never
 
 from kstream.errors import ProtocolError
+from kstream.protocol.snapshot_id import SnapshotId
 
 __all__ = [
     "NO_GENERATION",
@@ -210,12 +226,16 @@ class TakeSnapshot:
     delivered it yet (their offsets are their positions now): their channel
     state is being recorded, and the snapshot may be acked only after the
     `ChannelStateComplete` of `checkpoint` (or is dropped on its
-    `AbandonAlignment`).
+    `AbandonAlignment`). `cut_on` is the channel whose barrier made the
+    snapshot: the first (unaligned) or last (aligned) to deliver it.
     """
 
     checkpoint: int
     channel_offsets: Mapping[Channel, int]
     recording: frozenset[Channel] = frozenset()
+    #: The channel whose barrier made the snapshot (None: an alignment timeout did).
+    #: Where it was cut, not what it holds: equal snapshots compare equal without it.
+    cut_on: Channel | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +303,14 @@ class Aligner:
     mode: Alignment = Alignment.ALIGNED
     replay: Mapping[Channel, tuple[Replay, ...]] = field(default_factory=dict)
     logged: frozenset[Channel] = frozenset()
+    #: Per snapshot initiator (`kstream.protocol.snapshot_id`), the input channels
+    #: on a channel path from it (`Plan.marker_paths`). Unaligned, a snapshot
+    #: whose initiator reaches this subtask is cut on the initiator's marker:
+    #: a barrier of it on another channel (one that came from a source the
+    #: snapshot was injected into) is held back until then ("Markers from the
+    #: initiator" in the module doc). Empty: the first barrier cuts, whoever
+    #: started the snapshot.
+    reach: Mapping[int, frozenset[Channel]] = field(default_factory=dict)
     #: Checkpoint being aligned, or None.
     aligning: int | None = field(default=None, init=False)
     #: Channel → offset after its barrier, for channels that delivered `aligning`.
@@ -310,6 +338,12 @@ class Aligner:
             raise ProtocolError(f"loop channel {stray}, not an input of this subtask")
         if self.logged == self.channels:
             raise ProtocolError("a loop head needs an input besides its loop channels")
+        for initiator, path in self.reach.items():
+            if not path <= self.channels:
+                stray = sorted(path - self.channels)[0]
+                raise ProtocolError(
+                    f"{stray} on a path from initiator {initiator}, not an input of this subtask"
+                )
         self._aligned = len(self.channels - self.logged)
         self.open_generation = self.generation
 
@@ -322,6 +356,7 @@ class Aligner:
         mode: Alignment = Alignment.ALIGNED,
         replay: Mapping[Channel, tuple[Replay, ...]] | None = None,
         logged: Iterable[Channel] = (),
+        reach: Mapping[int, Iterable[Channel]] | None = None,
     ) -> Aligner:
         return cls(
             frozenset(channels),
@@ -330,6 +365,7 @@ class Aligner:
             Alignment(mode),
             dict(replay or {}),
             frozenset(logged),
+            {i: frozenset(cs) for i, cs in (reach or {}).items() if cs},
         )
 
     @property
@@ -408,7 +444,19 @@ class Aligner:
             # no longer be a consistent cut here. Give it up and align n instead.
             actions += self._abandon(self.aligning)
         if self.mode is Alignment.UNALIGNED:
-            actions += self._record(n, {event.channel: event.offset + 1}, event.positions)
+            path = self.reach.get(SnapshotId.decode(n).initiator)
+            if path is not None and event.channel not in path:
+                # Not the initiator's marker: this channel's source had the snapshot
+                # injected. Hold the channel (nothing after its barrier is processed,
+                # so its state is empty) until the initiator's marker comes.
+                self._set_aligning(n)
+                self._arrived[event.channel] = event.offset + 1
+                actions.append(Block(event.channel, event.offset + 1))
+                return actions
+            held = sorted(self._arrived)
+            done = {**self._arrived, event.channel: event.offset + 1}
+            actions += self._record(n, done, event.positions, event.channel)
+            actions += [Unblock(c) for c in held]
             return actions
         self._set_aligning(n)
         self._arrived[event.channel] = event.offset + 1
@@ -418,16 +466,20 @@ class Aligner:
         others = sorted(c for c in self._arrived if c != event.channel)
         if self.logged:
             # A loop head: every forward channel delivered n; log the loop channels.
-            actions += self._record(n, dict(self._arrived), event.positions)
+            actions += self._record(n, dict(self._arrived), event.positions, event.channel)
         else:
             offsets = MappingProxyType(dict(self._arrived))
             self._finish(n)
-            actions.append(TakeSnapshot(n, offsets))
+            actions.append(TakeSnapshot(n, offsets, cut_on=event.channel))
         actions += [Unblock(c) for c in others]
         return actions
 
     def _record(
-        self, n: int, offsets: dict[Channel, int], positions: Mapping[Channel, int]
+        self,
+        n: int,
+        offsets: dict[Channel, int],
+        positions: Mapping[Channel, int],
+        cut_on: Channel | None = None,
     ) -> list[Action]:
         """Snapshot n now: the channels in `offsets` are done, the others start recording."""
         pending: dict[Channel, int] = {}
@@ -438,7 +490,7 @@ class Aligner:
         self._finish(n)
         if pending:
             self._recordings[n] = _Recording(dict(offsets), pending)
-        return [TakeSnapshot(n, MappingProxyType(offsets), frozenset(pending))]
+        return [TakeSnapshot(n, MappingProxyType(offsets), frozenset(pending), cut_on)]
 
     def _recorded(self, n: int, rec: _Recording, event: BarrierArrived) -> list[Action]:
         """Barrier n arrived on a recording channel: its channel state is [start, barrier)."""

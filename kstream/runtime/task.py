@@ -67,6 +67,7 @@ from kstream.protocol.barrier import (
     Unblock,
 )
 from kstream.protocol.counters import WorkerCounters
+from kstream.protocol.cuts import Cut, CutKind
 from kstream.protocol.flow import FlowConfig
 from kstream.protocol.initiation import Decline, Ignore, SourceInitiation, Take
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
@@ -169,6 +170,8 @@ class _Taken:
     state: Future[int] | None
     payloads: dict[str, Any]
     finishers: list[Callable[[], None]]
+    #: How the subtask joined the snapshot (`kstream.protocol.cuts.Cut.encode`).
+    cut_on: str = ""
 
 
 @dataclass
@@ -184,6 +187,8 @@ class PendingAck:
     #: Taken by the unaligned rule (`Acked.unaligned`), holding `in_flight` channel records.
     unaligned: bool = False
     in_flight: int = 0
+    #: How the subtask joined the snapshot (`Acked.cut_on`).
+    cut_on: str = ""
 
 
 @dataclass
@@ -389,6 +394,7 @@ class Subtask:
         channel_offsets: dict[str, dict[int, int]] | None = None,
         alignment_ms: float = 0.0,
         hold: bool = False,
+        cut_on: Cut | None = None,
     ) -> None:
         """Take checkpoint `checkpoint` now: state, sinks' pre-commit, barriers downstream.
 
@@ -398,7 +404,8 @@ class Subtask:
         executor (`StateStore.checkpoint_later`), and the worker acks once
         both are done. With `hold` (an unaligned snapshot whose channel state
         is still being recorded) the copy waits for `store_held`, or is dropped
-        by `drop_held`: it must not be acked before.
+        by `drop_held`: it must not be acked before. `cut_on`: how the subtask
+        joined the snapshot, told in its ack.
         """
         t0 = time.perf_counter()
         staged: Path | None = None
@@ -438,6 +445,7 @@ class Subtask:
             state,
             {name: k.payload for name, k in kept.items()},
             [k.finish for k in kept.values() if k.finish is not None],
+            "" if cut_on is None else cut_on.encode(),
         )
         if hold:
             self._held[checkpoint] = taken
@@ -461,6 +469,7 @@ class Subtask:
                 self.id,
                 unaligned,
                 in_flight,
+                taken.cut_on,
             )
         )
 
@@ -662,7 +671,12 @@ class SourceTask(Subtask):
             n = self._triggered.pop(0)
             match self.initiation.on_trigger(n):
                 case Take():
-                    self.snapshot(n, source_offsets={self.topic: dict(self.positions)})
+                    # No channel reaches a source: a trigger is an injection.
+                    self.snapshot(
+                        n,
+                        source_offsets={self.topic: dict(self.positions)},
+                        cut_on=Cut(CutKind.INJECTED),
+                    )
                 case Decline(reason=reason):
                     self.decline(n, reason)
                 case Ignore():
@@ -675,7 +689,11 @@ class SourceTask(Subtask):
             # control topic, so the coordinator knows the id before its first ack.
             self.rt.send_control(Initiated(own, self.rt.generation, self.id, time.time()))
             self.rt.announce(own)
-            self.snapshot(own, source_offsets={self.topic: dict(self.positions)})
+            self.snapshot(
+                own,
+                source_offsets={self.topic: dict(self.positions)},
+                cut_on=Cut(CutKind.STARTED),
+            )
 
     def counters(self) -> WorkerCounters:
         return WorkerCounters(self.stats.records, self.records_out, self.stats.dead_letters)
@@ -854,7 +872,14 @@ class ChannelTask(Subtask):
             rt.alignment,
             replay,
             logged=self.loops,
+            # A snapshot a source started is cut on its marker (`Aligner.reach`).
+            reach={
+                source_initiator(k): [self.channels[c] for c in path]
+                for k, path in rt.plan.marker_paths(spec).items()
+            },
         )
+        #: Per channel, the upstream subtask writing it (an ack names the one cut on).
+        self._upstream = {self.channels[c]: w.id for c, w in rt.plan.input_writers(spec).items()}
         assigned = []
         #: Per channel, the next offset to process: an unaligned snapshot's range
         #: starts there (`BarrierArrived.positions`).
@@ -1038,11 +1063,15 @@ class ChannelTask(Subtask):
                     self._align_started = None
                     if action.recording:
                         self._recording_since[action.checkpoint] = started or now
+                    on = action.cut_on
                     self.snapshot(
                         action.checkpoint,
                         channel_offsets=_by_topic(action.channel_offsets),
                         alignment_ms=alignment_ms,
                         hold=bool(action.recording),
+                        cut_on=Cut(CutKind.TIMEOUT)
+                        if on is None
+                        else Cut.marker(str(on), self._upstream[on]),
                     )
                     if action.recording:
                         self.rt.faults.hit("recording", action.checkpoint)

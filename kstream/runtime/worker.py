@@ -352,6 +352,7 @@ class Worker:
                         source_offsets=m.source_offsets,
                         unaligned=p.unaligned,
                         in_flight=p.in_flight,
+                        cut_on=p.cut_on,
                         marker_offsets=self._marker_offsets(m.sink),
                     ),
                     # One round trip for all of them (and the heartbeat before): below.

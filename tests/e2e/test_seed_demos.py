@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from kstream.protocol.barrier import Alignment
-from kstream.tools.seeds.demos import bank_demo, token_ring_demo
+from kstream.tools.seeds.demos import Initiator, bank_demo, token_ring_demo
 from kstream.tools.seeds.tables import Verdict
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -104,3 +104,34 @@ def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
     assert outcome.ok
     assert outcome.in_flight >= 1  # seed 001's M: credits in recorded channel state
     assert {"p", "q"} <= {s.started_by for s in outcome.snapshots}, outcome.snapshots
+
+
+def test_q_cuts_on_ps_marker_in_every_snapshot_p_started(bootstrap: str, console: Console) -> None:
+    """Seeds 000/001: a process records its state when the first marker reaches it.
+
+    p starts every snapshot; q's source has no channel from p, so it joins by
+    an injection (the coordinator's relay), but q itself is reached by p's
+    marker and must cut on it, never on the barrier of its own source. Read
+    from each subtask's ack (`Acked.cut_on`), not inferred.
+    """
+    messages: list[str] = []
+    outcome = token_ring_demo(
+        ticks=200,
+        rate=40.0,
+        alignment=Alignment.UNALIGNED,
+        naive=False,
+        kills=0,
+        seed=7,
+        interval=0.25,
+        bootstrap=bootstrap,
+        say=messages.append,
+        console=console,
+        initiator=Initiator.P,
+    )
+    log = "\n".join(messages)
+    by_p = [s for s in outcome.snapshots if s.started_by == "p"]
+    assert len(by_p) >= MIN_SNAPSHOTS, log
+    assert [s.q_cut for s in by_p] == ["p's marker (p→q)"] * len(by_p), by_p
+    assert [s.p_cut for s in by_p] == ["own source"] * len(by_p), by_p
+    assert [s.injected for s in by_p] == ["q's source"] * len(by_p), by_p
+    assert outcome.ok, outcome.snapshots

@@ -270,11 +270,12 @@ def _run_ring(
     completed = list(runner.coordinator.completed)
     say(f"reading back {len(completed)} completed checkpoints (state and recorded channel state)")
     # Who started each: the control topic's record of it (`Initiated.task`).
-    started_by = {
-        r.checkpoint: r.started_by for r in checkpoint_history(read_messages(servers, run_id))
-    }
+    history = checkpoint_history(read_messages(servers, run_id))
+    started_by = {r.checkpoint: r.started_by for r in history}
+    # How each subtask joined each snapshot: its ack's record (`Acked.cut_on`).
+    cuts = {r.checkpoint: dict(r.cuts) for r in history}
     snapshots = read_snapshots(
-        RingLayout.of(runner.plan), runner.storage, servers, completed, alignment, started_by
+        RingLayout.of(runner.plan), runner.storage, servers, completed, alignment, started_by, cuts
     )
     return RingRun(
         snapshots, seconds, done_kills, runner.stats.recoveries, runner.report.aborted, state_dir
@@ -315,6 +316,8 @@ def token_snapshot(s: RingSnapshot) -> TokenSnapshot:
         started_by=s.started_by,
         elsewhere=elsewhere,
         q_cut=s.q_cut,
+        p_cut=s.p_cut,
+        injected=s.injected,
     )
 
 
@@ -420,7 +423,13 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
         e for e in Element if e != Element.ELSEWHERE or any(s.elsewhere for s in o.snapshots)
     ]
     # Which barrier q cut on says something only when it does not wait for both.
-    q_cut = ["q cut on"] if alignment is Alignment.UNALIGNED and not o.naive else []
+    # p cut on (its loop head): its own source's barrier or q's marker; injected:
+    # the sources the snapshot reached through the control topic, no channel.
+    q_cut = (
+        ["p cut on", "q cut on", "injected"]
+        if alignment is Alignment.UNALIGNED and not o.naive
+        else []
+    )
     for column in ("snapshot", "started by", *q_cut, *elements, "verdict"):
         table.add_column(str(column))
     for s in o.snapshots:
@@ -429,7 +438,7 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
         table.add_row(
             s.label,
             s.started_by,
-            *([s.q_cut] if q_cut else []),
+            *([s.p_cut, s.q_cut, s.injected] if q_cut else []),
             *(states.get(e, "") for e in elements),
             s.verdict,
             style=style,
@@ -503,7 +512,9 @@ def bank_snapshot(s: RingSnapshot) -> BankSnapshot:
         element: tuple((str(v[1]), int(v[2])) for v in values if v[:1] == ["credit"])
         for element, values in s.channels.items()
     }
-    return BankSnapshot(f"chk {s.checkpoint}", balances, in_flight, s.started_by, s.q_cut)
+    return BankSnapshot(
+        f"chk {s.checkpoint}", balances, in_flight, s.started_by, s.q_cut, s.p_cut, s.injected
+    )
 
 
 @dataclass
@@ -571,14 +582,25 @@ def bank_demo(
 
 def _print_bank(o: BankOutcome, console: Console) -> None:
     table = Table(title="bank: one row per global snapshot")
-    for column in ("snapshot", "started by", "q cut on", "in accounts", "in flight", "total"):
+    for column in (
+        "snapshot",
+        "started by",
+        "p cut on",
+        "q cut on",
+        "injected",
+        "in accounts",
+        "in flight",
+        "total",
+    ):
         table.add_column(column)
     for s in o.snapshots:
         style = "" if s.total == o.expected_total else "bold red"
         table.add_row(
             s.label,
             s.started_by,
+            s.p_cut,
             s.q_cut,
+            s.injected,
             f"{s.held:,}",
             f"{s.moving:,}",
             f"{s.total:,}",
