@@ -111,9 +111,9 @@ class RingLayout:
         topic, _, partition = cut.channel.rpartition("[")
         channel = (topic, int(partition.rstrip("]") or 0))
         if channel == self.p_to_q:
-            return "p's marker (p→q)"
+            return "p's marker"
         if channel == self.q_to_p:
-            return "q's marker (q→p)"
+            return "q's marker"
         if cut.upstream in (self.p_source.id, self.q_source.id):
             return "own source"
         return str(cut)
