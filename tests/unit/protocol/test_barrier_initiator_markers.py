@@ -53,7 +53,9 @@ BY_SOURCE = SnapshotId(5, 2).encode()
 BY_COORDINATOR = SnapshotId(6, 0).encode()
 
 
-def barrier(channel: Channel, offset: int, n: int, positions: Mapping[Channel, int]) -> BarrierArrived:
+def barrier(
+    channel: Channel, offset: int, n: int, positions: Mapping[Channel, int]
+) -> BarrierArrived:
     return BarrierArrived(channel, offset, n, GEN, dict(positions))
 
 
@@ -72,7 +74,8 @@ def test_a_barrier_off_the_initiators_paths_waits_for_its_marker() -> None:
     # C2 is recorded from where it stands.
     [take, unblock] = a.handle(barrier(C1, 3, BY_SOURCE, {C0: 5, C1: 3, C2: 7}))
     assert take == TakeSnapshot(BY_SOURCE, {C0: 5, C1: 4, C2: 7}, frozenset({C2}))
-    assert isinstance(take, TakeSnapshot) and take.cut_on == C1
+    assert isinstance(take, TakeSnapshot)
+    assert take.cut_on == C1
     assert unblock == Unblock(C0)
     [done] = a.handle(barrier(C2, 9, BY_SOURCE, {C0: 5, C1: 4, C2: 9}))
     assert isinstance(done, ChannelStateComplete)
@@ -82,7 +85,8 @@ def test_a_barrier_off_the_initiators_paths_waits_for_its_marker() -> None:
 def test_the_initiators_marker_first_cuts_at_once() -> None:
     a = aligner({2: [C1, C2]})
     [take] = a.handle(barrier(C2, 0, BY_SOURCE, {C0: 3, C1: 1, C2: 0}))
-    assert isinstance(take, TakeSnapshot) and take.cut_on == C2
+    assert isinstance(take, TakeSnapshot)
+    assert take.cut_on == C2
     assert take.recording == {C0, C1}
 
 
@@ -92,7 +96,8 @@ def test_a_snapshot_of_an_initiator_that_does_not_reach_here_cuts_on_the_first_b
     for n in (BY_COORDINATOR, SnapshotId(7, 3).encode()):
         a = aligner({2: [C1]})
         [take] = a.handle(barrier(C0, 0, n, {C0: 0, C1: 0, C2: 0}))
-        assert isinstance(take, TakeSnapshot) and take.cut_on == C0
+        assert isinstance(take, TakeSnapshot)
+        assert take.cut_on == C0
 
 
 def test_an_abort_while_waiting_for_the_marker_releases_the_held_channel() -> None:
@@ -107,7 +112,8 @@ def test_aligned_mode_waits_for_every_channel_and_names_the_last() -> None:
     a = Aligner.over([C0, C1], GEN, reach={2: [C0]})
     assert a.handle(barrier(C0, 0, BY_SOURCE, {})) == [Block(C0, 1)]
     [take, _] = a.handle(barrier(C1, 0, BY_SOURCE, {}))
-    assert isinstance(take, TakeSnapshot) and take.cut_on == C1
+    assert isinstance(take, TakeSnapshot)
+    assert take.cut_on == C1
 
 
 def test_reach_must_name_inputs() -> None:
@@ -160,7 +166,10 @@ def test_every_snapshot_completes_as_a_consistent_cut_on_its_initiators_marker(
     sim.run(data)  # ends with nothing held: waiting for a marker never deadlocks
     check_cuts(sim, Aligner.over(inputs, GEN), GEN, ids)
     everything = {
-        (c, o) for c, items in enumerate(channels) for o, it in enumerate(items) if it == Item(None, GEN)
+        (c, o)
+        for c, items in enumerate(channels)
+        for o, it in enumerate(items)
+        if it == Item(None, GEN)
     }
     assert sorted(sim.processed) == sorted(everything)
     assert sim.abandoned == []
