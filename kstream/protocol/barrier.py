@@ -64,6 +64,18 @@ path from the initiator cuts on its predecessor's barrier, and no channel on
 such a path is ever held. `TakeSnapshot.cut_on` names the channel a
 snapshot was cut on. Aligned mode waits for every channel anyway.
 
+**Concurrent snapshots** (seed 004: several snapshots with distinct ids may
+run at once). With `concurrent` (unaligned only), snapshots are independent:
+sources may take them in any order, so a channel may carry barrier m before
+n on one channel and n before m on another. Each id is cut on its own first
+barrier (or held for its initiator's marker, one id at a time) and records
+its own pending channels, as overlapping unaligned snapshots always did; a
+barrier of a newer id no longer abandons an older recording (an upstream
+that really skipped a snapshot declines it, and the coordinator aborts it).
+A subtask with sinks (`ordered`) still takes its snapshots in id order,
+since its sinks seal their epochs in that order: a barrier below the newest
+snapshot it took abandons (declines) that snapshot.
+
 **Replay windows.** A subtask restored from an unaligned snapshot must
 process the records of an old generation that the snapshot names (its
 channel state). `Aligner.replay` holds them per channel as `Replay(end,
@@ -311,8 +323,18 @@ class Aligner:
     #: initiator" in the module doc). Empty: the first barrier cuts, whoever
     #: started the snapshot.
     reach: Mapping[int, frozenset[Channel]] = field(default_factory=dict)
+    #: Unaligned only: snapshots of distinct ids are independent ("Concurrent
+    #: snapshots" in the module doc): a channel may carry their barriers in any
+    #: order, and each is cut on its own first barrier and recorded on its own.
+    concurrent: bool = False
+    #: With `concurrent`: the subtask must still take its snapshots in id order
+    #: (it has sinks, whose epochs are sealed in id order): a barrier below the
+    #: newest snapshot taken here is declined.
+    ordered: bool = False
     #: Checkpoint being aligned, or None.
     aligning: int | None = field(default=None, init=False)
+    #: The newest snapshot taken (`concurrent` keeps `last_checkpoint` as restored).
+    _newest: int = field(default=0, init=False)
     #: Channel → offset after its barrier, for channels that delivered `aligning`.
     _arrived: dict[Channel, int] = field(default_factory=dict, init=False)
     #: Aborted checkpoints newer than `last_checkpoint`, whose barriers may still come.
@@ -346,6 +368,9 @@ class Aligner:
                 )
         self._aligned = len(self.channels - self.logged)
         self.open_generation = self.generation
+        if self.concurrent and self.mode is not Alignment.UNALIGNED:
+            raise ProtocolError("concurrent snapshots are recorded unaligned only")
+        self._newest = self.last_checkpoint
 
     @classmethod
     def over(
@@ -357,6 +382,8 @@ class Aligner:
         replay: Mapping[Channel, tuple[Replay, ...]] | None = None,
         logged: Iterable[Channel] = (),
         reach: Mapping[int, Iterable[Channel]] | None = None,
+        concurrent: bool = False,
+        ordered: bool = False,
     ) -> Aligner:
         return cls(
             frozenset(channels),
@@ -366,6 +393,8 @@ class Aligner:
             dict(replay or {}),
             frozenset(logged),
             {i: frozenset(cs) for i, cs in (reach or {}).items() if cs},
+            concurrent,
+            ordered,
         )
 
     @property
@@ -419,6 +448,8 @@ class Aligner:
         if event.channel in self._arrived:
             # Only possible if the worker kept reading a blocked channel.
             return [_DROP_BLOCKED]
+        if self.concurrent:
+            return self._on_barrier_concurrent(event)
         actions: list[Action] = []
         for m, rec in list(self._recordings.items()):
             if event.channel not in rec.pending:
@@ -473,6 +504,64 @@ class Aligner:
             actions.append(TakeSnapshot(n, offsets, cut_on=event.channel))
         actions += [Unblock(c) for c in others]
         return actions
+
+    def _on_barrier_concurrent(self, event: BarrierArrived) -> list[Action]:
+        """The marker rule per snapshot id: each is cut on its first barrier (or its
+        initiator's marker) and records its own channels, whatever the others do."""
+        c, n = event.channel, event.checkpoint
+        rec = self._recordings.get(n)
+        if rec is not None:
+            return self._recorded(n, rec, event) if c in rec.pending else [_DROP_STALE_BARRIER]
+        if n <= self.last_checkpoint or n in self._aborted:
+            return [_DROP_STALE_BARRIER]
+        # A channel held for a snapshot stands at that snapshot's barrier: nothing
+        # after it was processed, so a snapshot taken now records it from there.
+        # (This barrier's channel stands after it: a held snapshot cut first records it
+        # from there.)
+        positions = {**event.positions, c: event.offset + 1, **self._arrived}
+        actions: list[Action] = []
+        held = self.aligning
+        if self.ordered and held is not None and n > held:
+            # Sinks seal in id order: the held snapshot is cut now, before n.
+            actions += self._cut(held, positions, min(self._arrived))
+            held = None
+        if self.ordered and n < self._newest and n != held:
+            # A newer snapshot was taken here already: n can be no cut of a subtask
+            # that seals its sinks' epochs in id order.
+            self._aborted.add(n)
+            return [*actions, AbandonAlignment(n)]
+        path = self.reach.get(SnapshotId.decode(n).initiator)
+        if path is not None and c not in path and held in (None, n):
+            # One snapshot held at a time: two held for each other's marker could
+            # each wait on a channel the other holds.
+            self._set_aligning(n)
+            self._arrived[c] = event.offset + 1
+            return [*actions, Block(c, event.offset + 1)]
+        return actions + self._cut(n, positions, c, event.offset + 1)
+
+    def _cut(
+        self, n: int, positions: Mapping[Channel, int], cut_on: Channel, after: int | None = None
+    ) -> list[Action]:
+        """Take snapshot n now (concurrent): `cut_on` delivered its barrier (`after`:
+        the offset after it, None: a held channel), so did the channels held for n;
+        the others record from their positions."""
+        done = {} if after is None else {cut_on: after}
+        unblock: list[Channel] = []
+        if n == self.aligning:
+            done.update(self._arrived)
+            unblock = sorted(self._arrived)
+            self._arrived.clear()
+            self._set_aligning(None)
+        pending: dict[Channel, int] = {}
+        for other in sorted(self.channels - done.keys()):
+            if other not in positions:
+                raise ProtocolError(f"no position of {other} for the snapshot of checkpoint {n}")
+            pending[other] = done[other] = positions[other]
+        self._newest = max(self._newest, n)
+        if pending:
+            self._recordings[n] = _Recording(dict(done), pending)
+        take = TakeSnapshot(n, MappingProxyType(done), frozenset(pending), cut_on)
+        return [take, *(Unblock(h) for h in unblock)]
 
     def _record(
         self,
