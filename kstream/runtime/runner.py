@@ -28,6 +28,7 @@ from kstream.dataflow.plan import Plan, plan
 from kstream.errors import (
     AlreadyRunningError,
     CheckpointDamagedError,
+    ConfigurationError,
     IdentityMismatchError,
     JobFailedError,
     KafkaUnavailableError,
@@ -147,6 +148,12 @@ class Runner:
         self.alignment_timeout_s = alignment_timeout_s
         #: Every source subtask starts a snapshot itself this often (None: as its source says).
         self.source_snapshot_interval_s = source_snapshot_interval_s
+        if config.concurrent and alignment is not Alignment.UNALIGNED:
+            # Aligned, a subtask aligns one snapshot at a time: concurrent ones serialise.
+            raise ConfigurationError(
+                "concurrent snapshots need --alignment unaligned "
+                "(aligned, a subtask aligns one snapshot at a time)"
+            )
         self.plan: Plan = plan(job, workers)
         self.identity = JobIdentity.of(self.plan)
         #: Start from scratch, forgetting the job name's earlier checkpoints.
@@ -441,6 +448,8 @@ class Runner:
             cmd += ["--alignment-timeout", str(self.alignment_timeout_s)]
         if self.source_snapshot_interval_s is not None:
             cmd += ["--source-snapshot-interval", str(self.source_snapshot_interval_s)]
+        if self.config.concurrent:
+            cmd += ["--concurrent-snapshots", str(self.config.max_in_flight)]
         for k, v in self.params.items():
             cmd += ["-p", f"{k}={v}"]
         return cmd

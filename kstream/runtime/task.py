@@ -158,6 +158,9 @@ class TaskRuntime:
     #: snapshot (`Subtask.announced`), before its `Initiated` comes back through the
     #: control topic: a sibling source polled next would otherwise start one too.
     announce: Callable[[int], None] = field(default=lambda _: None)
+    #: Concurrent snapshots (unaligned; `--concurrent`): up to this many in flight,
+    #: taken in any id order where no sink needs id order (0: off).
+    concurrent: int = 0
 
 
 @dataclass(frozen=True)
@@ -616,6 +619,9 @@ class SourceTask(Subtask):
             restore_from or 0,
             every if spec.index == 0 else None,
             time.monotonic(),
+            concurrent=rt.concurrent > 0,
+            max_in_flight=max(1, rt.concurrent),
+            ordered=bool(self.sinks),
         )
         if self.positions:
             # Logical offsets (the beginning, the end) wait half a second otherwise.
@@ -658,12 +664,21 @@ class SourceTask(Subtask):
         self.initiation.on_announced(checkpoint)
 
     def on_complete(self, checkpoint: int) -> None:
+        self._forget(checkpoint)
         self.initiation.on_complete(checkpoint)
         super().on_complete(checkpoint)
 
     def on_abort(self, checkpoint: int) -> None:
+        self._forget(checkpoint)
         self.initiation.on_abort(checkpoint)
         super().on_abort(checkpoint)
+
+    def _forget(self, checkpoint: int) -> None:
+        """Concurrent snapshots: a trigger of `checkpoint` still queued is stale (it
+        completed, so this subtask took it, or was aborted); in id order the
+        initiation's watermark tells that."""
+        if self.rt.concurrent and checkpoint in self._triggered:
+            self._triggered.remove(checkpoint)
 
     def _snapshot_between_batches(self) -> None:
         """Take the snapshots triggered, then one this subtask starts itself, if due."""
@@ -877,6 +892,9 @@ class ChannelTask(Subtask):
                 source_initiator(k): [self.channels[c] for c in path]
                 for k, path in rt.plan.marker_paths(spec).items()
             },
+            concurrent=rt.concurrent > 0 and rt.alignment is Alignment.UNALIGNED,
+            # Sinks seal their epochs in id order.
+            ordered=bool(self.sinks),
         )
         #: Per channel, the upstream subtask writing it (an ack names the one cut on).
         self._upstream = {self.channels[c]: w.id for c, w in rt.plan.input_writers(spec).items()}

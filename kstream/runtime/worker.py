@@ -107,6 +107,7 @@ class Worker:
         alignment: Alignment = Alignment.ALIGNED,
         alignment_timeout_s: float | None = None,
         source_snapshot_interval_s: float | None = None,
+        concurrent: int = 0,
     ) -> None:
         self.job = job
         self.index = index
@@ -155,6 +156,8 @@ class Worker:
         self.alignment = alignment
         self.alignment_timeout_s = alignment_timeout_s
         self.source_snapshot_interval_s = source_snapshot_interval_s
+        #: Concurrent snapshots, at most this many in flight (0: one after another).
+        self.concurrent = concurrent
         self.tasks: list[Subtask] = []
         #: Heartbeats go out from the main loop and, while it is busy, from a thread.
         self.heartbeat = Heartbeat(
@@ -248,6 +251,7 @@ class Worker:
             clock=self.recovery.clock,
             source_snapshot_every=self.source_snapshot_interval_s,
             announce=self._announce,
+            concurrent=self.concurrent,
         )
         self.tasks = []
         try:

@@ -126,6 +126,14 @@ def run_command(
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
     source_snapshot_interval: SourceSnapshotIntervalOption = None,
+    concurrent: Annotated[
+        bool,
+        typer.Option(
+            "--concurrent",
+            help="Snapshots of distinct ids run at once (up to --max-in-flight), in any "
+            "order, and each completes (needs --alignment unaligned).",
+        ),
+    ] = False,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     fresh: Annotated[
@@ -178,6 +186,7 @@ def run_command(
             retained=retained,
             liveness_timeout=liveness_timeout,
             tolerable_timeouts=tolerable_checkpoint_timeouts,
+            concurrent=concurrent,
         ),
         spawn=spawn,
         say=say,
@@ -243,6 +252,15 @@ def worker_command(
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
     source_snapshot_interval: SourceSnapshotIntervalOption = None,
+    concurrent_snapshots: Annotated[
+        int,
+        typer.Option(
+            "--concurrent-snapshots",
+            help="Concurrent snapshots, at most this many in flight (0: one after "
+            "another; `kstream run --concurrent` passes its --max-in-flight).",
+            callback=NON_NEGATIVE,
+        ),
+    ] = 0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     standby: Annotated[
         bool,
@@ -285,6 +303,7 @@ def worker_command(
         alignment=mode,
         alignment_timeout_s=alignment_timeout,
         source_snapshot_interval_s=source_snapshot_interval,
+        concurrent=concurrent_snapshots,
     )
     try:
         w.run(stop)

@@ -53,7 +53,7 @@ from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
 from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
-from kstream.protocol.checkpoint_history import checkpoint_history
+from kstream.protocol.checkpoint_history import CheckpointRecord, checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.control import read_messages
 from kstream.runtime.runner import Runner
@@ -95,6 +95,9 @@ FALLBACK_INTERVAL_S = 5.0
 #: larger id survives (the other's source declines the smaller one) rather than
 #: the in-flight limit aborting it too.
 IN_FLIGHT = 2
+#: Snapshots in flight at once with ``--concurrent`` (seed 004): p's and q's
+#: overlap, and each completes.
+CONCURRENT_IN_FLIGHT = 4
 
 
 class Initiator(enum.StrEnum):
@@ -155,9 +158,12 @@ class RingRun:
     aborted: int
     #: The run's state and checkpoints (`_clean_up` deletes them).
     state_dir: Path
+    #: Pairs of completed snapshots, one started by p and one by q, that were in
+    #: flight at the same time (`overlapping`).
+    overlapping: int = 0
 
 
-def _trigger(initiator: Initiator, interval: float) -> CoordinatorConfig:
+def _trigger(initiator: Initiator, interval: float, concurrent: bool) -> CoordinatorConfig:
     """The coordinator's part in starting snapshots: its interval only when it is
     the initiator, else the fallback (the processes' requests: `mark_requests`)."""
     if initiator is Initiator.COORDINATOR:
@@ -165,9 +171,30 @@ def _trigger(initiator: Initiator, interval: float) -> CoordinatorConfig:
     return CoordinatorConfig(
         interval=max(interval, FALLBACK_INTERVAL_S),
         timeout=60.0,
-        max_in_flight=IN_FLIGHT,
+        max_in_flight=CONCURRENT_IN_FLIGHT if concurrent else IN_FLIGHT,
         retained=RETAIN_ALL,
+        concurrent=concurrent,
     )
+
+
+def overlapping(records: list[CheckpointRecord]) -> int:
+    """Pairs of completed checkpoints, one started by each of two different subtasks,
+    that were in flight together: one started before the other completed (its
+    trigger time plus its duration)."""
+    done = [
+        r
+        for r in records
+        if r.status == "completed" and r.started_by and r.triggered_at is not None
+    ]
+    pairs = 0
+    for i, a in enumerate(done):
+        for b in done[i + 1 :]:
+            if a.started_by == b.started_by:
+                continue
+            a0, b0 = a.triggered_at or 0.0, b.triggered_at or 0.0
+            a1, b1 = a0 + (a.duration_s or 0.0), b0 + (b.duration_s or 0.0)
+            pairs += a0 < b1 and b0 < a1
+    return pairs
 
 
 def _run_ring(
@@ -185,7 +212,13 @@ def _run_ring(
     bootstrap: str | None,
     say: Say,
     console: Console,
+    concurrent: bool = False,
 ) -> RingRun:
+    if concurrent and (alignment is not Alignment.UNALIGNED or initiator is not Initiator.BOTH):
+        raise ConfigurationError(
+            "--concurrent needs --alignment unaligned and --initiator both "
+            "(aligned, a subtask aligns one snapshot at a time, so they serialise)"
+        )
     servers = bootstrap_servers(bootstrap, say)
     admin = Admin(servers)
     admin.check_reachable()
@@ -196,7 +229,8 @@ def _run_ring(
     # take turns. Two snapshots started at the same moment would race (the larger
     # id survives, p's or q's by turns on equal sequences, and the other is lost):
     # turns keep p's and q's apart, so each process's snapshots complete.
-    both = initiator is Initiator.BOTH
+    # Concurrent (seed 004): no turns, each requests once per interval on its own clock.
+    both = initiator is Initiator.BOTH and not concurrent
     inputs = {
         process: mark_requests(
             values, interval * rate, seed, process, turn=int(both and process == Q), turns=1 + both
@@ -218,13 +252,14 @@ def _run_ring(
         bootstrap=servers,
         workers=1,  # every stage has one subtask: they all run on worker 0
         state_dir=state_dir,
-        config=_trigger(initiator, interval),
+        config=_trigger(initiator, interval, concurrent),
         say=say,
         alignment=alignment,
     )
     runner.prepare()
     who = {
-        Initiator.BOTH: "started by p and by q, each on its own clock",
+        Initiator.BOTH: "started by p and by q, each on its own clock"
+        + (", concurrently" if concurrent else ", by turns"),
         Initiator.COORDINATOR: "started by the coordinator",
     }.get(initiator, f"started by {initiator.value}")
     say(
@@ -278,7 +313,13 @@ def _run_ring(
         RingLayout.of(runner.plan), runner.storage, servers, completed, alignment, started_by, cuts
     )
     return RingRun(
-        snapshots, seconds, done_kills, runner.stats.recoveries, runner.report.aborted, state_dir
+        snapshots,
+        seconds,
+        done_kills,
+        runner.stats.recoveries,
+        runner.report.aborted,
+        state_dir,
+        overlapping(history),
     )
 
 
@@ -340,6 +381,10 @@ class TokenRingOutcome:
     #: Events of the token's chain in the run (hops sent and received).
     events: int
     verdicts: Counter[Verdict] = field(default_factory=Counter)
+    #: Pairs of p's and q's completed snapshots that overlapped (`RingRun.overlapping`).
+    overlapping: int = 0
+    #: Checkpoints aborted during the run.
+    aborted: int = 0
 
     @property
     def in_flight(self) -> int:
@@ -367,8 +412,13 @@ def token_ring_demo(
     say: Say,
     console: Console,
     initiator: Initiator = Initiator.BOTH,
+    concurrent: bool = False,
 ) -> TokenRingOutcome:
     """Pass the token around p and q for `ticks` ticks of each process; check every snapshot.
+
+    With `concurrent` (seed 004), p and q start snapshots independently rather
+    than by turns, up to `CONCURRENT_IN_FLIGHT` in flight; overlapping ones
+    (`TokenRingOutcome.overlapping`) both complete.
 
     With `naive`, the run's checkpoints are not used: the snapshots are the
     naive scheme's (`kstream.tools.seeds.tables.naive_snapshot`), as many as
@@ -389,6 +439,7 @@ def token_ring_demo(
         bootstrap=bootstrap,
         say=say,
         console=console,
+        concurrent=concurrent,
     )
     events = token_events(run.snapshots[-1]) if run.snapshots else 0
     if naive:
@@ -409,6 +460,8 @@ def token_ring_demo(
         run.recoveries,
         events,
         Counter(s.verdict for s in snapshots),
+        run.overlapping,
+        run.aborted,
     )
     _print_token_ring(outcome, alignment, console)
     _clean_up(run, outcome.ok, say)
@@ -470,6 +523,11 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
         summary.add_row(
             "started by",
             "; ".join(f"{who}: {n}, {_caught(caught[who])}" for who, n in sorted(started.items())),
+        )
+        summary.add_row(
+            "overlapping",
+            f"{o.overlapping} pairs of p's and q's snapshots in flight together, both "
+            f"completed; {o.aborted} aborted in the run",
         )
     verdict = (
         ("the naive scheme lost or doubled the token" if o.ok else "the naive scheme did NOT fail")

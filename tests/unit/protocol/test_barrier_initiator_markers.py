@@ -274,9 +274,11 @@ def test_crossing_snapshots_are_recorded_side_by_side() -> None:
     [take_b] = al.handle(barrier(C1, 2, b, {C0: 4, C1: 2}))  # b before a on C1: both go on
     assert take_b == TakeSnapshot(b, {C0: 4, C1: 3}, frozenset({C0}))
     [done_a] = al.handle(barrier(C1, 5, a, {C0: 4, C1: 5}))
-    assert isinstance(done_a, ChannelStateComplete) and done_a.checkpoint == a
+    assert isinstance(done_a, ChannelStateComplete)
+    assert done_a.checkpoint == a
     [done_b] = al.handle(barrier(C0, 6, b, {C0: 6, C1: 6}))
-    assert isinstance(done_b, ChannelStateComplete) and done_b.checkpoint == b
+    assert isinstance(done_b, ChannelStateComplete)
+    assert done_b.checkpoint == b
     # Without `concurrent`, the older one is declined where they cross.
     old = Aligner.over([C0, C1], GEN, mode=UNALIGNED)
     old.handle(barrier(C0, 3, a, {C0: 3, C1: 1}))
