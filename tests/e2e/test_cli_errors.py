@@ -72,6 +72,18 @@ def one_line_error(proc: subprocess.Popen[str]) -> str:
             ],
             "--workers 200 needs 40,202 partitions for the job's internal topics",
         ),
+        (
+            {},
+            [
+                "kstream.examples.seed_ring:token_ring",
+                "-p",
+                "p-input=x",
+                "-p",
+                "q-input=y",
+                "--concurrent",
+            ],
+            "concurrent snapshots need --alignment unaligned",
+        ),
     ],
     ids=[
         "syntax-file",
@@ -81,6 +93,7 @@ def one_line_error(proc: subprocess.Popen[str]) -> str:
         "signature",
         "nan",
         "too-many-workers",
+        "concurrent-aligned",
     ],
 )
 def test_mistakes_in_kstream_run_are_one_line(
