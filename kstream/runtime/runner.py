@@ -683,15 +683,21 @@ class Runner:
                     assert_never(c)
 
     def _on_complete(self, c: Complete) -> None:
+        assert self.coordinator is not None
         acks = self._acks.pop(c.checkpoint, {})
-        for n in [m for m in self._acks if m < c.checkpoint]:
+        # Concurrent snapshots: an older one still pending may complete yet.
+        pending = self.coordinator.pending if self.config.concurrent else {}
+        for n in [m for m in self._acks if m < c.checkpoint and m not in pending]:
             del self._acks[n]
         channels = self.stats.checkpoint_completed(c, acks.values())
         self.purger.completed(c.checkpoint, channels)
         # Stored parts of aborted checkpoints are never restored: without this
-        # they would fill the disk on a long run with many aborts.
-        assert self.coordinator is not None
-        self.storage.sweep(self.coordinator.completed)
+        # they would fill the disk on a long run with many aborts. Concurrent, only
+        # below the oldest retained completion: a smaller id than the newest may
+        # still complete (or be announced, its parts stored, not yet registered).
+        completed = self.coordinator.completed
+        below = min(completed) if self.config.concurrent and completed else None
+        self.storage.sweep(completed, below=below)
 
     # -- shutdown -----------------------------------------------------------
 
