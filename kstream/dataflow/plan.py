@@ -107,6 +107,46 @@ class Plan:
             return set()
         return {(t, p) for t, parts in self.input_channels(task) if t in loops for p in parts}
 
+    def sources(self) -> list[TaskSpec]:
+        """The source subtasks in plan order (source subtask i is snapshot initiator 1 + i)."""
+        return [t for t in self.tasks if self.stage(t).source is not None]
+
+    def input_writers(self, task: TaskSpec) -> dict[tuple[str, int], TaskSpec]:
+        """Each channel (topic, partition) `task` reads, with the upstream subtask writing it."""
+        stage = self.stage(task)
+        out: dict[tuple[str, int], TaskSpec] = {}
+        for inp, (topic, parts) in zip(stage.inputs, self.input_channels(task), strict=True):
+            up = inp.upstream.index
+            for i, partition in enumerate(parts):
+                out[topic, partition] = TaskSpec(up, i, self.parallelism[up])
+        return out
+
+    def marker_paths(self, task: TaskSpec) -> dict[int, set[tuple[str, int]]]:
+        """Per source subtask (its index in `sources`), the channels of `task` that a
+        barrier it writes reaches along channels (empty: none).
+
+        Every upstream subtask writes a barrier into every channel of its edge, so
+        a stage is reached from a source subtask once a path of edges (feedback
+        edges included) leads there from the source's stage; within the source's
+        own stage, only that subtask writes.
+        """
+        succ: dict[int, set[int]] = {}
+        for s in self.job.stages:
+            for inp in s.inputs:
+                succ.setdefault(inp.upstream.index, set()).add(s.index)
+        writers = self.input_writers(task)
+        out: dict[int, set[tuple[str, int]]] = {}
+        for k, source in enumerate(self.sources()):
+            reached: set[int] = set()
+            todo = list(succ.get(source.stage, ()))
+            while todo:
+                index = todo.pop()
+                if index not in reached:
+                    reached.add(index)
+                    todo += succ.get(index, ())
+            out[k] = {c for c, w in writers.items() if w == source or (w.stage in reached)}
+        return out
+
     def marker_partition(self, task: TaskSpec, ordinal: int) -> int:
         """Commit-marker partition of the `ordinal`-th sink (in `sink_nodes` order) of `task`."""
         base = 0

@@ -49,6 +49,33 @@ waiting ends); unaligned, it snapshots at once and records its forward
 channels. Either way the loop channel's state for n is empty: its barrier
 came before the snapshot.
 
+**Markers from the initiator** (seeds 000 and 001: a process records its
+state when the first marker reaches it). A snapshot started by a source
+subtask reaches the subtasks it has a channel path to through its barriers;
+the other sources, which no channel reaches, take it on the coordinator's
+relay (an injection). Unaligned, a subtask that the initiator reaches
+(`reach`) would otherwise cut on whichever barrier came first, often one
+that came from an injected source. So a barrier n on a channel off the
+initiator's paths blocks that channel (its state for n is empty: nothing
+after the barrier is processed), and the snapshot is cut on the first
+barrier n on a channel of the initiator's paths, recording the channels
+that have not delivered n yet. The wait ends: every subtask on the shortest
+path from the initiator cuts on its predecessor's barrier, and no channel on
+such a path is ever held. `TakeSnapshot.cut_on` names the channel a
+snapshot was cut on. Aligned mode waits for every channel anyway.
+
+**Concurrent snapshots** (seed 004: several snapshots with distinct ids may
+run at once). With `concurrent` (unaligned only), snapshots are independent:
+sources may take them in any order, so a channel may carry barrier m before
+n on one channel and n before m on another. Each id is cut on its own first
+barrier (or held for its initiator's marker, one id at a time) and records
+its own pending channels, as overlapping unaligned snapshots always did; a
+barrier of a newer id no longer abandons an older recording (an upstream
+that really skipped a snapshot declines it, and the coordinator aborts it).
+A subtask with sinks (`ordered`) still takes its snapshots in id order,
+since its sinks seal their epochs in that order: a barrier below the newest
+snapshot it took abandons (declines) that snapshot.
+
 **Replay windows.** A subtask restored from an unaligned snapshot must
 process the records of an old generation that the snapshot names (its
 channel state). `Aligner.replay` holds them per channel as `Replay(end,
@@ -64,6 +91,7 @@ from types import MappingProxyType
 from typing import assert_never
 
 from kstream.errors import ProtocolError
+from kstream.protocol.snapshot_id import SnapshotId
 
 __all__ = [
     "NO_GENERATION",
@@ -210,12 +238,16 @@ class TakeSnapshot:
     delivered it yet (their offsets are their positions now): their channel
     state is being recorded, and the snapshot may be acked only after the
     `ChannelStateComplete` of `checkpoint` (or is dropped on its
-    `AbandonAlignment`).
+    `AbandonAlignment`). `cut_on` is the channel whose barrier made the
+    snapshot: the first (unaligned) or last (aligned) to deliver it.
     """
 
     checkpoint: int
     channel_offsets: Mapping[Channel, int]
     recording: frozenset[Channel] = frozenset()
+    #: The channel whose barrier made the snapshot (None: an alignment timeout did).
+    #: Where it was cut, not what it holds: equal snapshots compare equal without it.
+    cut_on: Channel | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +315,26 @@ class Aligner:
     mode: Alignment = Alignment.ALIGNED
     replay: Mapping[Channel, tuple[Replay, ...]] = field(default_factory=dict)
     logged: frozenset[Channel] = frozenset()
+    #: Per snapshot initiator (`kstream.protocol.snapshot_id`), the input channels
+    #: on a channel path from it (`Plan.marker_paths`). Unaligned, a snapshot
+    #: whose initiator reaches this subtask is cut on the initiator's marker:
+    #: a barrier of it on another channel (one that came from a source the
+    #: snapshot was injected into) is held back until then ("Markers from the
+    #: initiator" in the module doc). Empty: the first barrier cuts, whoever
+    #: started the snapshot.
+    reach: Mapping[int, frozenset[Channel]] = field(default_factory=dict)
+    #: Unaligned only: snapshots of distinct ids are independent ("Concurrent
+    #: snapshots" in the module doc): a channel may carry their barriers in any
+    #: order, and each is cut on its own first barrier and recorded on its own.
+    concurrent: bool = False
+    #: With `concurrent`: the subtask must still take its snapshots in id order
+    #: (it has sinks, whose epochs are sealed in id order): a barrier below the
+    #: newest snapshot taken here is declined.
+    ordered: bool = False
     #: Checkpoint being aligned, or None.
     aligning: int | None = field(default=None, init=False)
+    #: The newest snapshot taken (`concurrent` keeps `last_checkpoint` as restored).
+    _newest: int = field(default=0, init=False)
     #: Channel → offset after its barrier, for channels that delivered `aligning`.
     _arrived: dict[Channel, int] = field(default_factory=dict, init=False)
     #: Aborted checkpoints newer than `last_checkpoint`, whose barriers may still come.
@@ -310,8 +360,17 @@ class Aligner:
             raise ProtocolError(f"loop channel {stray}, not an input of this subtask")
         if self.logged == self.channels:
             raise ProtocolError("a loop head needs an input besides its loop channels")
+        for initiator, path in self.reach.items():
+            if not path <= self.channels:
+                stray = sorted(path - self.channels)[0]
+                raise ProtocolError(
+                    f"{stray} on a path from initiator {initiator}, not an input of this subtask"
+                )
         self._aligned = len(self.channels - self.logged)
         self.open_generation = self.generation
+        if self.concurrent and self.mode is not Alignment.UNALIGNED:
+            raise ProtocolError("concurrent snapshots are recorded unaligned only")
+        self._newest = self.last_checkpoint
 
     @classmethod
     def over(
@@ -322,6 +381,9 @@ class Aligner:
         mode: Alignment = Alignment.ALIGNED,
         replay: Mapping[Channel, tuple[Replay, ...]] | None = None,
         logged: Iterable[Channel] = (),
+        reach: Mapping[int, Iterable[Channel]] | None = None,
+        concurrent: bool = False,
+        ordered: bool = False,
     ) -> Aligner:
         return cls(
             frozenset(channels),
@@ -330,6 +392,9 @@ class Aligner:
             Alignment(mode),
             dict(replay or {}),
             frozenset(logged),
+            {i: frozenset(cs) for i, cs in (reach or {}).items() if cs},
+            concurrent,
+            ordered,
         )
 
     @property
@@ -383,6 +448,8 @@ class Aligner:
         if event.channel in self._arrived:
             # Only possible if the worker kept reading a blocked channel.
             return [_DROP_BLOCKED]
+        if self.concurrent:
+            return self._on_barrier_concurrent(event)
         actions: list[Action] = []
         for m, rec in list(self._recordings.items()):
             if event.channel not in rec.pending:
@@ -408,7 +475,19 @@ class Aligner:
             # no longer be a consistent cut here. Give it up and align n instead.
             actions += self._abandon(self.aligning)
         if self.mode is Alignment.UNALIGNED:
-            actions += self._record(n, {event.channel: event.offset + 1}, event.positions)
+            path = self.reach.get(SnapshotId.decode(n).initiator)
+            if path is not None and event.channel not in path:
+                # Not the initiator's marker: this channel's source had the snapshot
+                # injected. Hold the channel (nothing after its barrier is processed,
+                # so its state is empty) until the initiator's marker comes.
+                self._set_aligning(n)
+                self._arrived[event.channel] = event.offset + 1
+                actions.append(Block(event.channel, event.offset + 1))
+                return actions
+            held = sorted(self._arrived)
+            done = {**self._arrived, event.channel: event.offset + 1}
+            actions += self._record(n, done, event.positions, event.channel)
+            actions += [Unblock(c) for c in held]
             return actions
         self._set_aligning(n)
         self._arrived[event.channel] = event.offset + 1
@@ -418,16 +497,78 @@ class Aligner:
         others = sorted(c for c in self._arrived if c != event.channel)
         if self.logged:
             # A loop head: every forward channel delivered n; log the loop channels.
-            actions += self._record(n, dict(self._arrived), event.positions)
+            actions += self._record(n, dict(self._arrived), event.positions, event.channel)
         else:
             offsets = MappingProxyType(dict(self._arrived))
             self._finish(n)
-            actions.append(TakeSnapshot(n, offsets))
+            actions.append(TakeSnapshot(n, offsets, cut_on=event.channel))
         actions += [Unblock(c) for c in others]
         return actions
 
+    def _on_barrier_concurrent(self, event: BarrierArrived) -> list[Action]:
+        """The marker rule per snapshot id: each is cut on its first barrier (or its
+        initiator's marker) and records its own channels, whatever the others do."""
+        c, n = event.channel, event.checkpoint
+        rec = self._recordings.get(n)
+        if rec is not None:
+            return self._recorded(n, rec, event) if c in rec.pending else [_DROP_STALE_BARRIER]
+        if n <= self.last_checkpoint or n in self._aborted:
+            return [_DROP_STALE_BARRIER]
+        # A channel held for a snapshot stands at that snapshot's barrier: nothing
+        # after it was processed, so a snapshot taken now records it from there.
+        # (This barrier's channel stands after it: a held snapshot cut first records it
+        # from there.)
+        positions = {**event.positions, c: event.offset + 1, **self._arrived}
+        actions: list[Action] = []
+        held = self.aligning
+        if self.ordered and held is not None and n > held:
+            # Sinks seal in id order: the held snapshot is cut now, before n.
+            actions += self._cut(held, positions, min(self._arrived))
+            held = None
+        if self.ordered and n < self._newest and n != held:
+            # A newer snapshot was taken here already: n can be no cut of a subtask
+            # that seals its sinks' epochs in id order.
+            self._aborted.add(n)
+            return [*actions, AbandonAlignment(n)]
+        path = self.reach.get(SnapshotId.decode(n).initiator)
+        if path is not None and c not in path and held in (None, n):
+            # One snapshot held at a time: two held for each other's marker could
+            # each wait on a channel the other holds.
+            self._set_aligning(n)
+            self._arrived[c] = event.offset + 1
+            return [*actions, Block(c, event.offset + 1)]
+        return actions + self._cut(n, positions, c, event.offset + 1)
+
+    def _cut(
+        self, n: int, positions: Mapping[Channel, int], cut_on: Channel, after: int | None = None
+    ) -> list[Action]:
+        """Take snapshot n now (concurrent): `cut_on` delivered its barrier (`after`:
+        the offset after it, None: a held channel), so did the channels held for n;
+        the others record from their positions."""
+        done = {} if after is None else {cut_on: after}
+        unblock: list[Channel] = []
+        if n == self.aligning:
+            done.update(self._arrived)
+            unblock = sorted(self._arrived)
+            self._arrived.clear()
+            self._set_aligning(None)
+        pending: dict[Channel, int] = {}
+        for other in sorted(self.channels - done.keys()):
+            if other not in positions:
+                raise ProtocolError(f"no position of {other} for the snapshot of checkpoint {n}")
+            pending[other] = done[other] = positions[other]
+        self._newest = max(self._newest, n)
+        if pending:
+            self._recordings[n] = _Recording(dict(done), pending)
+        take = TakeSnapshot(n, MappingProxyType(done), frozenset(pending), cut_on)
+        return [take, *(Unblock(h) for h in unblock)]
+
     def _record(
-        self, n: int, offsets: dict[Channel, int], positions: Mapping[Channel, int]
+        self,
+        n: int,
+        offsets: dict[Channel, int],
+        positions: Mapping[Channel, int],
+        cut_on: Channel | None = None,
     ) -> list[Action]:
         """Snapshot n now: the channels in `offsets` are done, the others start recording."""
         pending: dict[Channel, int] = {}
@@ -438,7 +579,7 @@ class Aligner:
         self._finish(n)
         if pending:
             self._recordings[n] = _Recording(dict(offsets), pending)
-        return [TakeSnapshot(n, MappingProxyType(offsets), frozenset(pending))]
+        return [TakeSnapshot(n, MappingProxyType(offsets), frozenset(pending), cut_on)]
 
     def _recorded(self, n: int, rec: _Recording, event: BarrierArrived) -> list[Action]:
         """Barrier n arrived on a recording channel: its channel state is [start, barrier)."""

@@ -49,7 +49,10 @@ class CheckpointRecord:
 
     `reason` says why an aborted checkpoint was given up; `triggered_at` is the
     wall-clock time of its trigger (None when the trigger is not in the history);
-    `started_by` is the source subtask that started it ("": the coordinator).
+    `started_by` is the source subtask that started it ("": the coordinator);
+    `cuts` says, per subtask that acked it in its generation (in ack order), how
+    it joined it (`Acked.cut_on`, `kstream.protocol.cuts.Cut.encode`; empty
+    when written by an older kstream).
     """
 
     checkpoint: int
@@ -61,6 +64,7 @@ class CheckpointRecord:
     alignment_ms: float | None = None
     size: int | None = None
     started_by: str = ""
+    cuts: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -78,12 +82,19 @@ class CheckpointTracker:
     pending: dict[int, CheckpointRecord] = field(default_factory=dict)
     #: The newest generation seen (in a trigger, a recover or any other message).
     generation: int = 0
+    #: Per pending checkpoint, the cuts of its acks so far (`CheckpointRecord.cuts`).
+    _cuts: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
 
     def observe(self, message: ControlMessage) -> list[CheckpointRecord]:
         """Feed one control message; return the checkpoints it ended, oldest first.
 
         Messages that are not about checkpoints (acks, heartbeats, …) end nothing.
         """
+        return [
+            replace(r, cuts=tuple(self._cuts.pop(r.checkpoint, ()))) for r in self._observe(message)
+        ]
+
+    def _observe(self, message: ControlMessage) -> list[CheckpointRecord]:
         match message:
             case Recovered(generation=g):
                 self.generation = max(self.generation, g)
@@ -121,7 +132,13 @@ class CheckpointTracker:
                         reason=message.reason,
                     )
                 ]
-            case Acked() | Declined() | WorkerAlive() | RestoreFailed():
+            case Acked(checkpoint=n, generation=g):
+                self.generation = max(self.generation, g)
+                acked = self.pending.get(n)
+                if acked is not None and acked.generation == g:
+                    self._cuts.setdefault(n, []).append((message.task, message.cut_on))
+                return []
+            case Declined() | WorkerAlive() | RestoreFailed():
                 self.generation = max(self.generation, message.generation)
                 return []
             case WorkerFailed() | Presence():
@@ -142,7 +159,8 @@ class CheckpointTracker:
     def open(self) -> list[CheckpointRecord]:
         """Checkpoints not ended yet: in progress if of the newest generation, else aborted."""
         out = []
-        for _, r in sorted(self.pending.items()):
+        for n, r in sorted(self.pending.items()):
+            r = replace(r, cuts=tuple(self._cuts.get(n, ())))
             if r.generation is not None and r.generation < self.generation:
                 r = replace(
                     r, status="aborted", reason=f"superseded by generation {self.generation}"

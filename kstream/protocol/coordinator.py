@@ -20,6 +20,8 @@ Invariants (checked by the tests):
   pending, so it cannot hold up anything);
 * completions come in increasing id order (a completion aborts every older
   pending checkpoint), so the newest completed is the one with the largest id;
+  with `CoordinatorConfig.concurrent` an older one may complete after a newer
+  one, and the restore point is still the completed one with the largest id;
 * a checkpoint completes only with an ack from every subtask, all from the
   current generation;
 * after `Recover(g, n)` nothing of generation < g is acted upon, and `n` is
@@ -56,6 +58,7 @@ Invariants (checked by the tests):
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import assert_never
@@ -314,6 +317,12 @@ class CoordinatorConfig:
     #: processes. Not many: with the default 60 s timeout, 3 fail a stuck job over
     #: after about four minutes.
     tolerable_timeouts: int = 3
+    #: Concurrent snapshots (seed 004; unaligned checkpoints): pending ones are
+    #: independent. A completion no longer aborts the older pending ones, nor does
+    #: a source's registration abort the smaller ids pending ("overtaken"), nor is
+    #: one older than the newest completed refused: each may still complete (the
+    #: restore point stays the completed checkpoint with the largest id).
+    concurrent: bool = False
 
     def __post_init__(self) -> None:
         if self.interval <= 0:
@@ -620,11 +629,13 @@ class Coordinator:
                 alignment_ms=max(a.alignment_ms for a in pending.acked.values()),
             )
         ]
-        # An older pending checkpoint is subsumed: n is a newer consistent cut.
-        for old in sorted(m for m in self.pending if m < n):
+        # An older pending checkpoint is subsumed: n is a newer consistent cut
+        # (concurrent snapshots are independent: an older one may complete still).
+        for old in sorted(m for m in self.pending if m < n and not self.config.concurrent):
             del self.pending[old]
             commands.append(Abort(old, self.generation, f"subsumed by checkpoint {n}"))
-        self.completed.append(n)  # the largest: every older pending one was just aborted
+        # The largest, unless concurrent: every older pending one was just aborted.
+        bisect.insort(self.completed, n)
         self.timeouts, self.unacked = 0, frozenset()  # the job makes progress again
         if len(self.completed) > self.config.retained:
             dropped = tuple(self.completed[: -self.config.retained])
@@ -641,7 +652,7 @@ class Coordinator:
         if n in self.pending or n in self.completed:
             return []  # known already (the same announcement read twice)
         latest = self.latest_completed
-        if latest is not None and n < latest:
+        if latest is not None and n < latest and not self.config.concurrent:
             # Whatever it would cut, a newer cut is already the restore point.
             return [Abort(n, self.generation, f"older than completed checkpoint {latest}")]
         # Its initiator took nothing in flight when it started `n` (it starts one only
@@ -649,7 +660,7 @@ class Coordinator:
         # decline them all (snapshots are taken in id order): abort them now, so
         # that the race of a trigger with a source's start costs one snapshot, not
         # both.
-        overtaken = sorted(m for m in self.pending if m < n)
+        overtaken = sorted(m for m in self.pending if m < n and not self.config.concurrent)
         commands: list[Command] = []
         for m in overtaken:
             del self.pending[m]

@@ -30,6 +30,17 @@ would give it a larger id and have the other's declined (with two sources
 requesting by turns, the same one would always lose). The runtime gives an
 interval to the first subtask of a source only (one snapshot per interval
 per source, not one per subtask).
+
+**Concurrent snapshots** (`concurrent`, seed 004: several snapshots with
+distinct ids may run at once, and each completes). The subtask starts one
+while fewer than `max_in_flight` it knows of are in flight, and takes a
+trigger of an id below one it took already instead of declining it: two
+sources that start snapshots independently take each other's after their
+own, so the ids cross, and unaligned subtasks record each on its own
+(`kstream.protocol.barrier.Aligner.concurrent`). A source whose stage has
+sinks (`ordered`) still declines an id below one it took: its sinks seal
+their epochs in id order. A trigger of an id it took already (the relay of
+its own, or one it was triggered for) is ignored.
 """
 
 from __future__ import annotations
@@ -78,6 +89,12 @@ class SourceInitiation:
     last: int = 0
     every: float | None = None
     now: float = 0.0
+    #: Start snapshots while fewer than `max_in_flight` are in flight, and take
+    #: triggers in any id order (module doc, "Concurrent snapshots").
+    concurrent: bool = False
+    max_in_flight: int = 1
+    #: With `concurrent`: the stage has sinks, so its snapshots stay in id order.
+    ordered: bool = False
     #: When it last started a snapshot itself (or opened).
     _started_at: float = field(init=False)
     #: Snapshots it started itself and not yet known complete (their relays come back).
@@ -93,18 +110,26 @@ class SourceInitiation:
     def __post_init__(self) -> None:
         if self.every is not None and not self.every > 0:
             raise ConfigurationError(f"snapshot_every must be > 0 seconds, got {self.every}")
+        if self.max_in_flight < 1:
+            raise ConfigurationError(f"max in-flight snapshots must be >= 1: {self.max_in_flight}")
         self._started_at = self.now
 
     def on_announced(self, checkpoint: int) -> None:
         """A source (maybe this one) announced it started `checkpoint`: until its
         trigger comes here, or it completes or is aborted, start none of its own."""
-        if checkpoint in self._own or checkpoint <= max(self._complete, self.last):
-            return  # its own, or one it took or will decline: nothing to wait for
+        if checkpoint in self._own or checkpoint in self._in_flight:
+            return  # its own, or one it took: nothing to wait for
+        if checkpoint <= max(self._complete, self.last) and not (
+            self.concurrent and not self.ordered
+        ):
+            return  # one it took or will decline: nothing to wait for
         self._announced.add(checkpoint)
 
     def on_trigger(self, checkpoint: int) -> TriggerAnswer:
         """Checkpoint `checkpoint` was triggered (by the coordinator, or relayed)."""
         self._announced.discard(checkpoint)
+        if self.concurrent:
+            return self._on_trigger_concurrent(checkpoint)
         if checkpoint in self._own or checkpoint <= self._complete:
             # Its own, relayed (maybe read after it completed: every subtask
             # acked a completed checkpoint, so this one took it already).
@@ -116,6 +141,24 @@ class SourceInitiation:
                 "(snapshots are taken in id order)",
             )
         self.last = checkpoint
+        self._in_flight.add(checkpoint)
+        return Take(checkpoint)
+
+    def _on_trigger_concurrent(self, checkpoint: int) -> TriggerAnswer:
+        if checkpoint in self._own:
+            # The relay of its own (every relay is read before the completion or
+            # abort of its id, which forget it: `forget`).
+            self._own.discard(checkpoint)
+            return Ignore()
+        if checkpoint in self._in_flight:
+            return Ignore()
+        if self.ordered and checkpoint <= self.last:
+            return Decline(
+                checkpoint,
+                f"overtaken: this source took snapshot {self.last} already "
+                "(its sinks seal their epochs in id order)",
+            )
+        self.last = max(self.last, checkpoint)
         self._in_flight.add(checkpoint)
         return Take(checkpoint)
 
@@ -131,7 +174,10 @@ class SourceInitiation:
         barrier, then takes the snapshot.
         """
         due = self.every is not None and now - self._started_at >= self.every
-        if not (due or self._requested) or self._in_flight or self._announced:
+        if not (due or self._requested):
+            return None
+        busy = len(self._in_flight | self._announced)
+        if busy >= (self.max_in_flight if self.concurrent else 1):
             return None
         self._requested = False
         self._started_at = now
@@ -143,8 +189,12 @@ class SourceInitiation:
         return n
 
     def on_complete(self, checkpoint: int) -> None:
-        """`checkpoint` completed: no relay of an id up to it can come any more."""
+        """`checkpoint` completed: no relay of an id up to it can come any more
+        (concurrent: of it; older ones may still complete)."""
         self._complete = max(self._complete, checkpoint)
+        if self.concurrent:
+            self.on_abort(checkpoint)
+            return
         self._own = {n for n in self._own if n > checkpoint}
         # Older ones are aborted (subsumed) anyway; their aborts may come later.
         self._in_flight = {n for n in self._in_flight if n > checkpoint}
@@ -154,6 +204,9 @@ class SourceInitiation:
         """`checkpoint` was aborted: it is no longer in flight."""
         self._in_flight.discard(checkpoint)
         self._announced.discard(checkpoint)
+        if self.concurrent:
+            # Its relay, if any, came before (the caller drops one still queued).
+            self._own.discard(checkpoint)
 
     @property
     def in_flight(self) -> frozenset[int]:

@@ -16,7 +16,8 @@ class           ``type`` on the wire   fields
 `Initiated`     initiate               checkpoint, generation, task, time
 `Acked`         ack                    checkpoint, generation, task, size,
                                        alignment_ms, sync_ms, channel_offsets,
-                                       source_offsets
+                                       source_offsets (unaligned, in_flight,
+                                       marker_offsets, cut_on when set)
 `Declined`      decline                checkpoint, generation, task, reason
 `Completed`     complete               checkpoint, generation, duration_s, size,
                                        alignment_ms, time, identity
@@ -274,7 +275,9 @@ class Acked:
     channel records that state holds (the offset span of its recorded ranges).
     `marker_offsets`: per commit-marker partition of the subtask's sinks, the
     offset of the newest marker known to be committed when the snapshot was
-    taken (the records before it may be purged).
+    taken (the records before it may be purged). `cut_on`: how the subtask
+    joined the snapshot (`kstream.protocol.cuts.Cut.encode`: started, injected,
+    on the marker of which channel; empty when written by an older kstream).
     """
 
     TYPE: ClassVar[str] = "ack"
@@ -290,6 +293,7 @@ class Acked:
     unaligned: bool = False
     in_flight: int = 0
     marker_offsets: Offsets = field(default_factory=dict)
+    cut_on: str = ""
 
     def to_dict(self) -> Wire:
         wire: Wire = {
@@ -309,6 +313,8 @@ class Acked:
             wire["in_flight"] = self.in_flight
         if self.marker_offsets:
             wire["marker_offsets"] = _offsets_wire(self.marker_offsets)
+        if self.cut_on:
+            wire["cut_on"] = self.cut_on
         return wire
 
     @classmethod
@@ -325,6 +331,7 @@ class Acked:
             raw.get("unaligned") is True,
             _int_or(raw, "in_flight", 0),
             _offsets(raw, "marker_offsets"),
+            _str_or(raw, "cut_on", ""),
         )
 
 

@@ -98,13 +98,17 @@ class ChannelPurger:
         """What a round now deletes before: partitions with the offset to purge up to."""
         tps = []
         if self._positions:
-            oldest = min(self._positions)
-            tps = [
-                TopicPartition(topic, p, o)
-                for topic, parts in self._positions[oldest].items()
-                for p, o in parts.items()
-                if o > 0
-            ]
+            # Per partition, the earliest position of any retained checkpoint: with
+            # concurrent snapshots a smaller id may stand later on a channel than a
+            # larger one (in id order the oldest's are the earliest anyway). A
+            # partition some retained checkpoint does not name is kept.
+            retained = list(self._positions.values())
+            first, rest = retained[0], retained[1:]
+            for topic, parts in first.items():
+                for p, o in parts.items():
+                    at = [o] + [r.get(topic, {}).get(p, -1) for r in rest]
+                    if min(at) > 0:
+                        tps.append(TopicPartition(topic, p, min(at)))
         if self._control is not None and self._control[1] > 0:
             tps.append(TopicPartition(self._control[0], 0, self._control[1]))
         return tps

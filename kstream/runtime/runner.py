@@ -168,6 +168,12 @@ class Runner:
         self.alignment_timeout_s = alignment_timeout_s
         #: Every source subtask starts a snapshot itself this often (None: as its source says).
         self.source_snapshot_interval_s = source_snapshot_interval_s
+        if config.concurrent and alignment is not Alignment.UNALIGNED:
+            # Aligned, a subtask aligns one snapshot at a time: concurrent ones serialise.
+            raise ConfigurationError(
+                "concurrent snapshots need --alignment unaligned "
+                "(aligned, a subtask aligns one snapshot at a time)"
+            )
         self.plan: Plan = plan(job, workers)
         self.identity = JobIdentity.of(self.plan)
         #: Start from scratch, forgetting the job name's earlier checkpoints.
@@ -554,6 +560,8 @@ class Runner:
             cmd += ["--alignment-timeout", str(self.alignment_timeout_s)]
         if self.source_snapshot_interval_s is not None:
             cmd += ["--source-snapshot-interval", str(self.source_snapshot_interval_s)]
+        if self.config.concurrent:
+            cmd += ["--concurrent-snapshots", str(self.config.max_in_flight)]
         for k, v in self.params.items():
             cmd += ["-p", f"{k}={v}"]
         return cmd
@@ -836,15 +844,21 @@ class Runner:
                     assert_never(c)
 
     def _on_complete(self, c: Complete) -> None:
+        assert self.coordinator is not None
         acks = self._acks.pop(c.checkpoint, {})
-        for n in [m for m in self._acks if m < c.checkpoint]:
+        # Concurrent snapshots: an older one still pending may complete yet.
+        pending = self.coordinator.pending if self.config.concurrent else {}
+        for n in [m for m in self._acks if m < c.checkpoint and m not in pending]:
             del self._acks[n]
         channels = self.stats.checkpoint_completed(c, acks.values())
         self.purger.completed(c.checkpoint, channels)
         # Stored parts of aborted checkpoints are never restored: without this
-        # they would fill the disk on a long run with many aborts.
-        assert self.coordinator is not None
-        self.storage.sweep(self.coordinator.completed)
+        # they would fill the disk on a long run with many aborts. Concurrent, only
+        # below the oldest retained completion: a smaller id than the newest may
+        # still complete (or be announced, its parts stored, not yet registered).
+        completed = self.coordinator.completed
+        below = min(completed) if self.config.concurrent and completed else None
+        self.storage.sweep(completed, below=below)
 
     # -- shutdown -----------------------------------------------------------
 

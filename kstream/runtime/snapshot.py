@@ -476,8 +476,9 @@ class LocalCheckpointStorage:
     def discard(self, checkpoint: int) -> None:
         shutil.rmtree(self.root / f"chk-{checkpoint}", ignore_errors=True)
 
-    def sweep(self, retained: Collection[int]) -> list[int]:
-        """Delete every stored checkpoint older than the newest of `retained` but not in it.
+    def sweep(self, retained: Collection[int], below: int | None = None) -> list[int]:
+        """Delete every stored checkpoint older than the newest of `retained` (or than
+        `below`, if given) but not in it.
 
         What is left there can never be restored: parts of aborted checkpoints
         (some subtasks stored theirs, another declined, or stored after the
@@ -486,7 +487,7 @@ class LocalCheckpointStorage:
         """
         if not retained:
             return []
-        newest = max(retained)
+        newest = max(retained) if below is None else below
         gone = [n for n in self.completed() if n < newest and n not in retained]
         for n in gone:
             self.discard(n)

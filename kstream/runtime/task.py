@@ -67,6 +67,7 @@ from kstream.protocol.barrier import (
     Unblock,
 )
 from kstream.protocol.counters import WorkerCounters
+from kstream.protocol.cuts import Cut, CutKind
 from kstream.protocol.flow import FlowConfig
 from kstream.protocol.initiation import Decline, Ignore, SourceInitiation, Take
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
@@ -157,6 +158,9 @@ class TaskRuntime:
     #: snapshot (`Subtask.announced`), before its `Initiated` comes back through the
     #: control topic: a sibling source polled next would otherwise start one too.
     announce: Callable[[int], None] = field(default=lambda _: None)
+    #: Concurrent snapshots (unaligned; `--concurrent`): up to this many in flight,
+    #: taken in any id order where no sink needs id order (0: off).
+    concurrent: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,8 @@ class _Taken:
     state: Future[int] | None
     payloads: dict[str, Any]
     finishers: list[Callable[[], None]]
+    #: How the subtask joined the snapshot (`kstream.protocol.cuts.Cut.encode`).
+    cut_on: str = ""
 
 
 @dataclass
@@ -184,6 +190,8 @@ class PendingAck:
     #: Taken by the unaligned rule (`Acked.unaligned`), holding `in_flight` channel records.
     unaligned: bool = False
     in_flight: int = 0
+    #: How the subtask joined the snapshot (`Acked.cut_on`).
+    cut_on: str = ""
 
 
 @dataclass
@@ -393,6 +401,7 @@ class Subtask:
         channel_offsets: dict[str, dict[int, int]] | None = None,
         alignment_ms: float = 0.0,
         hold: bool = False,
+        cut_on: Cut | None = None,
     ) -> None:
         """Take checkpoint `checkpoint` now: state, sinks' pre-commit, barriers downstream.
 
@@ -402,7 +411,8 @@ class Subtask:
         executor (`StateStore.checkpoint_later`), and the worker acks once
         both are done. With `hold` (an unaligned snapshot whose channel state
         is still being recorded) the copy waits for `store_held`, or is dropped
-        by `drop_held`: it must not be acked before.
+        by `drop_held`: it must not be acked before. `cut_on`: how the subtask
+        joined the snapshot, told in its ack.
         """
         t0 = time.perf_counter()
         staged: Path | None = None
@@ -442,6 +452,7 @@ class Subtask:
             state,
             {name: k.payload for name, k in kept.items()},
             [k.finish for k in kept.values() if k.finish is not None],
+            "" if cut_on is None else cut_on.encode(),
         )
         if hold:
             self._held[checkpoint] = taken
@@ -465,6 +476,7 @@ class Subtask:
                 self.id,
                 unaligned,
                 in_flight,
+                taken.cut_on,
             )
         )
 
@@ -619,6 +631,9 @@ class SourceTask(Subtask):
             restore_from or 0,
             every if spec.index == 0 else None,
             time.monotonic(),
+            concurrent=rt.concurrent > 0,
+            max_in_flight=max(1, rt.concurrent),
+            ordered=bool(self.sinks),
         )
         if self.positions:
             # Logical offsets (the beginning, the end) wait half a second otherwise.
@@ -661,12 +676,21 @@ class SourceTask(Subtask):
         self.initiation.on_announced(checkpoint)
 
     def on_complete(self, checkpoint: int) -> None:
+        self._forget(checkpoint)
         self.initiation.on_complete(checkpoint)
         super().on_complete(checkpoint)
 
     def on_abort(self, checkpoint: int) -> None:
+        self._forget(checkpoint)
         self.initiation.on_abort(checkpoint)
         super().on_abort(checkpoint)
+
+    def _forget(self, checkpoint: int) -> None:
+        """Concurrent snapshots: a trigger of `checkpoint` still queued is stale (it
+        completed, so this subtask took it, or was aborted); in id order the
+        initiation's watermark tells that."""
+        if self.rt.concurrent and checkpoint in self._triggered:
+            self._triggered.remove(checkpoint)
 
     def _snapshot_between_batches(self) -> None:
         """Take the snapshots triggered, then one this subtask starts itself, if due."""
@@ -674,7 +698,12 @@ class SourceTask(Subtask):
             n = self._triggered.pop(0)
             match self.initiation.on_trigger(n):
                 case Take():
-                    self.snapshot(n, source_offsets={self.topic: dict(self.positions)})
+                    # No channel reaches a source: a trigger is an injection.
+                    self.snapshot(
+                        n,
+                        source_offsets={self.topic: dict(self.positions)},
+                        cut_on=Cut(CutKind.INJECTED),
+                    )
                 case Decline(reason=reason):
                     self.decline(n, reason)
                 case Ignore():
@@ -687,7 +716,11 @@ class SourceTask(Subtask):
             # control topic, so the coordinator knows the id before its first ack.
             self.rt.send_control(Initiated(own, self.rt.generation, self.id, time.time()))
             self.rt.announce(own)
-            self.snapshot(own, source_offsets={self.topic: dict(self.positions)})
+            self.snapshot(
+                own,
+                source_offsets={self.topic: dict(self.positions)},
+                cut_on=Cut(CutKind.STARTED),
+            )
 
     def counters(self) -> WorkerCounters:
         return WorkerCounters(self.stats.records, self.records_out, self.stats.dead_letters)
@@ -870,7 +903,17 @@ class ChannelTask(Subtask):
             rt.alignment,
             replay,
             logged=self.loops,
+            # A snapshot a source started is cut on its marker (`Aligner.reach`).
+            reach={
+                source_initiator(k): [self.channels[c] for c in path]
+                for k, path in rt.plan.marker_paths(spec).items()
+            },
+            concurrent=rt.concurrent > 0 and rt.alignment is Alignment.UNALIGNED,
+            # Sinks seal their epochs in id order.
+            ordered=bool(self.sinks),
         )
+        #: Per channel, the upstream subtask writing it (an ack names the one cut on).
+        self._upstream = {self.channels[c]: w.id for c, w in rt.plan.input_writers(spec).items()}
         assigned = []
         #: Per channel, the next offset to process: an unaligned snapshot's range
         #: starts there (`BarrierArrived.positions`).
@@ -1055,11 +1098,15 @@ class ChannelTask(Subtask):
                     self._align_started = None
                     if action.recording:
                         self._recording_since[action.checkpoint] = started or now
+                    on = action.cut_on
                     self.snapshot(
                         action.checkpoint,
                         channel_offsets=_by_topic(action.channel_offsets),
                         alignment_ms=alignment_ms,
                         hold=bool(action.recording),
+                        cut_on=Cut(CutKind.TIMEOUT)
+                        if on is None
+                        else Cut.marker(str(on), self._upstream[on]),
                     )
                     if action.recording:
                         self.rt.faults.hit("recording", action.checkpoint)

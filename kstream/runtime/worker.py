@@ -105,6 +105,7 @@ class Worker:
         alignment: Alignment = Alignment.ALIGNED,
         alignment_timeout_s: float | None = None,
         source_snapshot_interval_s: float | None = None,
+        concurrent: int = 0,
     ) -> None:
         self.job = job
         self.index = index
@@ -153,6 +154,8 @@ class Worker:
         self.alignment = alignment
         self.alignment_timeout_s = alignment_timeout_s
         self.source_snapshot_interval_s = source_snapshot_interval_s
+        #: Concurrent snapshots, at most this many in flight (0: one after another).
+        self.concurrent = concurrent
         self.tasks: list[Subtask] = []
         #: Heartbeats go out from the main loop and, while it is busy, from a thread.
         self.heartbeat = Heartbeat(
@@ -249,6 +252,7 @@ class Worker:
             clock=self.recovery.clock,
             source_snapshot_every=self.source_snapshot_interval_s,
             announce=self._announce,
+            concurrent=self.concurrent,
         )
         self.tasks = []
         try:
@@ -358,6 +362,7 @@ class Worker:
                         source_offsets=m.source_offsets,
                         unaligned=p.unaligned,
                         in_flight=p.in_flight,
+                        cut_on=p.cut_on,
                         marker_offsets=self._marker_offsets(m.sink),
                     ),
                     # One round trip for all of them (and the heartbeat before): below.

@@ -78,6 +78,18 @@ def one_line_error(proc: subprocess.Popen[str]) -> str:
             "kstream: error: parameter 'input' is given twice (-p input=a and -p input=c): "
             "give each parameter once",
         ),
+        (
+            {},
+            [
+                "kstream.examples.seed_ring:token_ring",
+                "-p",
+                "p-input=x",
+                "-p",
+                "q-input=y",
+                "--concurrent",
+            ],
+            "concurrent snapshots need --alignment unaligned",
+        ),
     ],
     ids=[
         "syntax-file",
@@ -88,6 +100,7 @@ def one_line_error(proc: subprocess.Popen[str]) -> str:
         "nan",
         "too-many-workers",
         "param-twice",
+        "concurrent-aligned",
     ],
 )
 def test_mistakes_in_kstream_run_are_one_line(

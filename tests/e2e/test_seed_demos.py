@@ -32,10 +32,11 @@ import pytest
 from rich.console import Console
 
 from kstream.dataflow.channel_serde import channel_serde
+from kstream.errors import ConfigurationError
 from kstream.protocol.barrier import Alignment
 from kstream.runtime.channel import RECORD, BatchFormat, decode_header
 from kstream.testing import read_all
-from kstream.tools.seeds.demos import bank_demo, token_ring_demo
+from kstream.tools.seeds.demos import Initiator, bank_demo, token_ring_demo
 from kstream.tools.seeds.tables import Verdict
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -234,3 +235,84 @@ def test_every_bank_snapshot_holds_the_opening_total_across_a_kill(
     assert outcome.in_flight >= 1  # seed 001's M: credits in recorded channel state
     assert {"p", "q"} <= {s.started_by for s in outcome.snapshots}, outcome.snapshots
     assert_one_process_crashed(outcome.pids)
+
+
+def test_q_cuts_on_ps_marker_in_every_snapshot_p_started(bootstrap: str, console: Console) -> None:
+    """Seeds 000/001: a process records its state when the first marker reaches it.
+
+    p starts every snapshot; q's source has no channel from p, so it joins by
+    an injection (the coordinator's relay), but q itself is reached by p's
+    marker and must cut on it, never on the barrier of its own source. Read
+    from each subtask's ack (`Acked.cut_on`), not inferred.
+    """
+    messages: list[str] = []
+    outcome = token_ring_demo(
+        ticks=200,
+        rate=40.0,
+        alignment=Alignment.UNALIGNED,
+        naive=False,
+        kills=0,
+        seed=7,
+        interval=0.25,
+        bootstrap=bootstrap,
+        say=messages.append,
+        console=console,
+        initiator=Initiator.P,
+    )
+    log = "\n".join(messages)
+    by_p = [s for s in outcome.snapshots if s.started_by == "p"]
+    assert len(by_p) >= MIN_SNAPSHOTS, log
+    assert [s.q_cut for s in by_p] == ["p's marker"] * len(by_p), by_p
+    assert [s.p_cut for s in by_p] == ["own source"] * len(by_p), by_p
+    assert [s.injected for s in by_p] == ["q's source"] * len(by_p), by_p
+    assert outcome.ok, outcome.snapshots
+
+
+def test_p_and_q_start_snapshots_independently_and_overlapping_ones_both_complete(
+    bootstrap: str, console: Console
+) -> None:
+    """Seed 004: several snapshots with distinct ids run at once and each completes.
+
+    With ``--concurrent`` p and q request snapshots on their own clocks, not by
+    turns, so theirs overlap (and often share a sequence: neither had seen the
+    other's, so the sources take them in opposite orders). Each is verified.
+    """
+    messages: list[str] = []
+    outcome = token_ring_demo(
+        ticks=200,
+        rate=40.0,
+        alignment=Alignment.UNALIGNED,
+        naive=False,
+        kills=1,
+        seed=11,
+        interval=0.25,
+        bootstrap=bootstrap,
+        say=messages.append,
+        console=console,
+        concurrent=True,
+    )
+    log = "\n".join(messages)
+    assert outcome.kills == 1, log
+    assert len(outcome.snapshots) >= MIN_SNAPSHOTS, log
+    assert {"p", "q"} <= {s.started_by for s in outcome.snapshots}, outcome.snapshots
+    # p's and q's in flight together, both completed (and verified below).
+    assert outcome.overlapping >= 1, outcome.snapshots
+    assert all(s.verdict is Verdict.ONCE for s in outcome.snapshots), outcome.snapshots
+    assert outcome.ok
+
+
+def test_concurrent_snapshots_need_unaligned_mode(bootstrap: str, console: Console) -> None:
+    with pytest.raises(ConfigurationError, match="--concurrent needs --alignment unaligned"):
+        token_ring_demo(
+            ticks=10,
+            rate=40.0,
+            alignment=Alignment.ALIGNED,
+            naive=False,
+            kills=0,
+            seed=1,
+            interval=0.25,
+            bootstrap=bootstrap,
+            say=lambda _: None,
+            console=console,
+            concurrent=True,
+        )

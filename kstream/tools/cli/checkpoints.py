@@ -11,6 +11,7 @@ import time
 from rich.markup import escape
 
 from kstream.errors import ConfigurationError
+from kstream.protocol.cuts import Cut
 from kstream.tools.cli.console import out, say
 from kstream.tools.cli.options import BootstrapOption, KafkaConfigOption, RequiredJobNameOption
 
@@ -23,7 +24,8 @@ def checkpoints_command(
     kafka_config: KafkaConfigOption = None,
 ) -> None:
     """List a job's checkpoints: id, who started it, status, trigger time, duration,
-    alignment, size."""
+    alignment, size, and how each subtask joined it (its cut: started, injection,
+    or the marker of which upstream subtask)."""
     from rich.table import Table
 
     from kstream.infra.admin import Admin
@@ -38,7 +40,9 @@ def checkpoints_command(
         raise ConfigurationError(f"job {job_name!r} has no control topic: it never ran here")
     table = Table(title=f"checkpoints of {job_name}")
     # "by": the source subtask that started it (empty: the coordinator).
-    for col in ("id", "gen", "by", "status", "triggered", "duration s", "alignment ms", "size"):
+    # "cut on": per subtask that acked it, how it joined the snapshot (`Acked.cut_on`).
+    columns = ("id", "gen", "by", "status", "triggered", "duration s", "alignment ms", "size")
+    for col in (*columns, "cut on"):
         # A status stays readable ("completed") on an 80-column terminal.
         table.add_column(col, min_width=9 if col == "status" else None)
     for r in checkpoint_history(history):
@@ -52,8 +56,28 @@ def checkpoints_command(
             "" if r.duration_s is None else f"{r.duration_s:.3f}",
             "" if r.alignment_ms is None else f"{r.alignment_ms:.1f}",
             _size(r.size),
+            escape(cuts_text(r.cuts)),
         )
     out.print(table)
+
+
+def cuts_text(cuts: tuple[tuple[str, str], ...]) -> str:
+    """``"s0-0 started, s1-0 injection, s2-0 marker from s0-0"``: how each subtask
+    joined a snapshot, in subtask order (an ack of an older kstream says nothing)."""
+    parts = []
+    for task, encoded in sorted(cuts, key=lambda tc: _task_order(tc[0])):
+        cut = Cut.parse(encoded)
+        if cut is not None:
+            parts.append(f"{task} {cut}")
+    return ", ".join(parts)
+
+
+def _task_order(task: str) -> tuple[int, int, str]:
+    """``s<stage>-<index>`` in numeric order; anything else after."""
+    stage, _, index = task.removeprefix("s").partition("-")
+    if stage.isdigit() and index.isdigit():
+        return int(stage), int(index), ""
+    return 1 << 30, 0, task
 
 
 def _size(value: object) -> str:

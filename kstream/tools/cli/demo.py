@@ -151,6 +151,14 @@ def demo_token_ring(
     ] = 0,
     checkpoint_interval: SeedIntervalOption = SEED_INTERVAL_S,
     initiator: InitiatorOption = "both",
+    concurrent: Annotated[
+        bool,
+        typer.Option(
+            "--concurrent",
+            help="Seed 004: p and q start snapshots independently, not by turns; "
+            "overlapping ones both complete (unaligned only).",
+        ),
+    ] = False,
     bootstrap_servers: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
@@ -171,6 +179,7 @@ def demo_token_ring(
         say=say,
         console=out,
         initiator=Initiator.parse(initiator),
+        concurrent=concurrent,
     )
     if not outcome.snapshots:
         raise JobFailedError(_NO_SNAPSHOTS)

@@ -129,6 +129,14 @@ def run_command(
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
     source_snapshot_interval: SourceSnapshotIntervalOption = None,
+    concurrent: Annotated[
+        bool,
+        typer.Option(
+            "--concurrent",
+            help="Snapshots of distinct ids run at once (up to --max-in-flight), in any "
+            "order, and each completes (needs --alignment unaligned).",
+        ),
+    ] = False,
     state_dir: StateDirOption = Path("state"),
     job_name: JobNameOption = None,
     fresh: Annotated[
@@ -191,6 +199,7 @@ def run_command(
             retained=retained,
             liveness_timeout=liveness_timeout,
             tolerable_timeouts=tolerable_checkpoint_timeouts,
+            concurrent=concurrent,
         ),
         spawn=spawn,
         say=say,
@@ -256,6 +265,15 @@ def worker_command(
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
     source_snapshot_interval: SourceSnapshotIntervalOption = None,
+    concurrent_snapshots: Annotated[
+        int,
+        typer.Option(
+            "--concurrent-snapshots",
+            help="Concurrent snapshots, at most this many in flight (0: one after "
+            "another; `kstream run --concurrent` passes its --max-in-flight).",
+            callback=NON_NEGATIVE,
+        ),
+    ] = 0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     standby: Annotated[
         bool,
@@ -297,6 +315,7 @@ def worker_command(
             alignment=alignment,
             alignment_timeout=alignment_timeout,
             source_snapshot_interval=source_snapshot_interval,
+            concurrent_snapshots=concurrent_snapshots,
             verbose=verbose,
             standby=standby,
         )
@@ -362,6 +381,7 @@ def _worker(
     alignment: str,
     alignment_timeout: float | None,
     source_snapshot_interval: float | None,
+    concurrent_snapshots: int,
     verbose: bool,
     standby: bool,
 ) -> None:
@@ -395,6 +415,7 @@ def _worker(
         alignment=mode,
         alignment_timeout_s=alignment_timeout,
         source_snapshot_interval_s=source_snapshot_interval,
+        concurrent=concurrent_snapshots,
     )
     w.run(stop)
 

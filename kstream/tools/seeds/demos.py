@@ -63,7 +63,7 @@ from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
 from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
-from kstream.protocol.checkpoint_history import checkpoint_history
+from kstream.protocol.checkpoint_history import CheckpointRecord, checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.channel import BatchFormat
 from kstream.runtime.control import read_messages
@@ -117,6 +117,9 @@ IN_FLIGHT = 2
 NO_CHECKPOINTS_S = 1e9
 #: The naive scheme's processes record every this many of their own ticks, on average.
 NAIVE_EVERY = 4
+#: Snapshots in flight at once with ``--concurrent`` (seed 004): p's and q's
+#: overlap, and each completes.
+CONCURRENT_IN_FLIGHT = 4
 
 
 class Initiator(enum.StrEnum):
@@ -179,9 +182,12 @@ class RingRun:
     state_dir: Path
     #: Per process (p, q): the pids of the worker processes that ran it, in order.
     pids: dict[str, list[int]] = field(default_factory=dict)
+    #: Pairs of completed snapshots, one started by p and one by q, that were in
+    #: flight at the same time (`overlapping`).
+    overlapping: int = 0
 
 
-def _trigger(initiator: Initiator, interval: float) -> CoordinatorConfig:
+def _trigger(initiator: Initiator, interval: float, concurrent: bool) -> CoordinatorConfig:
     """The coordinator's part in starting snapshots: its interval only when it is
     the initiator, else the fallback (the processes' requests: `mark_requests`)."""
     if initiator is Initiator.COORDINATOR:
@@ -189,9 +195,30 @@ def _trigger(initiator: Initiator, interval: float) -> CoordinatorConfig:
     return CoordinatorConfig(
         interval=max(interval, FALLBACK_INTERVAL_S),
         timeout=60.0,
-        max_in_flight=IN_FLIGHT,
+        max_in_flight=CONCURRENT_IN_FLIGHT if concurrent else IN_FLIGHT,
         retained=RETAIN_ALL,
+        concurrent=concurrent,
     )
+
+
+def overlapping(records: list[CheckpointRecord]) -> int:
+    """Pairs of completed checkpoints, one started by each of two different subtasks,
+    that were in flight together: one started before the other completed (its
+    trigger time plus its duration)."""
+    done = [
+        r
+        for r in records
+        if r.status == "completed" and r.started_by and r.triggered_at is not None
+    ]
+    pairs = 0
+    for i, a in enumerate(done):
+        for b in done[i + 1 :]:
+            if a.started_by == b.started_by:
+                continue
+            a0, b0 = a.triggered_at or 0.0, b.triggered_at or 0.0
+            a1, b1 = a0 + (a.duration_s or 0.0), b0 + (b.duration_s or 0.0)
+            pairs += a0 < b1 and b0 < a1
+    return pairs
 
 
 def _run_ring(
@@ -209,7 +236,13 @@ def _run_ring(
     bootstrap: str | None,
     say: Say,
     console: Console,
+    concurrent: bool = False,
 ) -> RingRun:
+    if concurrent and (alignment is not Alignment.UNALIGNED or initiator is not Initiator.BOTH):
+        raise ConfigurationError(
+            "--concurrent needs --alignment unaligned and --initiator both "
+            "(aligned, a subtask aligns one snapshot at a time, so they serialise)"
+        )
     servers = bootstrap_servers(bootstrap, say)
     admin = Admin(servers)
     admin.check_reachable()
@@ -220,7 +253,8 @@ def _run_ring(
     # take turns. Two snapshots started at the same moment would race (the larger
     # id survives, p's or q's by turns on equal sequences, and the other is lost):
     # turns keep p's and q's apart, so each process's snapshots complete.
-    both = initiator is Initiator.BOTH
+    # Concurrent (seed 004): no turns, each requests once per interval on its own clock.
+    both = initiator is Initiator.BOTH and not concurrent
     inputs = {
         process: mark_requests(
             values, interval * rate, seed, process, turn=int(both and process == Q), turns=1 + both
@@ -242,13 +276,14 @@ def _run_ring(
         bootstrap=servers,
         workers=WORKERS,  # p's stages on one, q's on the other: a kill crashes one
         state_dir=state_dir,
-        config=_trigger(initiator, interval),
+        config=_trigger(initiator, interval, concurrent),
         say=say,
         alignment=alignment,
     )
     runner.prepare()
     who = {
-        Initiator.BOTH: "started by p and by q, each on its own clock",
+        Initiator.BOTH: "started by p and by q, each on its own clock"
+        + (", concurrently" if concurrent else ", by turns"),
         Initiator.COORDINATOR: "started by the coordinator",
     }.get(initiator, f"started by {initiator.value}")
     say(
@@ -297,11 +332,12 @@ def _run_ring(
     completed = list(runner.coordinator.completed)
     say(f"reading back {len(completed)} completed checkpoints (state and recorded channel state)")
     # Who started each: the control topic's record of it (`Initiated.task`).
-    started_by = {
-        r.checkpoint: r.started_by for r in checkpoint_history(read_messages(servers, run_id))
-    }
+    history = checkpoint_history(read_messages(servers, run_id))
+    started_by = {r.checkpoint: r.started_by for r in history}
+    # How each subtask joined each snapshot: its ack's record (`Acked.cut_on`).
+    cuts = {r.checkpoint: dict(r.cuts) for r in history}
     snapshots = read_snapshots(
-        RingLayout.of(runner.plan), runner.storage, servers, completed, alignment, started_by
+        RingLayout.of(runner.plan), runner.storage, servers, completed, alignment, started_by, cuts
     )
     return RingRun(
         snapshots,
@@ -311,6 +347,7 @@ def _run_ring(
         runner.report.aborted,
         state_dir,
         pids,
+        overlapping(history),
     )
 
 
@@ -357,6 +394,8 @@ def token_snapshot(s: RingSnapshot) -> TokenSnapshot:
         started_by=s.started_by,
         elsewhere=elsewhere,
         q_cut=s.q_cut,
+        p_cut=s.p_cut,
+        injected=s.injected,
     )
 
 
@@ -385,6 +424,10 @@ class TokenRingOutcome:
     #: each was composed from; `records`: the checkpoint storage holding the records.
     naive_rows: list[NaiveSnapshot] = field(default_factory=list)
     records: Path | None = None
+    #: Pairs of p's and q's completed snapshots that overlapped (`RingRun.overlapping`).
+    overlapping: int = 0
+    #: Checkpoints aborted during the run.
+    aborted: int = 0
 
     @property
     def in_flight(self) -> int:
@@ -410,11 +453,16 @@ def token_ring_demo(
     say: Say,
     console: Console,
     initiator: Initiator = Initiator.BOTH,
+    concurrent: bool = False,
 ) -> TokenRingOutcome:
     """Pass the token around p and q for `ticks` ticks of each process; check every snapshot.
 
+    With `concurrent` (seed 004), p and q start snapshots independently rather
+    than by turns, up to `CONCURRENT_IN_FLIGHT` in flight; overlapping ones
+    (`TokenRingOutcome.overlapping`) both complete.
+
     With `naive`, the job runs without checkpoints and `alignment`,
-    `initiator`, `interval` do not apply: p and q record themselves on their
+    `initiator`, `interval`, `concurrent` do not apply: p and q record themselves on their
     own clocks (`kstream.tools.seeds.naive`), every `NAIVE_EVERY` of their
     ticks on average, and the global states are composed from those records
     (`_naive_token_ring`). `kills` must then be 0: nothing could be restored.
@@ -442,6 +490,7 @@ def token_ring_demo(
         bootstrap=bootstrap,
         say=say,
         console=console,
+        concurrent=concurrent,
     )
     events = token_events(run.snapshots[-1]) if run.snapshots else 0
     snapshots = [token_snapshot(s) for s in run.snapshots]
@@ -454,6 +503,8 @@ def token_ring_demo(
         events,
         Counter(s.verdict for s in snapshots),
         run.pids,
+        overlapping=run.overlapping,
+        aborted=run.aborted,
     )
     _print_token_ring(outcome, alignment, console)
     _clean_up(run, outcome.ok, say)
@@ -677,7 +728,13 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
         e for e in Element if e != Element.ELSEWHERE or any(s.elsewhere for s in o.snapshots)
     ]
     # Which barrier q cut on says something only when it does not wait for both.
-    q_cut = ["q cut on"] if alignment is Alignment.UNALIGNED and not o.naive else []
+    # p cut on (its loop head): its own source's barrier or q's marker; injected:
+    # the sources the snapshot reached through the control topic, no channel.
+    q_cut = (
+        ["p cut on", "q cut on", "injected"]
+        if alignment is Alignment.UNALIGNED and not o.naive
+        else []
+    )
     for column in ("snapshot", "started by", *q_cut, *elements, "verdict"):
         table.add_column(str(column))
     for s in o.snapshots:
@@ -686,7 +743,7 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
         table.add_row(
             s.label,
             s.started_by,
-            *([s.q_cut] if q_cut else []),
+            *([s.p_cut, s.q_cut, s.injected] if q_cut else []),
             *(states.get(e, "") for e in elements),
             s.verdict,
             style=style,
@@ -718,6 +775,11 @@ def _print_token_ring(o: TokenRingOutcome, alignment: Alignment, console: Consol
         summary.add_row(
             "started by",
             "; ".join(f"{who}: {n}, {_caught(caught[who])}" for who, n in sorted(started.items())),
+        )
+        summary.add_row(
+            "overlapping",
+            f"{o.overlapping} pairs of p's and q's snapshots in flight together, both "
+            f"completed; {o.aborted} aborted in the run",
         )
     verdict = "the token is exactly once in every snapshot" if o.ok else "VERIFICATION FAILED"
     summary.add_row("verdict", verdict)
@@ -756,7 +818,9 @@ def bank_snapshot(s: RingSnapshot) -> BankSnapshot:
         element: tuple((str(v[1]), int(v[2])) for v in values if v[:1] == ["credit"])
         for element, values in s.channels.items()
     }
-    return BankSnapshot(f"chk {s.checkpoint}", balances, in_flight, s.started_by, s.q_cut)
+    return BankSnapshot(
+        f"chk {s.checkpoint}", balances, in_flight, s.started_by, s.q_cut, s.p_cut, s.injected
+    )
 
 
 @dataclass
@@ -827,14 +891,25 @@ def bank_demo(
 
 def _print_bank(o: BankOutcome, console: Console) -> None:
     table = Table(title="bank: one row per global snapshot")
-    for column in ("snapshot", "started by", "q cut on", "in accounts", "in flight", "total"):
+    for column in (
+        "snapshot",
+        "started by",
+        "p cut on",
+        "q cut on",
+        "injected",
+        "in accounts",
+        "in flight",
+        "total",
+    ):
         table.add_column(column)
     for s in o.snapshots:
         style = "" if s.total == o.expected_total else "bold red"
         table.add_row(
             s.label,
             s.started_by,
+            s.p_cut,
             s.q_cut,
+            s.injected,
             f"{s.held:,}",
             f"{s.moving:,}",
             f"{s.total:,}",

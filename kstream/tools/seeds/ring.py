@@ -24,6 +24,7 @@ from kstream.dataflow.job import Node, Stage, children
 from kstream.dataflow.plan import Plan, TaskSpec
 from kstream.examples.seed_ring import P, Q
 from kstream.protocol.barrier import Alignment
+from kstream.protocol.cuts import Cut, CutKind
 from kstream.runtime.channel import BARRIER, RECORD, BatchFormat, barrier_checkpoint, decode_header
 from kstream.runtime.snapshot import LocalCheckpointStorage, SnapshotMeta
 from kstream.testing import ReadRecord, read_all
@@ -98,6 +99,34 @@ class RingLayout:
             return "coordinator"
         return {self.p_source.id: P, self.q_source.id: Q}.get(task, task)
 
+    def cut_label(self, encoded: str) -> str:
+        """How a subtask of the ring joined a snapshot (`Acked.cut_on`), in the
+        seed's words: on p's or q's marker, on its own source's barrier, on an
+        injection (a source's trigger), or "started" (the initiator)."""
+        cut = Cut.parse(encoded)
+        if cut is None:
+            return "unknown"
+        if cut.kind is not CutKind.MARKER:
+            return str(cut)
+        topic, _, partition = cut.channel.rpartition("[")
+        channel = (topic, int(partition.rstrip("]") or 0))
+        if channel == self.p_to_q:
+            return "p's marker"
+        if channel == self.q_to_p:
+            return "q's marker"
+        if cut.upstream in (self.p_source.id, self.q_source.id):
+            return "own source"
+        return str(cut)
+
+    def injected(self, cuts: Mapping[str, str]) -> str:
+        """The sources a snapshot was injected into (`Acked.cut_on` per subtask)."""
+        names = [
+            f"{who}'s source"
+            for who, task in ((P, self.p_source), (Q, self.q_source))
+            if cuts.get(task.id) == Cut(CutKind.INJECTED).encode()
+        ]
+        return " and ".join(names) or "none"
+
     def element(self, channel: Channel) -> str:
         """The table row of a channel (its topic and partition for one outside the table)."""
         if channel == self.p_to_q:
@@ -119,7 +148,11 @@ class RingSnapshot:
     element (`RingLayout.element`) -> the stream records its recorded state
     holds, in channel order (only channels with a non-empty range appear);
     `started_by`: `RingLayout.initiator` of the subtask the control topic names
-    as its initiator; `q_cut`: `q_cut_on`; `p_source_offset`: where the snapshot resumes
+    as its initiator; `q_cut`: how q joined it (`RingLayout.cut_label` of its
+    ack's cut; `q_cut_on`, read from what it recorded, when the acks are not at
+    hand), `p_cut` the same for p (its loop head, which receives from p's own
+    source and from q), `injected` the sources it was injected into
+    (`RingLayout.injected`); `p_source_offset`: where the snapshot resumes
     p's source (below 1: its first record, the token ring's token, is still unread;
     a negative offset is Kafka's "from the beginning").
     """
@@ -131,6 +164,8 @@ class RingSnapshot:
     started_by: str
     p_source_offset: int
     q_cut: str = ""
+    p_cut: str = ""
+    injected: str = ""
 
 
 class _Log:
@@ -221,10 +256,12 @@ def read_snapshots(
     checkpoints: Iterable[int],
     alignment: Alignment,
     started_by: Mapping[int, str],
+    cuts: Mapping[int, Mapping[str, str]] | None = None,
 ) -> list[RingSnapshot]:
     """Read `checkpoints` (completed, still stored) of the ring laid out as `layout`,
     whose subtasks snapshotted with `alignment`; `started_by` maps a checkpoint to
-    the subtask that started it (`CheckpointRecord.started_by`)."""
+    the subtask that started it (`CheckpointRecord.started_by`), `cuts` to how
+    each subtask joined it (`CheckpointRecord.cuts`)."""
     log = _Log(bootstrap)
     fmt = BatchFormat(layout.plan.job.channel_serde)
     out = []
@@ -261,6 +298,10 @@ def read_snapshots(
             else:
                 own, marker = mine <= theirs, theirs < mine
         q_cut = q_cut_on(own, marker)
+        cut = (cuts or {}).get(n, {})
+        if layout.q.id in cut and alignment is Alignment.UNALIGNED:
+            # What q's ack says it cut on, not inferred.
+            q_cut = layout.cut_label(cut[layout.q.id])
         source = metas[layout.p_source.id].source_offsets
         out.append(
             RingSnapshot(
@@ -271,6 +312,8 @@ def read_snapshots(
                 layout.initiator(started_by[n]) if n in started_by else "unknown",
                 min(source.get(topic, {}).get(0, 0) for topic in source) if source else 0,
                 q_cut,
+                layout.cut_label(cut[layout.head.id]) if layout.head.id in cut else "unknown",
+                layout.injected(cut),
             )
         )
     return out

@@ -56,7 +56,8 @@ class TokenSnapshot:
     source's or p's own; never one in a correct run, counted so that the
     verdict cannot miss one). `started_by`: the process whose source started
     it (``p``, ``q``; ``coordinator``; ``own clocks`` for the naive scheme);
-    `q_cut`: `q_cut_on`.
+    `q_cut`, `p_cut`, `injected`: how q and p joined it and which sources it
+    was injected into (`kstream.tools.seeds.ring.RingSnapshot`).
     """
 
     label: str
@@ -67,6 +68,8 @@ class TokenSnapshot:
     started_by: str = ""
     elsewhere: int = 0
     q_cut: str = ""
+    p_cut: str = ""
+    injected: str = ""
 
     @property
     def tokens(self) -> int:
@@ -138,7 +141,7 @@ class BankSnapshot:
     `balances`: process -> account -> balance (every account, untouched ones at
     their opening balance); `in_flight`: channel -> the credits ``(account,
     amount)`` its recorded state holds, in channel order; `started_by` and
-    `q_cut` as in `TokenSnapshot`.
+    `q_cut`, `p_cut`, `injected` as in `TokenSnapshot`.
     """
 
     label: str
@@ -146,6 +149,8 @@ class BankSnapshot:
     in_flight: Mapping[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     started_by: str = ""
     q_cut: str = ""
+    p_cut: str = ""
+    injected: str = ""
 
     @property
     def held(self) -> int:

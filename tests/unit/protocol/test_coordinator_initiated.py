@@ -164,3 +164,27 @@ def test_a_source_initiated_checkpoint_restarts_the_coordinators_interval() -> N
     coordinator.handle(InitiatedReceived(c(1, 1), 1, "src-0", 0.8))
     assert coordinator.handle(Tick(1.0)) == []  # due by its own trigger, not since c(1, 1)
     assert coordinator.handle(Tick(1.8)) == [Trigger(c(2), 1)]
+
+
+def test_concurrent_snapshots_complete_in_any_order_and_none_overtakes_another() -> None:
+    # Seed 004: p (src-0) and q (src-1) started snapshots of one sequence
+    # independently; each source takes the other's after its own.
+    config = CoordinatorConfig(interval=100.0, timeout=60.0, max_in_flight=2, concurrent=True)
+    coordinator = started(config)
+    a, b = sorted([c(1, 1), c(1, 2)])
+    assert coordinator.handle(InitiatedReceived(b, 1, "src-1", 0.5)) == [Trigger(b, 1)]
+    # The smaller id, registered after the larger, is not "overtaken".
+    assert coordinator.handle(InitiatedReceived(a, 1, "src-0", 0.6)) == [Trigger(a, 1)]
+    [complete_b] = all_ack(coordinator, b, 1.0)
+    assert complete_b == Complete(b, 1, 0.5, 0, 0.0)  # nothing subsumed
+    assert list(coordinator.pending) == [a]
+    [complete_a] = all_ack(coordinator, a, 1.2)
+    assert isinstance(complete_a, Complete)
+    assert complete_a.checkpoint == a
+    # The restore point is still the largest id.
+    assert coordinator.completed == [a, b]
+    assert coordinator.latest_completed == b
+    # One registered after a newer one completed may complete too.
+    late = c(1, 3)
+    coordinator.handle(InitiatedReceived(late, 1, "sum-0", 1.3))
+    assert late in coordinator.pending

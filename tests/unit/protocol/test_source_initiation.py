@@ -139,3 +139,41 @@ def test_announcements_it_need_not_wait_for() -> None:
     source.on_complete(own)
     source.request()
     assert source.start(1.0, clock) is not None
+
+
+def test_concurrent_sources_start_up_to_max_in_flight_and_take_triggers_in_any_order() -> None:
+    s = SourceInitiation(1, concurrent=True, max_in_flight=2)
+    clock = LamportClock()
+    s.request()
+    mine = s.start(0.0, clock)
+    assert mine is not None
+    # A snapshot of its own in flight does not hold the next request back...
+    s.request()
+    second = s.start(0.1, clock)
+    assert second is not None
+    assert second > mine
+    # ...up to max_in_flight.
+    s.request()
+    assert s.start(0.2, clock) is None
+    # Another source's id below the ones it took: taken, not declined.
+    other = SnapshotId(1, 2).encode()
+    assert other < second
+    assert s.on_trigger(other) == Take(other)
+    assert s.on_trigger(other) == Ignore()  # read twice
+    assert s.on_trigger(mine) == Ignore()  # the relay of its own
+    # A newer one completing leaves the older ones in flight: they may complete too.
+    s.on_complete(second)
+    assert s.in_flight == {mine, other}
+    s.on_abort(mine)
+    s.on_complete(other)
+    assert s.start(0.3, clock) is not None  # the request waited for room
+
+
+def test_a_concurrent_source_with_sinks_keeps_id_order() -> None:
+    s = SourceInitiation(1, concurrent=True, max_in_flight=3, ordered=True)
+    s.request()
+    mine = s.start(0.0, LamportClock(SnapshotId(1, 0).encode()))
+    assert mine is not None
+    older = SnapshotId(2, 3).encode()
+    assert older < mine
+    assert isinstance(s.on_trigger(older), Decline)

@@ -171,6 +171,16 @@ def test_sweep_deletes_what_is_older_than_the_newest_retained_and_not_retained(
     assert storage.completed() == [5, 8, 9]
 
 
+def test_a_sweep_below_a_bound_keeps_what_is_above_it(tmp_path: Path) -> None:
+    # Concurrent snapshots: 6 may still complete after 8 did; sweep below the
+    # oldest retained completion only.
+    storage = LocalCheckpointStorage(tmp_path)
+    for n in (2, 3, 5, 6, 8):
+        storage.store(SnapshotMeta(n, 1, "s0-0"), None)
+    assert storage.sweep([5, 8], below=5) == [2, 3]
+    assert storage.completed() == [5, 6, 8]
+
+
 # -- metadata format versions -------------------------------------------------------
 
 
