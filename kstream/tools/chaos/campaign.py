@@ -215,8 +215,9 @@ class _Campaign:
         )
         self.feeder = InputFeeder(self.bootstrap, self.input, self.lines, PARTITIONS, self.c.rate)
         params = self.c.workload.params(self.input, self.output)
+        # -P: a `kstream` folder in the current directory must not shadow the package.
         command = [
-            sys.executable, "-m", "kstream", "run", self.c.workload.spec,
+            sys.executable, "-P", "-m", "kstream", "run", self.c.workload.spec,
             "--workers", str(self.c.workers),
             "--checkpoint-interval", str(self.c.checkpoint_interval),
             "--state-dir", str(self.c.out / "state"),
