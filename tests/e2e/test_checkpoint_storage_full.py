@@ -75,7 +75,6 @@ def completed(bootstrap: str, name: str) -> int:
     return len(completions(bootstrap, name))
 
 
-@pytest.mark.parametrize("fault", ["full", "read-only"])
 def word_counts(lines: list[str]) -> dict[str, int]:
     """Each word's count over `lines`: what the job's last output per word must say."""
     truth: dict[str, int] = {}
@@ -94,6 +93,7 @@ def latest_counts(bootstrap: str, topic: str) -> dict[str, int]:
     return best
 
 
+@pytest.mark.parametrize("fault", ["full", "read-only"])
 def test_checkpoints_fail_while_storage_is_unusable_and_nothing_is_lost(
     bootstrap: str, tmp_path: Path, fault: str
 ) -> None:
