@@ -39,6 +39,18 @@ Say = Callable[[str], None]
 DEMO_TIMEOUT_S = 600.0
 
 
+def progress_bar(console: Console, unit: str) -> Progress:
+    """A demo's transient progress bar: description, bar, "done/total `unit`", time."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn(f"{{task.completed:,}}/{{task.total:,}} {unit}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
 def smoke(records: int, bootstrap: str | None, say: Say) -> bool:
     """Commit one transaction and abort another; read back with read_committed.
 
@@ -232,14 +244,7 @@ def wordcount_demo(
             chaos(r)
 
     started = time.monotonic()
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,} lines"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with progress_bar(console, "lines") as progress:
         bar = progress.add_task("word count", total=lines)
         done_kills = run_until_consumed(
             runner,

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kstream.dataflow.job import Job
@@ -69,6 +68,7 @@ from kstream.runtime.channel import BatchFormat
 from kstream.runtime.control import read_messages
 from kstream.runtime.runner import Runner
 from kstream.testing import Feeder, run_until_consumed, unique_name
+from kstream.tools.demo import progress_bar
 from kstream.tools.seeds.naive import (
     NaiveSnapshot,
     channel_messages,
@@ -305,14 +305,7 @@ def _run_ring(
         _note_pids(r, pids)
 
     started = time.monotonic()
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,} of p's records"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with progress_bar(console, "of p's records") as progress:
         bar = progress.add_task("ring", total=len(p_values))
         done_kills = run_until_consumed(
             runner,
@@ -579,14 +572,7 @@ def _naive_token_ring(
     started = time.monotonic()
     runner.start()
     try:
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed:,}/{task.total:,} local records"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress:
+        with progress_bar(console, "local records") as progress:
             bar = progress.add_task("ring", total=sum(due.values()))
             while True:
                 runner.step()
