@@ -39,7 +39,7 @@ from kstream.protocol.barrier import Alignment
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.control import read_messages
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
 from kstream.testing import BACKLOG_READER, in_flight_at, produce, read_all, unique_name
 from kstream.tools.demo import _generate, check_running_counts
 from kstream.tools.spec import load_job

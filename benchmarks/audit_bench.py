@@ -23,9 +23,9 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
+from kstream.audit import run_audit
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
-from kstream.audit import run_audit
 from kstream.infra.cluster import bootstrap_servers
 from kstream.testing import unique_name
 

@@ -36,7 +36,7 @@ from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.names import channel_topic, commit_topic, control_topic
-from kstream.runtime.channel import BARRIER, decode_header
+from kstream.runtime.channels.format import BARRIER, decode_header
 from kstream.testing import produce, unique_name
 from kstream.tools.demo import _generate
 

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from kstream.runtime.snapshot import LocalCheckpointStorage, SnapshotMeta
-from kstream.runtime.state import StateStore
+from kstream.runtime.checkpoint.storage import LocalCheckpointStorage, SnapshotMeta
+from kstream.runtime.state.store import StateStore
 
 VARIANTS = (
     ("link, sizes only", True, False),

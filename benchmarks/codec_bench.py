@@ -1,7 +1,7 @@
 """Channel batch encoding: pickle (what channels used) against kstream's codec, side by side.
 
 Encodes and decodes the batches channels carry, as the channel writer and
-reader do (`kstream.runtime.channel.BatchFormat`), and prints microseconds per
+reader do (`kstream.runtime.channels.format.BatchFormat`), and prints microseconds per
 batch and the ratio codec / pickle (below 1: the codec is faster)::
 
     python benchmarks/codec_bench.py [--batch 500] [--repeat 7]
@@ -19,7 +19,7 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
-from kstream.runtime.channel import BatchFormat
+from kstream.runtime.channels.format import BatchFormat
 
 
 def words(n: int) -> list[str]:

@@ -33,9 +33,9 @@ from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.flow import DEFAULT_MAX_LAG, channel_lags
+from kstream.runtime.channels.flow import ChannelProbe, written_channels
 from kstream.runtime.control import read_messages
-from kstream.runtime.flow import ChannelProbe, written_channels
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
 from kstream.testing import BACKLOG_READER, produce, read_all, unique_name
 from kstream.tools.demo import _generate, check_running_counts
 from kstream.tools.spec import load_job

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import TracebackType
 
 from kstream.protocol.coordinator import CoordinatorConfig
-from kstream.runtime.purge import ChannelPurger
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.purge import ChannelPurger
+from kstream.runtime.runner.runner import Runner
 from kstream.tools.spec import load_job
 
 #: kstream's worker processes in every figure (the throughput comparison's 2 workers).

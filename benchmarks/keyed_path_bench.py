@@ -1,6 +1,6 @@
 """CPU time per word of the word count's keyed stage, without the rest of the job.
 
-Pushes words through the stage's compiled chain (`kstream.runtime.chain`) as a
+Pushes words through the stage's compiled chain (`kstream.runtime.worker.chain`) as a
 channel reader does: the keyed call, the example's `count` with its value
 state (RocksDB behind the write-back cache), and the exactly-once Kafka sink
 with its real transactional producers, one transaction per round. Prints the
@@ -32,10 +32,10 @@ from kstream.dataflow.job import Job, Node
 from kstream.examples.wordcount import count
 from kstream.infra.admin import Admin
 from kstream.protocol.names import commit_topic
-from kstream.runtime.chain import compile_chain
 from kstream.runtime.kafka import client_config
 from kstream.runtime.sink import SinkContext, SinkWriter
-from kstream.runtime.state import StateStore
+from kstream.runtime.state.store import StateStore
+from kstream.runtime.worker.chain import compile_chain
 
 
 def main() -> None:

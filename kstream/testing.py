@@ -34,7 +34,7 @@ from kstream.runtime.kafka import produce as produce_one
 from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
 
 if TYPE_CHECKING:
-    from kstream.runtime.runner import Runner
+    from kstream.runtime.runner.runner import Runner
 
 __all__ = [
     "BACKLOG_READER",

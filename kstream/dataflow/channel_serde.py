@@ -17,7 +17,7 @@ types=[...])``       with its own `encode`/`decode` to and from built-in values
 ==================== ==========================================================
 
 Every data record on a channel names its encoding in a format byte
-(`kstream.runtime.channel`); a reader refuses a format its job does not
+(`kstream.runtime.channels.format`); a reader refuses a format its job does not
 trust, unread, instead of unpickling it.
 """
 

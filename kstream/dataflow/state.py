@@ -28,7 +28,7 @@ its partition's watermark before it (for `kstream.protocol.watermarks.lateness`)
 ``ctx.watermark`` the subtask's input watermark, ``ctx.now()`` processing time,
 and ``ctx.timers`` registers timers of the current key (`Timers`).
 
-The RocksDB-backed implementation is `kstream.runtime.keyed_state`.
+The RocksDB-backed implementation is `kstream.runtime.state.keyed`.
 """
 
 from __future__ import annotations

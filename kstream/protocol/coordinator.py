@@ -36,7 +36,7 @@ Invariants (checked by the tests):
   heartbeats come from a thread, so a subtask stuck for good in user code
   would otherwise stall the job's output for ever;
 * a worker's heartbeat may name a call of the job's code that has not returned
-  for long (`Heartbeat.stuck_on`, `kstream.runtime.stuck`); such a rollback
+  for long (`Heartbeat.stuck_on`, `kstream.runtime.worker.stuck`); such a rollback
   gives its line as the reason, and when the same call is found stuck at the
   next such rollback (after the replaced worker met the record again) the job
   fails with `Fail` naming it instead: a call that never returns would

@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 #: Channel records a channel may hold before its writer pauses. A channel record
-#: carries up to 500 stream records (`kstream.runtime.channel.MAX_BATCH`), so a
+#: carries up to 500 stream records (`kstream.runtime.channels.format.MAX_BATCH`), so a
 #: full backlog is up to 50,000 stream records per channel: about a second of a
 #: Python operator's work, the longest a barrier then waits behind it, and far
 #: more than is drained during one probe round trip (~0.2 s), so the reader

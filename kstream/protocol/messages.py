@@ -444,7 +444,7 @@ class WorkerAlive:
     messages of earlier versions, read as False. `stuck`: one line naming a
     call of the job's code that has not returned for long (subtask, function,
     record, where), and `stuck_on` what identifies that call across processes
-    (`kstream.runtime.stuck`); "" when none, and then absent on the wire.
+    (`kstream.runtime.worker.stuck`); "" when none, and then absent on the wire.
     """
 
     TYPE: ClassVar[str] = "heartbeat"

@@ -6,7 +6,7 @@ checkpoint n); from then on it acts on the `Triggered`, `Completed` and
 `Aborted` messages of generation g and starts over when a newer `Recovered`
 arrives. `WorkerRecovery` makes those decisions, as a pure state machine:
 control messages in, `WorkerAction`s out, no I/O, no clock. The worker process
-(`kstream.runtime.worker`) reads the topic and carries out the actions.
+(`kstream.runtime.worker.process`) reads the topic and carries out the actions.
 
 Where the worker is when it reads a message matters, and the caller says so:
 

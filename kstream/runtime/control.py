@@ -156,7 +156,8 @@ class ControlReader:
                 {
                     "group.id": self._group,
                     "fetch.wait.max.ms": FETCH_WAIT_MS,
-                    # The topic is purged behind what restarts read (`kstream.runtime.purge`):
+                    # The topic is purged behind what restarts read
+                    # (`kstream.runtime.runner.purge`):
                     # a reader placed before its start (offset 0) reads on from the start.
                     "auto.offset.reset": "earliest",
                 },

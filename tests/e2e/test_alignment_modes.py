@@ -52,7 +52,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.demo import check_running_counts
 

@@ -25,8 +25,8 @@ from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.names import commit_topic, control_topic
-from kstream.runtime.preflight import INTERNAL_SEGMENT_MS
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.preflight import INTERNAL_SEGMENT_MS
+from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.demo import check_running_counts
 

@@ -13,8 +13,8 @@ from wordcount_runs import assert_exactly_once, run_wordcount
 from kstream.infra.broker import LocalBroker
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
-from kstream.runtime.runner import Runner
-from kstream.tools.fault import POINTS
+from kstream.runtime.runner.runner import Runner
+from kstream.runtime.worker.faults import POINTS
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 

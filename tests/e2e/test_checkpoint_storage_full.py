@@ -20,8 +20,8 @@ import pytest
 from test_cli_run import JOB_FILE, kstream, wait_for
 
 from kstream.infra.admin import Admin
+from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
 from kstream.runtime.control import read_history
-from kstream.runtime.snapshot import LocalCheckpointStorage
 from kstream.testing import produce, read_all, unique_name
 
 pytestmark = [

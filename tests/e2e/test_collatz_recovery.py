@@ -24,9 +24,9 @@ from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
+from kstream.runtime.worker.faults import POINTS
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
-from kstream.tools.fault import POINTS
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 

@@ -28,7 +28,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.names import control_topic
 from kstream.runtime.control import read_history
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
 from kstream.testing import produce, read_all, run_until_consumed, unique_name, wait_settled
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]

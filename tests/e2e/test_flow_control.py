@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.flow_bench import backlog_run, write_backlog
-from kstream.runtime.channel import MAX_BATCH
+from kstream.runtime.channels.format import MAX_BATCH
 from kstream.tools.demo import _generate
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]

@@ -15,7 +15,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.limits import MAX_MESSAGE_BYTES
 from kstream.protocol.names import SHA256_HEADER, TRUNCATED_HEADER, dead_letter_topic
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
 from kstream.testing import ReadRecord, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.demo import check_running_counts
 

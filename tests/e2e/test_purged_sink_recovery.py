@@ -26,7 +26,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.names import commit_topic, control_topic
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, in_flight_at, read_all, unique_name, wait_settled
 from kstream.tools.demo import check_running_counts
 
@@ -48,7 +48,7 @@ ARMED = 20
 #: How long each phase (purging, the fault firing, the recovery, the drain) may take.
 PHASE_DEADLINE_S = 240.0
 
-#: The points between a sink's pre-commit and its commit (`kstream.tools.fault`).
+#: The points between a sink's pre-commit and its commit (`kstream.runtime.worker.faults`).
 BETWEEN_PRE_COMMIT_AND_COMMIT = ("pre-committed", "completed-before-commit", "committed")
 
 

@@ -34,7 +34,7 @@ from rich.console import Console
 from kstream.dataflow.channel_serde import channel_serde
 from kstream.errors import ConfigurationError
 from kstream.protocol.barrier import Alignment
-from kstream.runtime.channel import RECORD, BatchFormat, decode_header
+from kstream.runtime.channels.format import RECORD, BatchFormat, decode_header
 from kstream.testing import read_all
 from kstream.tools.seeds.demos import Initiator, bank_demo, token_ring_demo
 from kstream.tools.seeds.tables import Verdict

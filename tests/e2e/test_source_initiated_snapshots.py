@@ -34,7 +34,7 @@ from kstream.protocol.messages import (
 )
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.control import read_messages
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
 from kstream.testing import produce, read_all, unique_name, wait_settled
 from kstream.tools.demo import WordcountOutcome
 

@@ -7,7 +7,7 @@ from wordcount_runs import assert_exactly_once, run_wordcount
 
 from kstream.protocol.messages import Triggered, WorkerAlive
 from kstream.runtime.control import read_messages
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 

@@ -33,7 +33,7 @@ RESTARTS = 4
 CHILD = """
 import sys, time
 from kstream.protocol.barrier import Channel
-from kstream.runtime.flow import ChannelProbe
+from kstream.runtime.channels.flow import ChannelProbe
 bootstrap, topic, group, out = sys.argv[1:5]
 probe = ChannelProbe(bootstrap, {Channel(topic, 0): group})
 last = None

@@ -18,10 +18,10 @@ from kstream.dataflow.plan import TaskSpec, plan
 from kstream.dataflow.state import KeyedContext
 from kstream.infra.admin import Admin
 from kstream.protocol.names import channel_topic
-from kstream.runtime.channel import ChannelWriter
-from kstream.runtime.event_time import ElementContext
-from kstream.runtime.snapshot import LocalCheckpointStorage
-from kstream.runtime.task import ChannelTask, TaskRuntime, open_task
+from kstream.runtime.channels.writer import ChannelWriter
+from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
+from kstream.runtime.state.element import ElementContext
+from kstream.runtime.worker.task import ChannelTask, TaskRuntime, open_task
 from kstream.testing import RecordingSink, unique_name
 
 pytestmark = pytest.mark.broker

@@ -22,9 +22,9 @@ from kstream.dataflow.plan import TaskSpec, plan
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.protocol.flow import FlowConfig
-from kstream.runtime.consumers import task_consumer
-from kstream.runtime.flow import FlowControl, written_channels
+from kstream.runtime.channels.flow import FlowControl, written_channels
 from kstream.runtime.kafka import client_config
+from kstream.runtime.worker.consumers import task_consumer
 from kstream.testing import unique_name
 
 pytestmark = pytest.mark.broker

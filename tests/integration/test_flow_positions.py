@@ -19,9 +19,9 @@ from confluent_kafka.admin import AdminClient
 
 from kstream.infra.admin import Admin
 from kstream.protocol.names import task_group
-from kstream.runtime.consumers import task_consumer
-from kstream.runtime.flow import REPORT_INTERVAL_S, PositionReport
+from kstream.runtime.channels.flow import REPORT_INTERVAL_S, PositionReport
 from kstream.runtime.kafka import client_config
+from kstream.runtime.worker.consumers import task_consumer
 from kstream.testing import unique_name
 
 pytestmark = pytest.mark.broker

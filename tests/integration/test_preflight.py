@@ -9,7 +9,7 @@ from kstream.errors import ConfigurationError
 from kstream.examples.wordcount import job
 from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
-from kstream.runtime.preflight import check_cluster
+from kstream.runtime.runner.preflight import check_cluster
 from kstream.testing import unique_name
 
 pytestmark = pytest.mark.broker

@@ -23,14 +23,14 @@ from kstream.protocol.limits import (
 )
 from kstream.protocol.messages import Acked, WorkerFailed
 from kstream.protocol.names import commit_topic, control_topic
-from kstream.runtime.channel import (
+from kstream.runtime.channels.format import (
     DATA_HEADER_SIZE,
     RECORD,
     BatchFormat,
-    ChannelWriter,
     decode_batch,
     decode_header,
 )
+from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.control import REASON_CHARS, ControlWriter
 from kstream.runtime.sink import SinkContext
 from kstream.testing import read_all, unique_name, wait_settled

@@ -28,10 +28,10 @@ from kstream.dataflow.job import ErrorPolicy, Job, Sink, ValueState
 from kstream.dataflow.plan import TaskSpec, plan
 from kstream.infra.admin import Admin
 from kstream.protocol.names import channel_topic, dead_letter_topic
-from kstream.runtime.channel import ChannelWriter
+from kstream.runtime.channels.writer import ChannelWriter
+from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
 from kstream.runtime.sink import RollbackInterrupt, SinkContext, SinkSnapshot, SinkWriter
-from kstream.runtime.snapshot import LocalCheckpointStorage
-from kstream.runtime.task import Subtask, TaskRuntime, open_task
+from kstream.runtime.worker.task import Subtask, TaskRuntime, open_task
 from kstream.testing import produce, read_all, unique_name
 
 pytestmark = pytest.mark.broker

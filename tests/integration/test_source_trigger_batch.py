@@ -15,8 +15,8 @@ from kstream.connectors.kafka import KafkaSource
 from kstream.dataflow.job import Job
 from kstream.dataflow.plan import TaskSpec, plan
 from kstream.infra.admin import Admin
-from kstream.runtime.snapshot import LocalCheckpointStorage
-from kstream.runtime.task import BATCH, SourceTask, TaskRuntime, open_task
+from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
+from kstream.runtime.worker.task import BATCH, SourceTask, TaskRuntime, open_task
 from kstream.testing import RecordingSink, unique_name
 
 pytestmark = pytest.mark.broker

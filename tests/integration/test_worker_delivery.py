@@ -10,7 +10,7 @@ import pytest
 from kstream.errors import RecordLostError
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
-from kstream.runtime.worker import Worker
+from kstream.runtime.worker.process import Worker
 from kstream.testing import unique_name
 
 pytestmark = pytest.mark.broker

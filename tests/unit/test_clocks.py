@@ -36,12 +36,12 @@ ALLOWED = {
     # clock compares across machines. A jump delays a start by at most WAIT_S or
     # lets it skip that wait; the state directory's lock still refuses a second
     # runner of the same directory.
-    ("kstream/runtime/runner.py", "_refuse_if_coordinated_elsewhere"),
+    ("kstream/runtime/runner/runner.py", "_refuse_if_coordinated_elsewhere"),
     # The presence heartbeat's time stamp (see above), taken once for the message.
-    ("kstream/runtime/runner.py", "_announce"),
+    ("kstream/runtime/runner/runner.py", "_announce"),
     # Processing time (`ctx.now()`, processing-time timers) is the wall clock by
     # definition, documented as not reproducible; idleness uses the monotonic one.
-    ("kstream/runtime/event_time.py", "now_ms"),
+    ("kstream/runtime/state/element.py", "now_ms"),
     # A fault campaign's start on the wall clock: its report places the control
     # topic's (wall-clock) checkpoint stamps on its own timeline.
     ("kstream/tools/chaos/campaign.py", "__init__"),
@@ -52,7 +52,7 @@ ALLOWED = {
     ("connectors/kafka.py", "guard"),
     # Time retention deletes by the wall clock: the input's event time is judged
     # against it to warn that results would be deleted.
-    ("kstream/runtime/preflight.py", "_warn_of_retention"),
+    ("kstream/runtime/runner/preflight.py", "_warn_of_retention"),
 }
 
 

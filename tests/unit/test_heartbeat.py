@@ -6,7 +6,7 @@ import time
 
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.messages import WorkerAlive
-from kstream.runtime.heartbeat import Heartbeat
+from kstream.runtime.worker.heartbeat import Heartbeat
 
 
 class Sent:

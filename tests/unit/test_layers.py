@@ -71,5 +71,5 @@ def test_a_pure_module_imports_nothing_that_does_io(module: str) -> None:
 
 def test_the_probe_sees_io_imports() -> None:
     # The check above is only worth something if it can fail.
-    assert "kstream.runtime.channel" in io_imports("kstream.runtime.channel")
-    assert "confluent_kafka" in io_imports("kstream.runtime.channel")
+    assert "kstream.runtime.channels.writer" in io_imports("kstream.runtime.channels.writer")
+    assert "confluent_kafka" in io_imports("kstream.runtime.channels.writer")

@@ -35,6 +35,7 @@ from kstream.protocol.messages import Completed, ControlMessage, Recovered, Trig
 from kstream.protocol.names import control_topic
 from kstream.protocol.snapshot_id import SnapshotId
 from kstream.runtime.control import ControlReader, read_messages
+from kstream.runtime.worker.faults import FAULT_FILE_ENV, POINTS
 from kstream.tools.chaos.feeder import InputFeeder
 from kstream.tools.chaos.own_broker import claim
 from kstream.tools.chaos.reader import OutputReader, final_outputs, read_input
@@ -43,7 +44,6 @@ from kstream.tools.chaos.schedule import KINDS, Fault, LastFault, may_strike, sc
 from kstream.tools.chaos.targets import RunnerProcess, alive, signal_pid
 from kstream.tools.chaos.verdict import Verdict
 from kstream.tools.chaos.workload import Workload
-from kstream.tools.fault import FAULT_FILE_ENV, POINTS
 
 __all__ = ["CampaignConfig", "CampaignResult", "Injected", "run_campaign"]
 

@@ -176,7 +176,7 @@ def run_command(
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
     from kstream.infra.cluster import bootstrap_servers as resolve
     from kstream.protocol.coordinator import CoordinatorConfig
-    from kstream.runtime.runner import Runner
+    from kstream.runtime.runner.runner import Runner
 
     _logging(verbose)
     if fresh and accept_changes:
@@ -387,7 +387,7 @@ def _worker(
 ) -> None:
     from kstream.infra.cluster import bootstrap_servers as resolve
     from kstream.protocol.flow import FlowConfig
-    from kstream.runtime.worker import Worker
+    from kstream.runtime.worker.process import Worker
 
     # A worker's output is its log file, read after the fact: each line has its time.
     _logging(verbose, clock=True)

@@ -64,9 +64,9 @@ from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.checkpoint_history import CheckpointRecord, checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
-from kstream.runtime.channel import BatchFormat
+from kstream.runtime.channels.format import BatchFormat
 from kstream.runtime.control import read_messages
-from kstream.runtime.runner import Runner
+from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, run_until_consumed, unique_name
 from kstream.tools.demo import progress_bar
 from kstream.tools.seeds.naive import (

@@ -12,7 +12,7 @@ that moment, and nothing else coordinates the two:
 
 `Recorder` does this inside the process's operator (`kstream.examples.seed_ring`,
 ``naive`` parameters) and stores each `LocalRecord` in the run's checkpoint
-storage (`kstream.runtime.snapshot.LocalCheckpointStorage.root`, under
+storage (`kstream.runtime.checkpoint.storage.LocalCheckpointStorage.root`, under
 ``naive/<process>/``), next to where the real snapshots go.
 
 `compose` pairs the i-th record of p with the i-th record of q, as the naive
@@ -38,7 +38,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kstream.errors import CheckpointError
 from kstream.infra.client_settings import client_config
-from kstream.runtime.channel import RECORD, BatchFormat, decode_header
+from kstream.runtime.channels.format import RECORD, BatchFormat, decode_header
 from kstream.runtime.kafka import MANUAL_OFFSETS, request
 from kstream.testing import read_all, unique_name
 from kstream.tools.seeds.tables import TokenSnapshot

@@ -25,8 +25,14 @@ from kstream.dataflow.plan import Plan, TaskSpec
 from kstream.examples.seed_ring import P, Q
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.cuts import Cut, CutKind
-from kstream.runtime.channel import BARRIER, RECORD, BatchFormat, barrier_checkpoint, decode_header
-from kstream.runtime.snapshot import LocalCheckpointStorage, SnapshotMeta
+from kstream.runtime.channels.format import (
+    BARRIER,
+    RECORD,
+    BatchFormat,
+    barrier_checkpoint,
+    decode_header,
+)
+from kstream.runtime.checkpoint.storage import LocalCheckpointStorage, SnapshotMeta
 from kstream.testing import ReadRecord, read_all
 from kstream.tools.seeds.tables import Element, q_cut_on
 

@@ -1,4 +1,4 @@
-"""`kstream.runtime.chain`: a stage's operators, compiled and driven without Kafka.
+"""`kstream.runtime.worker.chain`: a stage's operators, compiled and driven without Kafka.
 
 Jobs are built with the public API; each stage's chain is compiled with
 recording ends (a list per sink or edge) and values are pushed through it.
@@ -16,8 +16,8 @@ import pytest
 from kstream.connectors.kafka import KafkaSink, KafkaSource
 from kstream.dataflow.job import Job, Node, ValueState
 from kstream.errors import ConfigurationError
-from kstream.runtime.chain import End, compile_chain, has_process
-from kstream.runtime.state import StateStore, key_bytes
+from kstream.runtime.state.store import StateStore, key_bytes
+from kstream.runtime.worker.chain import End, compile_chain, has_process
 
 
 class Ends:

@@ -1,4 +1,4 @@
-"""`kstream.runtime.chain` for graph stages: a co-process over two inputs sharing
+"""`kstream.runtime.worker.chain` for graph stages: a co-process over two inputs sharing
 the key's state, and side outputs, compiled and driven without Kafka."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from kstream import Job, KafkaSink, KafkaSource, RecordError, Tagged, ValueState
 from kstream.dataflow.job import Node
-from kstream.runtime.chain import End, compile_chain, has_process, input_pushes
-from kstream.runtime.state import StateStore
+from kstream.runtime.state.store import StateStore
+from kstream.runtime.worker.chain import End, compile_chain, has_process, input_pushes
 
 
 class Ends:

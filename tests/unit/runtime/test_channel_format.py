@@ -1,4 +1,4 @@
-"""`kstream.runtime.channel`: the wire format of channel records and how batches are cut.
+"""`kstream.runtime.channels.format`: the wire format of channel records and how batches are cut.
 
 The writer is given a producer that keeps what it is asked to produce (unit level:
 no Kafka here; the integration and end-to-end tests run channels on a real broker).
@@ -28,7 +28,7 @@ from kstream.errors import (
 )
 from kstream.protocol.codec import ITEMS, PAIRS, SAME_PAIRS
 from kstream.protocol.limits import RECORD_OVERHEAD
-from kstream.runtime.channel import (
+from kstream.runtime.channels.format import (
     BARRIER,
     DATA_HEADER_SIZE,
     HEADER_SIZE,
@@ -36,13 +36,13 @@ from kstream.runtime.channel import (
     PICKLE,
     RECORD,
     BatchFormat,
-    ChannelWriter,
     barrier_checkpoint,
     decode_batch,
     decode_header,
     encode_barrier,
 )
-from kstream.runtime.state import key_bytes
+from kstream.runtime.channels.writer import ChannelWriter
+from kstream.runtime.state.store import key_bytes
 
 TOPIC = "kstream.j.s1"
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from kstream.errors import CheckpointError
-from kstream.runtime.snapshot import (
+from kstream.runtime.checkpoint.storage import (
     SNAPSHOT_VERSION,
     LocalCheckpointStorage,
     SnapshotMeta,
     storage_failure,
 )
-from kstream.runtime.state import KEY_FORMAT, LEGACY_KEY_FORMAT
+from kstream.runtime.state.store import KEY_FORMAT, LEGACY_KEY_FORMAT
 
 ROWS = [(b"word", b"1", None), (None, b"2", [("kstream.src.topic", b"in")])]
 

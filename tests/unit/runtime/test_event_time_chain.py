@@ -19,9 +19,9 @@ from kstream.dataflow.state_serde import state_serde
 from kstream.errors import StateValueError, TimestampError
 from kstream.protocol.timers import TimerDomain
 from kstream.protocol.watermarks import MIN_WATERMARK
-from kstream.runtime.chain import TimerOperator, compile_chain, fire_due
-from kstream.runtime.event_time import ElementContext
-from kstream.runtime.state import StateStore
+from kstream.runtime.state.element import ElementContext
+from kstream.runtime.state.store import StateStore
+from kstream.runtime.worker.chain import TimerOperator, compile_chain, fire_due
 
 #: Sums are emitted per key at each multiple of this (ms).
 N = 10
@@ -391,7 +391,7 @@ def test_a_timer_key_the_state_serde_cannot_store_fails_the_flush_naming_it(
 
 
 def test_a_co_process_on_timer_serves_the_timers_of_both_sides(store: StateStore) -> None:
-    from kstream.runtime.chain import input_pushes
+    from kstream.runtime.worker.chain import input_pushes
 
     def side(name: str) -> Any:
         def fn(key: str, value: Any, ctx: KeyedContext) -> None:

@@ -12,7 +12,7 @@ from kstream.dataflow.plan import TaskSpec, plan
 from kstream.examples import collatz, wordcount
 from kstream.protocol.barrier import Channel
 from kstream.protocol.flow import FlowConfig
-from kstream.runtime.flow import (
+from kstream.runtime.channels.flow import (
     IDLE_INTERVAL_S,
     ChannelProbe,
     FlowControl,

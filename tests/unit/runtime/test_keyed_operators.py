@@ -12,8 +12,8 @@ import pytest
 from kstream.connectors.kafka import KafkaSink, KafkaSource
 from kstream.dataflow.job import Job, KeyedStream
 from kstream.dataflow.state import KeyedContext
-from kstream.runtime.chain import compile_chain
-from kstream.runtime.state import StateStore
+from kstream.runtime.state.store import StateStore
+from kstream.runtime.worker.chain import compile_chain
 
 
 @pytest.fixture

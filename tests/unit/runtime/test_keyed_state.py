@@ -1,4 +1,4 @@
-"""`kstream.runtime.keyed_state`: every kind of keyed state against a real RocksDB.
+"""`kstream.runtime.state.keyed`: every kind of keyed state against a real RocksDB.
 
 The hypothesis model test drives a store and a plain-dict model with the same
 random operations, flushes, cache drops and reopenings, and compares every read.
@@ -21,9 +21,9 @@ from rocksdict import DbClosedError
 
 from kstream.dataflow.state_serde import JSON, MSGPACK
 from kstream.errors import ConfigurationError, StateValueError
-from kstream.runtime import keyed_state
-from kstream.runtime.keyed_state import KeyedStateContext
-from kstream.runtime.state import StateStore, key_bytes
+from kstream.runtime.state import keyed as keyed_state
+from kstream.runtime.state.keyed import KeyedStateContext
+from kstream.runtime.state.store import StateStore, key_bytes
 
 OP = "s1.process"
 

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 import pytest
 from confluent_kafka import TopicPartition
 
-import kstream.runtime.purge as purge_module
-from kstream.runtime.purge import PURGE_PERIOD_S, ChannelPurger
+import kstream.runtime.runner.purge as purge_module
+from kstream.runtime.runner.purge import PURGE_PERIOD_S, ChannelPurger
 
 
 class _Admin:

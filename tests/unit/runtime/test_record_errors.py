@@ -1,4 +1,4 @@
-"""`kstream.runtime.dead_letters`: the fail and skip policies, which write nothing.
+"""`kstream.runtime.worker.dead_letters`: the fail and skip policies, which write nothing.
 
 The dead-letter policy writes through a real producer and is tested against a
 broker (`tests/e2e/test_job_safety.py`, `tests/integration/test_record_limits.py`).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from kstream.errors import JobFailedError, RecordTooLargeError
-from kstream.runtime.dead_letters import RecordErrors
+from kstream.runtime.worker.dead_letters import RecordErrors
 
 
 def errors(policy: str) -> RecordErrors:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kstream.runtime.preflight import retention_warning
+from kstream.runtime.runner.preflight import retention_warning
 
 DAY = 86_400_000
 NOW = 1_780_000_000_000

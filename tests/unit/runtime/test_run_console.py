@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from kstream.protocol.counters import JobCounters, WorkerCounters
 from kstream.protocol.messages import decode_all
-from kstream.runtime.notices import Notices
-from kstream.runtime.run_report import RunReport as MessageReport
+from kstream.runtime.runner.notices import Notices
+from kstream.runtime.runner.report import RunReport as MessageReport
 
 
 class RunReport(MessageReport):

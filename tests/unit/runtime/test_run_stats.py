@@ -1,10 +1,10 @@
-"""`kstream.runtime.run_stats`: what a completed checkpoint says the job covered."""
+"""`kstream.runtime.runner.stats`: what a completed checkpoint says the job covered."""
 
 from __future__ import annotations
 
 from kstream.protocol.coordinator import Complete
 from kstream.protocol.messages import Acked
-from kstream.runtime.run_stats import RunStats
+from kstream.runtime.runner.stats import RunStats
 
 
 def test_a_topic_read_by_two_source_stages_is_covered_as_far_as_the_slower() -> None:

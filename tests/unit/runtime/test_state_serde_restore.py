@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kstream.errors import CheckpointError
-from kstream.runtime.snapshot import SnapshotMeta, check_state_serde
+from kstream.runtime.checkpoint.storage import SnapshotMeta, check_state_serde
 
 
 def meta(serde: str, has_state: bool = True) -> SnapshotMeta:

@@ -1,4 +1,4 @@
-"""`kstream.runtime.state`: keyed values in RocksDB, flushes, checkpoints and key bytes."""
+"""`kstream.runtime.state.store`: keyed values in RocksDB, flushes, checkpoints and key bytes."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from rocksdict import Checkpoint, Rdict
 
 from kstream.errors import UnsupportedTypeError
-from kstream.runtime import keyed_state as state_module
-from kstream.runtime import state as state_store_module
-from kstream.runtime.state import (
+from kstream.runtime.state import keyed as state_module
+from kstream.runtime.state import store as state_store_module
+from kstream.runtime.state.store import (
     KEY_FORMAT,
     LEGACY_KEY_FORMAT,
     StateStore,
@@ -332,7 +332,7 @@ def test_key_bytes_are_the_same_in_another_process() -> None:
     here = [key_bytes(k) for k in KEYS]
     code = (
         "import sys, pickle\n"
-        "from kstream.runtime.state import key_bytes\n"
+        "from kstream.runtime.state.store import key_bytes\n"
         f"keys = {KEYS!r}\n"
         "sys.stdout.buffer.write(pickle.dumps([key_bytes(k) for k in keys]))\n"
     )

@@ -1,11 +1,11 @@
-"""The watchdog of calls that do not return (`kstream.runtime.stuck`), on a real thread."""
+"""The watchdog of calls that do not return (`kstream.runtime.worker.stuck`), on a real thread."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from kstream.runtime.stuck import CallWatch, StuckCall
+from kstream.runtime.worker.stuck import CallWatch, StuckCall
 
 
 class Task:

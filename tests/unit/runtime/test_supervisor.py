@@ -1,4 +1,4 @@
-"""`kstream.runtime.supervisor`: real child processes, started, watched and stopped."""
+"""`kstream.runtime.runner.supervisor`: real child processes, started, watched and stopped."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from kstream.errors import AlreadyRunningError
 from kstream.runtime.failure import Failure
 from kstream.runtime.lock import ProcessLock, worker_lock_path
-from kstream.runtime.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
+from kstream.runtime.runner.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
 
 
 def python(code: str) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kstream import Job, KafkaSink, KafkaSource
-from kstream.runtime.preflight import uncompacted_table
+from kstream.runtime.runner.preflight import uncompacted_table
 
 
 def _job(compacted: bool) -> Job:

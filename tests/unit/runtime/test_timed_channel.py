@@ -1,4 +1,4 @@
-"""Timed channel records (`kstream.runtime.channel`): stamps beside the items, the
+"""Timed channel records (`kstream.runtime.channels.format`): stamps beside the items, the
 writer's watermark after them, watermark-only records, splitting; no Kafka."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 
 from kstream.errors import ProtocolError
 from kstream.protocol.watermarks import MIN_WATERMARK
-from kstream.runtime.channel import (
+from kstream.runtime.channels.format import (
     TIMED,
     BatchFormat,
-    ChannelWriter,
     decode_header,
     decode_timed,
     encode_timed,
 )
-from kstream.runtime.event_time import ElementContext
+from kstream.runtime.channels.writer import ChannelWriter
+from kstream.runtime.state.element import ElementContext
 
 TOPIC = "kstream.j.s1"
 

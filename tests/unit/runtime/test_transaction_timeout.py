@@ -1,4 +1,4 @@
-"""`kstream.runtime.preflight.transaction_timeout`.
+"""`kstream.runtime.runner.preflight.transaction_timeout`.
 
 A pre-committed transaction must outlive its checkpoint.
 """
@@ -9,7 +9,7 @@ import pytest
 
 from kstream.errors import TimeoutConfigError
 from kstream.protocol.coordinator import CoordinatorConfig
-from kstream.runtime.preflight import transaction_timeout
+from kstream.runtime.runner.preflight import transaction_timeout
 
 CONFIG = CoordinatorConfig(interval=1.0, timeout=60.0)  # needs 2 x 61 = 122 s
 

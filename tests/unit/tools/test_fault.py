@@ -1,4 +1,4 @@
-"""`kstream.tools.fault`: parsing ``KSTREAM_FAULT`` and dying where it says."""
+"""`kstream.runtime.worker.faults`: parsing ``KSTREAM_FAULT`` and dying where it says."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kstream.errors import ConfigurationError
-from kstream.tools import fault
-from kstream.tools.fault import POINTS, FaultFile, Faults
+from kstream.runtime.worker import faults as fault
+from kstream.runtime.worker.faults import POINTS, FaultFile, Faults
 
 EVERY_POINT = "aligning, committed, completed-before-commit, pre-committed, recording, snapshotting"
 
@@ -65,7 +65,7 @@ def test_the_environment_variable_is_read(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_only_an_armed_point_and_checkpoint_kills_the_process() -> None:
     code = (
-        "from kstream.tools.fault import Faults\n"
+        "from kstream.runtime.worker.faults import Faults\n"
         "faults = Faults.from_env()\n"
         "faults.hit('committed', 1)\n"
         "faults.hit('aligning', 2)\n"
@@ -108,7 +108,7 @@ def test_a_point_armed_in_the_file_of_a_running_process_kills_it_and_says_so(
     path = tmp_path / "armed"
     code = (
         "import sys\n"
-        "from kstream.tools.fault import Faults\n"
+        "from kstream.runtime.worker.faults import Faults\n"
         "faults = Faults.from_env()\n"
         "faults.hit('committed', 7)\n"
         "print('alive', flush=True)\n"

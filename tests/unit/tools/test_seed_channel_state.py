@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kstream.runtime.channel import RECORD, BatchFormat, encode_barrier
+from kstream.runtime.channels.format import RECORD, BatchFormat, encode_barrier
 from kstream.testing import ReadRecord
 from kstream.tools.seeds.ring import recorded_range
 

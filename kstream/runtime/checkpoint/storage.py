@@ -53,7 +53,7 @@ MANIFEST = "manifest.json"
 #: recorded); 2: adds `version` and `key_format`; 3: adds `channel_replay`
 #: (unaligned checkpoints). A newer one is refused.
 SNAPSHOT_VERSION = 3
-#: Key formats this kstream reads (`kstream.runtime.state`).
+#: Key formats this kstream reads (`kstream.runtime.state.store`).
 _KEY_FORMATS = (1, 2)
 
 
@@ -87,7 +87,7 @@ class SnapshotMeta:
     #: or a channel subtask's ``{"input": InputWatermarks.snapshot()}`` (plain
     #: ints); empty for a stage without timestamps.
     watermarks: dict[str, Any] = field(default_factory=dict)
-    #: Encoding of keys in state and routing (`kstream.runtime.state`); 1 if
+    #: Encoding of keys in state and routing (`kstream.runtime.state.store`); 1 if
     #: taken before key formats were recorded. A resumed job keeps it.
     key_format: int = 2
     #: Topic -> partition -> ``[[end, generation], ...]``: old-generation records

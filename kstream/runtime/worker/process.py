@@ -61,17 +61,17 @@ from kstream.protocol.recovery import (
     WorkerAction,
     WorkerRecovery,
 )
+from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.failure import classify
-from kstream.runtime.heartbeat import Heartbeat
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config, connect
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import runner_gone, runner_pid
 from kstream.runtime.sink import Guarantee, RollbackInterrupt
-from kstream.runtime.snapshot import LocalCheckpointStorage
-from kstream.runtime.stuck import CallWatch
-from kstream.runtime.task import Subtask, TaskRuntime, open_task
-from kstream.tools.fault import Faults
+from kstream.runtime.worker.faults import Faults
+from kstream.runtime.worker.heartbeat import Heartbeat
+from kstream.runtime.worker.stuck import CallWatch
+from kstream.runtime.worker.task import Subtask, TaskRuntime, open_task
 
 __all__ = ["Worker"]
 
@@ -166,7 +166,7 @@ class Worker:
             lambda: self.restoring,
             self._stuck,
         )
-        #: Reports a call of the job's code that does not return (`kstream.runtime.stuck`).
+        #: Reports a call of the job's code that does not return (`kstream.runtime.worker.stuck`).
         self.watch = CallWatch()
         #: Identifies this process in heartbeats: its counters start at zero.
         self.process = uuid.uuid4().hex[:12]

@@ -1,7 +1,7 @@
 """Keyed state of one subtask, kept in RocksDB (rocksdict) with a write-back cache.
 
 Values are encoded by the job's state serde (`kstream.dataflow.state_serde`).
-Writes go to an in-memory cache first (`kstream.runtime.keyed_state`) and reach
+Writes go to an in-memory cache first (`kstream.runtime.state.keyed`) and reach
 RocksDB in one `WriteBatch` per processed batch of records (`flush`), so the
 per-record cost of value state is a dict operation and an encoding. The WAL is
 off: durability comes from snapshots, and after a crash the local database is
@@ -45,8 +45,8 @@ from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 from kstream.dataflow.state_serde import MSGPACK, StateSerde
 from kstream.errors import UnsupportedTypeError
 from kstream.protocol.codec import Codec
-from kstream.runtime.event_time import OperatorTimers
-from kstream.runtime.keyed_state import Flushable, KeyedStateContext
+from kstream.runtime.state.keyed import Flushable, KeyedStateContext
+from kstream.runtime.state.timers import OperatorTimers
 
 __all__ = ["KEY_FORMAT", "LEGACY_KEY_FORMAT", "StateStore", "key_bytes", "key_encoder"]
 

@@ -10,9 +10,9 @@ Two kinds, by what feeds the stage:
   aligns barriers over all of them with one `kstream.protocol.barrier.Aligner`;
   it snapshots when the aligner says so.
 
-Both push records through the stage's fused chain (`kstream.runtime.chain`),
+Both push records through the stage's fused chain (`kstream.runtime.worker.chain`),
 opening its ends here (sink writers, channel writers), apply the job's error
-policy to records that fail (`kstream.runtime.dead_letters`), and hand
+policy to records that fail (`kstream.runtime.worker.dead_letters`), and hand
 finished snapshots to the worker, which sends the acks once they are durable.
 """
 
@@ -75,32 +75,32 @@ from kstream.protocol.messages import ControlMessage, Declined, Initiated
 from kstream.protocol.snapshot_id import LamportClock, source_initiator
 from kstream.protocol.timers import TimerDomain
 from kstream.protocol.watermarks import InputWatermarks, SourceWatermarks, Unusable
-from kstream.runtime.chain import (
+from kstream.runtime.channels.flow import FlowControl, PositionReport
+from kstream.runtime.channels.format import (
+    BARRIER,
+    RECORD,
+    TIMED,
+    BatchFormat,
+    barrier_checkpoint,
+    decode_header,
+    decode_timed,
+)
+from kstream.runtime.channels.writer import ChannelWriter
+from kstream.runtime.checkpoint.storage import CheckpointStorage, SnapshotMeta, check_state_serde
+from kstream.runtime.kafka import connect, request
+from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
+from kstream.runtime.state.element import ElementContext, now_ms
+from kstream.runtime.state.store import KEY_FORMAT, StateStore, key_encoder
+from kstream.runtime.worker.chain import (
     TimerOperator,
     compile_chain,
     fire_due,
     has_process,
     input_pushes,
 )
-from kstream.runtime.channel import (
-    BARRIER,
-    RECORD,
-    TIMED,
-    BatchFormat,
-    ChannelWriter,
-    barrier_checkpoint,
-    decode_header,
-    decode_timed,
-)
-from kstream.runtime.consumers import task_consumer
-from kstream.runtime.dead_letters import RAW, PolicyCounts, RecordErrors
-from kstream.runtime.event_time import ElementContext, now_ms
-from kstream.runtime.flow import FlowControl, PositionReport
-from kstream.runtime.kafka import connect, request
-from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
-from kstream.runtime.snapshot import CheckpointStorage, SnapshotMeta, check_state_serde
-from kstream.runtime.state import KEY_FORMAT, StateStore, key_encoder
-from kstream.tools.fault import Faults
+from kstream.runtime.worker.consumers import task_consumer
+from kstream.runtime.worker.dead_letters import RAW, PolicyCounts, RecordErrors
+from kstream.runtime.worker.faults import Faults
 
 __all__ = ["ChannelTask", "PendingAck", "SourceTask", "Subtask", "TaskRuntime", "open_task"]
 
@@ -143,7 +143,8 @@ class TaskRuntime:
     max_record_bytes: int = DEFAULT_PRODUCER_BYTES
     #: `JobIdentity.fingerprint` of the job, recorded in every snapshot.
     identity: str = ""
-    #: Flow control: how much the channels a subtask writes may hold (`kstream.runtime.flow`).
+    #: Flow control: how much the channels a subtask writes may hold
+    #: (`kstream.runtime.channels.flow`).
     flow: FlowConfig = field(default_factory=FlowConfig)
     #: How a subtask with several input channels snapshots (`kstream.protocol.barrier`).
     alignment: Alignment = Alignment.ALIGNED
@@ -270,12 +271,12 @@ class Subtask:
         self.errors = RecordErrors(
             self.job.on_error, self.job.name, self.id, rt.producer, rt.max_record_bytes, self.stats
         )
-        #: Event time of what is being processed (`kstream.runtime.event_time`).
+        #: Event time of what is being processed (`kstream.runtime.state.timers`).
         self.element = ElementContext(self.stage.timed)
         #: Keyed operators with timers to fire, in compile order.
         self.timer_operators: list[TimerOperator] = []
         # A resumed job keeps the key format of its checkpoint: its state and
-        # its routing were written with it (`kstream.runtime.state`).
+        # its routing were written with it (`kstream.runtime.state.store`).
         self.key_format = KEY_FORMAT if self.restored is None else self.restored.key_format
         self.key_bytes = key_encoder(self.key_format)
         self.batch_format = BatchFormat(self.job.channel_serde)
@@ -544,7 +545,7 @@ class Subtask:
 
     def current_record(self) -> str:
         """Where the record being processed comes from (``topic[partition]@offset``),
-        for reports of a call that does not return (`kstream.runtime.stuck`);
+        for reports of a call that does not return (`kstream.runtime.worker.stuck`);
         "" before the first record."""
         m = self._current
         if m is None:

@@ -3,7 +3,7 @@
 The runner feeds `RunReport` every control message it writes (triggers,
 completions, aborts, recoveries) and every heartbeat it reads, with the time;
 `RunReport` returns the notice lines to print now and, at the end, the
-summary. Notices, each rate-limited per kind by `kstream.runtime.notices.Notices`:
+summary. Notices, each rate-limited per kind by `kstream.runtime.runner.notices.Notices`:
 
 * ``dead letter: <task>: <topic>[<partition>]@<offset>: <error> -> <topic>``
   when a worker reports new dead letters;
@@ -12,7 +12,7 @@ summary. Notices, each rate-limited per kind by `kstream.runtime.notices.Notices
   stopped answering (its heartbeats stopped), or checkpoints kept timing out;
 * ``worker <w>: <subtask>: <function>() ... has not returned for 10s on (<args>)
   from <topic>[<partition>]@<offset>; stuck at <file>:<line> in <function>``
-  once per call a worker reports stuck (`kstream.runtime.stuck`).
+  once per call a worker reports stuck (`kstream.runtime.worker.stuck`).
 
 The first ``recover`` of a run is its start, not a recovery.
 """
@@ -40,7 +40,7 @@ from kstream.protocol.messages import (
     WorkerFailed,
 )
 from kstream.protocol.names import dead_letter_topic
-from kstream.runtime.notices import Notices
+from kstream.runtime.runner.notices import Notices
 
 __all__ = ["RunReport"]
 

@@ -1,10 +1,4 @@
-"""Event time inside a subtask: the current record's time, and the timers of keyed operators.
-
-`ElementContext` is one mutable object per subtask that the task sets before
-each push (the current record's timestamp and partition stamp) and after each
-watermark change (the subtask's watermark and idleness). Operators, channel
-writers and sinks read it instead of receiving the time as an argument, so a
-stage without event time pays nothing per record.
+"""The timers of keyed operators inside a subtask.
 
 `OperatorTimers` keeps the timers of one keyed operator (`TimerService`,
 `kstream.protocol.timers`) in memory and in the subtask's RocksDB, written at
@@ -20,8 +14,7 @@ key's bytes, but ``on_timer`` gets the key object back).
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rocksdict import Rdict, WriteBatch
 
@@ -34,48 +27,13 @@ from kstream.protocol.timers import (
     decode_timer_key,
     encode_timer_key,
 )
-from kstream.protocol.watermarks import MIN_WATERMARK
+from kstream.runtime.state.element import TIMERS_STATE, ElementContext
+from kstream.runtime.state.keyed import KeyedStateContext
 
-if TYPE_CHECKING:
-    from kstream.runtime.keyed_state import KeyedStateContext
-
-__all__ = [
-    "TIMERS_STATE",
-    "ElementContext",
-    "KeyTimers",
-    "OperatorTimers",
-    "now_ms",
-]
-
-#: The state name under which an operator's timers are stored (reserved for them).
-TIMERS_STATE = "timers"
+__all__ = ["KeyTimers", "OperatorTimers"]
 
 EVENT = TimerDomain.EVENT
 PROCESSING = TimerDomain.PROCESSING
-
-
-def now_ms() -> int:
-    """Processing time: wall-clock milliseconds (what processing-time timers wait for)."""
-    return time.time_ns() // 1_000_000
-
-
-class ElementContext:
-    """What the subtask is processing now, in event time.
-
-    `timestamp` and `stamp` (the record's partition watermark) belong to the
-    record being pushed, or to the timer firing (both its timestamp then);
-    `watermark` and `idle` are the subtask's own, sent downstream with its
-    channel flushes. `timed` says whether the stage has event time at all.
-    """
-
-    __slots__ = ("idle", "stamp", "timed", "timestamp", "watermark")
-
-    def __init__(self, timed: bool) -> None:
-        self.timed = timed
-        self.timestamp: int | None = None
-        self.stamp = MIN_WATERMARK
-        self.watermark = MIN_WATERMARK
-        self.idle = False
 
 
 class OperatorTimers:

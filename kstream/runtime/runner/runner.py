@@ -3,10 +3,10 @@
 The runner is the I/O shell around `kstream.protocol.coordinator.Coordinator`: it turns
 control-topic messages and child-process exits into events and carries out the
 commands (control messages, checkpoint deletion, recovery). Around it: the
-start-up checks (`kstream.runtime.preflight`), the worker processes
-(`kstream.runtime.supervisor`; with `spawn=False` the runner only coordinates,
-for workers started on other machines), channel purging (`kstream.runtime.purge`)
-and the run's statistics (`kstream.runtime.run_stats`).
+start-up checks (`kstream.runtime.runner.preflight`), the worker processes
+(`kstream.runtime.runner.supervisor`; with `spawn=False` the runner only coordinates,
+for workers started on other machines), channel purging (`kstream.runtime.runner.purge`)
+and the run's statistics (`kstream.runtime.runner.stats`).
 """
 
 from __future__ import annotations
@@ -96,15 +96,15 @@ from kstream.protocol.resume_check import (
     refusal,
     unmet,
 )
+from kstream.runtime.checkpoint.storage import LocalCheckpointStorage, check_state_serde
 from kstream.runtime.control import ControlReader, ControlWriter, read_log
 from kstream.runtime.lock import ProcessLock, runner_lock_path
-from kstream.runtime.preflight import check_cluster, missing_topics
-from kstream.runtime.purge import CONTROL_HISTORY, ChannelPurger
-from kstream.runtime.run_report import RunReport
-from kstream.runtime.run_stats import RunStats
+from kstream.runtime.runner.preflight import check_cluster, missing_topics
+from kstream.runtime.runner.purge import CONTROL_HISTORY, ChannelPurger
+from kstream.runtime.runner.report import RunReport
+from kstream.runtime.runner.stats import RunStats
+from kstream.runtime.runner.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
 from kstream.runtime.sink import Guarantee
-from kstream.runtime.snapshot import LocalCheckpointStorage, check_state_serde
-from kstream.runtime.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
 
 __all__ = ["RunStats", "Runner"]
 
@@ -183,7 +183,7 @@ class Runner:
         #: Create missing output topics like the input (`--create-topics`).
         self.create_topics = create_topics
         self.stats = RunStats()
-        #: Console notices and the exit summary (see `kstream.runtime.run_report`).
+        #: Console notices and the exit summary (see `kstream.runtime.runner.report`).
         self.report = RunReport(job.name)
         job_dir = self.state_dir / job.name
         self.storage = LocalCheckpointStorage(job_dir / "checkpoints")
@@ -528,7 +528,7 @@ class Runner:
 
     def worker_command(self) -> list[str]:
         """A worker process's command line: a standby, told its index on stdin
-        (`kstream.runtime.supervisor`)."""
+        (`kstream.runtime.runner.supervisor`)."""
         cmd = [
             sys.executable,
             # No current directory on the import path before kstream is imported:

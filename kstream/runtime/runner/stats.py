@@ -55,7 +55,7 @@ class RunStats:
                 have = sources.setdefault(topic, {})
                 for p, offset in parts.items():
                     have[p] = min(offset, have.get(p, offset))
-            # Records before these are never read again: purged (`kstream.runtime.purge`).
+            # Records before these are never read again: purged (`kstream.runtime.runner.purge`).
             for topic, parts in (*a.channel_offsets.items(), *a.marker_offsets.items()):
                 channels.setdefault(topic, {}).update(parts)
             syncs.append(a.sync_ms)

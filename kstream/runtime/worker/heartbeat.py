@@ -18,7 +18,7 @@ stuck for good inside a batch is noticed by its checkpoints timing out (the
 coordinator aborts them and, after `CoordinatorConfig.tolerable_timeouts` in a
 row, rolls the job back and has the worker replaced), not by its liveness. The
 heartbeats this thread sends carry what the worker's watchdog found stuck
-(`kstream.runtime.stuck`): a call of the job's code that does not return.
+(`kstream.runtime.worker.stuck`): a call of the job's code that does not return.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Heartbeat:
     checkpoint); `alive()` is checked before each send from the thread and may
     end the process (an orphaned worker kills itself there); `stuck()` gives the
     line and identity of a call of the job's code that does not return
-    (`kstream.runtime.stuck`; ("", "") for none), sent with the repeated heartbeats:
+    (`kstream.runtime.worker.stuck`; ("", "") for none), sent with the repeated heartbeats:
     the main loop, when it sends its own, is not stuck.
     """
 

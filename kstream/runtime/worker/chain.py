@@ -16,7 +16,7 @@ input (`input_pushes` binds it per input); every other chain as
 ``push(value)``. A process function's `Tagged` outputs go to the side output
 of their tag; a tag without one raises `RecordError`. Exceptions raised by
 user functions pass out of ``push`` unchanged: the error policy
-(`kstream.runtime.dead_letters`) is applied by the caller, per record.
+(`kstream.runtime.worker.dead_letters`) is applied by the caller, per record.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from typing import Any
 from kstream.dataflow.job import Node, Stage, Tagged, children
 from kstream.errors import ConfigurationError, RecordError
 from kstream.protocol.timers import TimerDomain
-from kstream.runtime.event_time import ElementContext, KeyTimers, OperatorTimers
-from kstream.runtime.keyed_state import KeyedStateContext
-from kstream.runtime.state import StateStore, key_bytes
+from kstream.runtime.state.element import ElementContext
+from kstream.runtime.state.keyed import KeyedStateContext
+from kstream.runtime.state.store import StateStore, key_bytes
+from kstream.runtime.state.timers import KeyTimers, OperatorTimers
 
 __all__ = [
     "End",

@@ -36,7 +36,7 @@ from rocksdict import Rdict, WriteBatch
 from kstream.dataflow.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from kstream.dataflow.state_serde import StateSerde
 from kstream.errors import ConfigurationError, StateValueError
-from kstream.runtime.event_time import TIMERS_STATE, ElementContext, now_ms
+from kstream.runtime.state.element import TIMERS_STATE, ElementContext, now_ms
 
 __all__ = ["CACHE_LIMIT", "Flushable", "KeyedStateContext", "KeyedValueState"]
 
@@ -364,10 +364,10 @@ class _AggregatingState:
 class KeyedStateContext(KeyedValueState):
     """What a keyed function gets as ``ctx``: its default value state and its named states.
 
-    The runtime sets `key` (the key's bytes, `kstream.runtime.state.key_bytes`)
+    The runtime sets `key` (the key's bytes, `kstream.runtime.state.store.key_bytes`)
     and `key_object` (the key itself, for timers) before each call; every named
     state reads it from here. The event-time members read the subtask's
-    `ElementContext`; `timers` is set by the chain (`kstream.runtime.chain`).
+    `ElementContext`; `timers` is set by the chain (`kstream.runtime.worker.chain`).
     """
 
     __slots__ = ("_element", "_named", "_op", "_register", "_serde", "key_object", "timers")
