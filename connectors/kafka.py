@@ -7,7 +7,7 @@ offsets in checkpoints, never in consumer-group commits.
 `KafkaSink` writes results to a user topic. Values may be ``(key, value)``
 pairs or plain values (key None). Its writer follows the job's guarantee; the
 exactly-once writer (`TransactionalWriter`) is the two-phase commit of the
-checkpoint protocol, described in docs/architecture.md.
+checkpoint protocol, described in :ref:`two-phase-commit`.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class KafkaSource(Source):
 
     `snapshot_every` (seconds): each subtask of the source starts a snapshot
     of the whole job itself at that interval, besides the coordinator's
-    checkpoints (docs/architecture.md, "Snapshot ids").
+    checkpoints (:ref:`barriers-snapshot-ids`).
     """
 
     topic: str
@@ -510,7 +510,7 @@ class TransactionalWriter(SinkWriter):
         #: (served on the upload thread too: single dict stores, safe under the GIL).
         self._marker_offsets: dict[int, int] = {}
         #: The offset of the newest marker known to be committed: every marker
-        #: before it can be purged (docs/architecture.md §6, "Bounded internal topics").
+        #: before it can be purged (docs/operations/internal-topics.md, "Bounds").
         self._committed_marker: int | None = None
         self.handed: int = 0
 

@@ -30,7 +30,7 @@ where `later` is a stream downstream of the head (in its stage or a later
 one). The feedback edge is the only edge from a later stage to an earlier (or
 the same) one; it is marked `loop` (`Input.loop`) and carried by its own
 channel topic. `Job.validate` refuses a loop that is never closed and loops
-that cross (docs/architecture.md, "Cycles").
+that cross (:ref:`barriers-cycles`).
 
 Every function must be deterministic in its inputs and state for exactly-once
 results; functions are shipped to worker processes by importing the job spec,
@@ -605,7 +605,7 @@ class Stream:
 
         Close the loop with ``head.feed_back(stream)``, `stream` downstream of the
         head. The head's snapshot waits for barriers on its forward inputs only
-        and logs its loop channel as channel state (docs/architecture.md, "Cycles").
+        and logs its loop channel as channel state (:ref:`barriers-cycles`).
         """
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"an iterate's name is a non-empty string, got {name!r}")

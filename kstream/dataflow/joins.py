@@ -1,7 +1,7 @@
 """Event-time joins of two keyed streams: the interval join and the stream-table enrichment.
 
 Both are co-process functions over `KeyedContext` (side 0 is the first
-stream, side 1 the second) with one timer callback, as §10 "Joins" decides;
+stream, side 1 the second) with one timer callback, as :ref:`internals-event-time-joins` decides;
 everything they remember is the key's map state and timers, so snapshots
 hold it and a rollback replays the same output. Neither has allowed
 lateness: a record behind its partition's watermark is too late and goes to

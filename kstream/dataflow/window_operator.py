@@ -1,4 +1,6 @@
-"""The window operator: a keyed process function and its timer callback (§10 "Windows").
+"""The window operator: a keyed process function and its timer callback.
+
+Its rules: :ref:`internals-event-time-windows`.
 
 `window_functions` turns an assigner (`Tumbling`, `Sliding`, `Session`), an
 allowed lateness and a window function (`Aggregation` or `Apply`) into the
@@ -285,8 +287,9 @@ def _session_add(
     (own,) = assigner.assign(ts)
     stored = {TimeWindow(*e): tuple(v) for e, v in windows.items()}
     merge = merge_session(stored, own)
-    # Cannot happen for a record not too late at its partition (§10: touching
-    # sessions stay apart); reachable only after an idle partition resumed.
+    # Cannot happen for a record not too late at its partition (touching sessions
+    # stay apart: docs/internals/event-time.md, "Windows"); reachable only after an
+    # idle partition resumed.
     if window_phase(merge.window, ctx.watermark, allowed_lateness) is WindowPhase.CLEANED:
         yield _cleaned(key, ts, value, ctx.watermark)
         return

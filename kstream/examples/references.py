@@ -4,7 +4,7 @@ Each function takes the input as it was written to Kafka: a list of
 ``(partition, timestamp, key, value)``, the records of one partition in their
 offset order (partitions may be interleaved in any way: the result does not
 depend on it). No kstream runtime is involved; the rules are those of
-docs/architecture.md §10, restated here from scratch:
+:ref:`internals-event-time`, restated here from scratch:
 
 * a partition's watermark before a record is ``max(earlier timestamps of the
   partition) - out_of_orderness`` (none before its first record);

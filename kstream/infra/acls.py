@@ -1,6 +1,6 @@
 """The ACLs a job's principal needs on a cluster with an authorizer, and granting them.
 
-`job_acls` is the list the README gives: a job reads its input topics, writes
+`job_acls` is the list :ref:`secured-kafka-acls` gives: a job reads its input topics, writes
 its output topics, and owns everything named ``kstream.<job>.`` (internal
 topics, consumer groups, transactional ids); it reads the broker's settings
 once at start (the transaction timeout cap). `grant` creates ACLs and

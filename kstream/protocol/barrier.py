@@ -24,7 +24,7 @@ skipping it: a record of that generation is processed without an event (and
 while an alignment is in progress, goes through `handle`. The property tests
 drive both paths side by side and require the same answer.
 
-**Unaligned checkpoints** (docs/architecture.md, "Unaligned checkpoints"). In
+**Unaligned checkpoints** (:ref:`barriers-unaligned`). In
 `Alignment.UNALIGNED` mode nothing is blocked: the FIRST barrier n takes the
 snapshot (`TakeSnapshot` with the channels still `recording`), every other
 channel c records its channel state - the offset range from its position at
@@ -33,7 +33,7 @@ the snapshot to its barrier n - and once every channel delivered n,
 mode, `AlignmentTimedOut` switches the alignment in progress to that rule.
 Recording never closes the fast path: every record is processed.
 
-**Loop channels** (docs/architecture.md, "Cycles"). A loop head's feedback
+**Loop channels** (:ref:`barriers-cycles`). A loop head's feedback
 channels are `logged`: barrier n comes back on them only after the head
 forwarded it, so waiting for it would never end. In aligned mode the head
 aligns its other channels only; once barrier n arrived on all of them it

@@ -1,4 +1,4 @@
-"""Which prefix of a job's control topic no restart reads again (docs/architecture.md §6).
+"""Which prefix of a job's control topic no restart reads again (:ref:`internal-topics-bounded`).
 
 The control topic is the durable record of a job's checkpoints, but a restart
 reads only a little of it (`kstream.protocol.coordinator.replay`: the retained

@@ -169,7 +169,7 @@ class Recovered:
     `fresh`: the job starts over, forgetting every older checkpoint.
     `restated`: a copy of the generation's `recover`, written so that the
     control topic can be purged behind it (workers joining later read it;
-    docs/architecture.md §6, "Bounded internal topics"); it is no rollback.
+    :ref:`internal-topics-bounded`); it is no rollback.
     """
 
     TYPE: ClassVar[str] = "recover"

@@ -71,7 +71,8 @@ MAX_TIMESTAMP: Final = 2**63 - 1
 #: "Nothing known yet": below every timestamp, so it holds everything back.
 MIN_WATERMARK: Final = MIN_TIMESTAMP
 
-#: Defaults of §10: 5 s of disorder, idle after 10 s, 1 day of future.
+#: Defaults: 5 s of disorder, idle after 10 s, 1 day of future
+#: (docs/internals/event-time.md, "Event time").
 DEFAULT_OUT_OF_ORDERNESS_MS: Final = 5_000
 DEFAULT_IDLE_TIMEOUT_MS: Final = 10_000
 DEFAULT_MAX_FUTURE_MS: Final = 86_400_000

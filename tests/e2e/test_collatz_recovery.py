@@ -89,8 +89,8 @@ def run_collatz(
     )
     letters = read_all(bootstrap, dead_letter_topic(params["name"]))
     # Dead letters are written at least once: a kill between dead-lettering "zero" and
-    # the next completed checkpoint replays it and writes it again (README, "Records
-    # are counted when processed"). Nothing else may be a dead letter.
+    # the next completed checkpoint replays it and writes it again (docs/operations/
+    # console.md: records are counted when processed). Nothing else may be a dead letter.
     assert {r.value for r in letters} == {b"zero"}, messages
     return starts, got, done, messages, runner
 

@@ -1,4 +1,6 @@
-"""A job's principal with exactly the ACLs the README lists runs it; one ACL less stops it.
+"""A job's principal with exactly the ACLs the docs list runs it; one ACL less stops it.
+
+The list: docs/guide/secured-kafka.md, "The ACLs a job needs".
 
 The module starts a local broker with ``--security sasl-ssl-acls`` (KRaft's
 StandardAuthorizer: what no ACL allows is denied) on

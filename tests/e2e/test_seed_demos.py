@@ -171,7 +171,7 @@ def test_every_naive_row_is_what_the_processes_recorded(
 def test_the_naive_demos_exit_status_says_whether_every_global_state_held_the_token_once(
     bootstrap: str,
 ) -> None:
-    # The README's rule, for both schemes: exit 1 when a global state does not
+    # The rule docs/guide/demos.md states, for both schemes: exit 1 when a global state does not
     # hold the token exactly once, 0 when every one does.
     done = subprocess.run(
         [

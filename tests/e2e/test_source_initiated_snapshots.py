@@ -4,7 +4,7 @@ The word count with ``source_snapshot_interval_s``: its first source subtask
 starts snapshots itself (`kstream.protocol.initiation`), announced with an
 ``initiate`` control message, relayed to the other source subtask by the
 coordinator. What the control topic says is checked against the design
-(docs/architecture.md, "Snapshot ids"): who started each completed snapshot,
+(docs/internals/barriers.md, "Snapshot ids"): who started each completed snapshot,
 that a recovery restores the completed snapshot with the largest id, and that
 ids keep growing across a restart of the runner. Output is read with
 read_committed and compared with the input (exactly-once).

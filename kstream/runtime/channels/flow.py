@@ -1,7 +1,7 @@
 """Flow control's I/O: readers report their channel positions, writers probe them and pause.
 
 The decision is `kstream.protocol.flow.FlowGate`'s; this module feeds it and
-carries out what it says (see docs/architecture.md, "Flow control"):
+carries out what it says (see :ref:`flow-control-design`):
 
 * every subtask that reads channels commits its consumer's positions to its
   own consumer group, asynchronously, every `REPORT_INTERVAL_S` while they
@@ -98,7 +98,7 @@ def written_channels(plan: Plan, spec: TaskSpec) -> dict[Channel, str]:
 
     Loop channels (feedback edges) are left out: their reader, a loop head,
     never pauses them, and a writer waiting on one would wait on its own
-    loop (docs/architecture.md, "Cycles").
+    loop (:ref:`barriers-cycles`).
     """
     out: dict[Channel, str] = {}
     for node in _edges(plan.stage(spec).root):

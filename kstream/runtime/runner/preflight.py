@@ -48,7 +48,8 @@ __all__ = [
 #: The broker setting that caps every transaction's timeout.
 BROKER_MAX_TXN = "transaction.max.timeout.ms"
 #: Internal topics roll a segment at least every 10 minutes, so that what purging
-#: deleted leaves the disk within minutes on a long run (docs/architecture.md §6).
+#: deleted leaves the disk within minutes on a long run
+#: (docs/operations/internal-topics.md, "Bounds").
 INTERNAL_SEGMENT_MS = 600_000
 #: A topic's retention rule: a table topic must keep every key's latest value.
 CLEANUP_POLICY = "cleanup.policy"

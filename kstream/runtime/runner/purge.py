@@ -9,7 +9,7 @@ positions name, per commit-marker partition, a marker known to be committed
 (records before it are never the newest committed marker again), and the
 runner names the control topic's first offset a restart reads
 (`kstream.protocol.control_retention`); both are purged in the same round
-(docs/architecture.md §6, "Bounded internal topics").
+(:ref:`internal-topics-bounded`).
 
 A round runs on a thread of its own, with one admin client kept for the job:
 the runner coordinates checkpoints on its main loop, and a ``delete_records``

@@ -3,8 +3,8 @@
 `OperatorTimers` keeps the timers of one keyed operator (`TimerService`,
 `kstream.protocol.timers`) in memory and in the subtask's RocksDB, written at
 the same flush as its state, so that a snapshot's RocksDB checkpoint holds
-exactly the timers not fired at that snapshot. The key layout (§10 of
-docs/architecture.md)::
+exactly the timers not fired at that snapshot. The key layout
+(:ref:`internals-event-time-timers`)::
 
     s<stage>.<operator>.timers\\0<encode_timer_key(domain, timer)>  ->  the key, state serde
 

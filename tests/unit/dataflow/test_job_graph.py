@@ -166,7 +166,7 @@ def test_a_keyed_stream_feeds_exactly_one_process_function() -> None:
 
 
 def test_two_functions_on_the_same_keys_take_a_key_by_each() -> None:
-    # The way out the refusal names (and the README describes): one keyed stage per function.
+    # The way out the refusal names (docs/guide/jobs.md too): one keyed stage per function.
     job = Job("j")
     stream = job.source(KafkaSource("in"))
     stream.key_by(key).count(name="first").sink(KafkaSink("a"))

@@ -1,6 +1,6 @@
 """Barrier alignment (`kstream.protocol.barrier.Aligner`) against a simulated worker.
 
-The simulator plays the worker exactly as docs/architecture.md section 3
+The simulator plays the worker exactly as docs/internals/barriers.md
 describes: it reads FIFO channels in batches, stops reading a channel on
 `Block`, lets the rest of an already fetched batch arrive (the aligner must
 drop it), and on `Unblock` re-reads the channel from the `resume_offset` of

@@ -6,7 +6,8 @@ worker's `LamportClock`), each writing one FIFO channel into ``sum-0`` (an
 topic every participant reads at its own pace. Hypothesis interleaves
 coordinator ticks, sources starting snapshots on request, batches, control
 reads, channel reads, lost workers and restarts of the coordinator, and
-checks what the design promises (docs/architecture.md, "Snapshot ids"):
+checks what the design promises (docs/internals/barriers.md, "Snapshot ids: Lamport
+clocks, any initiator"):
 
 * every snapshot id is started once, by one initiator, never reused (across
   recoveries and coordinator restarts);

@@ -290,7 +290,8 @@ def _same(a: object, b: object) -> bool:
         assert isinstance(b, frozenset)
         return len(a) == len(b) and all(any(_same(x, y) for y in b) for x in a)
     if isinstance(a, float):
-        # 0.0 and -0.0 are equal in Python but two keys here (see docs/architecture.md).
+        # 0.0 and -0.0 are equal in Python but two keys here (docs/internals/channels.md,
+        # "Channel wire format, keys, and what kstream trusts").
         return repr(a) == repr(b)
     return bool(a == b)
 
