@@ -1,112 +1,42 @@
-"""A job's identity: what must not change between a checkpoint and the job resuming it.
-
-A checkpoint's state and offsets only mean something to the job that took it:
-the same sources (topics), operators, sinks and parallelism. `JobIdentity`
-describes a planned job in plain JSON-able values; it is recorded with every
-completed checkpoint (in the control topic's ``complete`` message) and its
-fingerprint in every snapshot's metadata. `resume_problems` compares a recorded
-identity with the job being started and says what differs; the runner refuses
-to resume when anything does, unless told to accept compatible changes.
-A parallelism change is never accepted: channel layouts and the partitions a
-source subtask owns depend on it, and rescaling does not exist.
+"""A job's identity computed from its plan: the value itself, and what may differ on
+resume, are `kstream.protocol.identity`'s; this module reads them off a planned job.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
 from kstream.dataflow.job import Job, Node, children
 from kstream.dataflow.plan import Plan
+from kstream.protocol.identity import FORMAT_VERSION, JobIdentity
 
-__all__ = ["FORMAT_VERSION", "JobIdentity", "resume_problems"]
-
-#: Version of the checkpoint format (snapshot layout, manifest, identity). A
-#: checkpoint of another version is not resumed: its files may mean something else.
-FORMAT_VERSION = 2
+__all__ = ["identity_of"]
 
 
-@dataclass(frozen=True, slots=True)
-class JobIdentity:
-    """The identity of a planned job: its sources, sinks, operators (side outputs
-    included, as ``s<stage>.side:<tag>``) and parallelism per stage, and its
-    `edges` when the graph is not a line.
+def identity_of(p: Plan) -> JobIdentity:
+    """The identity of planned job `p` (see `JobIdentity`)."""
+    sources: list[str] = []
+    sinks: list[str] = []
+    operators: list[str] = []
+    for stage in p.job.stages:
+        if stage.source is not None:
+            sources.append(stage.source.name)
 
-    `edges` lists every stage input as ``s<from>>s<to>.i<k>:<keyed|round-robin>``
-    (with ``/side<n>`` for a co-process's second side). It is empty for a line
-    (each stage fed only by the stage before it), whose edges the other fields
-    already imply: such a job keeps the fingerprint it had before graphs existed.
-    """
+        def walk(node: Node, stage_index: int = stage.index) -> None:
+            if node.kind == "sink" and node.sink is not None:
+                sinks.append(node.sink.name)
+            elif node.kind not in ("source", "input"):
+                operators.append(f"s{stage_index}.{node.kind}:{node.name}")
+            for child in children(node):
+                walk(child)
 
-    format: int
-    parallelism: tuple[int, ...]
-    sources: tuple[str, ...]
-    sinks: tuple[str, ...]
-    operators: tuple[str, ...]
-    edges: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, p: Plan) -> JobIdentity:
-        sources: list[str] = []
-        sinks: list[str] = []
-        operators: list[str] = []
-        for stage in p.job.stages:
-            if stage.source is not None:
-                sources.append(stage.source.name)
-
-            def walk(node: Node, stage_index: int = stage.index) -> None:
-                if node.kind == "sink" and node.sink is not None:
-                    sinks.append(node.sink.name)
-                elif node.kind not in ("source", "input"):
-                    operators.append(f"s{stage_index}.{node.kind}:{node.name}")
-                for child in children(node):
-                    walk(child)
-
-            walk(stage.root)
-        return cls(
-            FORMAT_VERSION,
-            p.parallelism,
-            tuple(sources),
-            tuple(sinks),
-            tuple(operators),
-            _edges(p.job),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "format": self.format,
-            "parallelism": list(self.parallelism),
-            "sources": list(self.sources),
-            "sinks": list(self.sinks),
-            "operators": list(self.operators),
-        }
-        if self.edges:
-            out["edges"] = list(self.edges)
-        return out
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> JobIdentity:
-        """Parse a recorded identity; `ValueError` if it is malformed."""
-        try:
-            return cls(
-                int(raw["format"]),
-                tuple(int(x) for x in raw["parallelism"]),
-                tuple(str(x) for x in raw["sources"]),
-                tuple(str(x) for x in raw["sinks"]),
-                tuple(str(x) for x in raw["operators"]),
-                tuple(str(x) for x in raw.get("edges", ())),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"malformed job identity {raw!r}") from exc
-
-    @property
-    def fingerprint(self) -> str:
-        """A short digest of the identity, stored in every snapshot's metadata."""
-        text = json.dumps(self.to_json(), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        walk(stage.root)
+    return JobIdentity(
+        FORMAT_VERSION,
+        p.parallelism,
+        tuple(sources),
+        tuple(sinks),
+        tuple(operators),
+        _edges(p.job),
+    )
 
 
 def _edges(job: Job) -> tuple[str, ...]:
@@ -120,35 +50,3 @@ def _edges(job: Job) -> tuple[str, ...]:
     feeds = [[i.upstream.index for i in s.inputs] for s in job.stages]
     line = all(f == ([n - 1] if n else []) for n, f in enumerate(feeds))
     return () if line else edges
-
-
-def resume_problems(
-    recorded: JobIdentity | None, current: JobIdentity
-) -> tuple[list[str], list[str]]:
-    """What differs between a checkpoint's job and the job resuming it.
-
-    Returns ``(fatal, acceptable)``: `fatal` differences can never be resumed
-    across (parallelism, checkpoint format, no recorded identity); `acceptable`
-    ones (sources, sinks, operators) may be resumed on purpose when the user
-    knows the change is compatible. Both empty: the same job.
-    """
-    if recorded is None:
-        return ["the checkpoint records no job identity (written by an older kstream)"], []
-    fatal: list[str] = []
-    acceptable: list[str] = []
-    if recorded.format != current.format:
-        fatal.append(f"checkpoint format {recorded.format}, this kstream writes {current.format}")
-    if recorded.parallelism != current.parallelism:
-        fatal.append(
-            f"parallelism per stage {list(recorded.parallelism)} -> {list(current.parallelism)} "
-            "(rescaling a checkpoint is not supported)"
-        )
-    for what, old, new in (
-        ("sources", recorded.sources, current.sources),
-        ("sinks", recorded.sinks, current.sinks),
-        ("operators", recorded.operators, current.operators),
-        ("edges", recorded.edges, current.edges),
-    ):
-        if old != new:
-            acceptable.append(f"{what} {', '.join(old) or '-'} -> {', '.join(new) or '-'}")
-    return fatal, acceptable

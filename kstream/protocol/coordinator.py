@@ -63,8 +63,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from kstream.dataflow.identity import JobIdentity
 from kstream.errors import ConfigurationError
+from kstream.protocol.identity import JobIdentity
 from kstream.protocol.messages import (
     Aborted,
     Acked,

@@ -47,9 +47,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias, assert_never
 
-from kstream.dataflow.identity import JobIdentity
 from kstream.errors import ProtocolError
 from kstream.protocol.counters import WorkerCounters
+from kstream.protocol.identity import JobIdentity
 
 __all__ = [
     "Aborted",

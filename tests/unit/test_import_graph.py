@@ -81,8 +81,6 @@ KNOWN: frozenset[tuple[str, str]] = frozenset(
         ("kstream.examples.visit_enrichment", "kstream.dataflow.window_operator"),
         ("kstream.examples.windowed_counts", "kstream.dataflow.window_operator"),
         ("kstream.examples.windowed_counts", "kstream.dataflow.windows"),
-        ("kstream.protocol.coordinator", "kstream.dataflow.identity"),
-        ("kstream.protocol.messages", "kstream.dataflow.identity"),
     }
 )
 

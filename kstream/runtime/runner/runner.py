@@ -24,7 +24,7 @@ from typing import assert_never
 
 from confluent_kafka import TopicPartition
 
-from kstream.dataflow.identity import JobIdentity, resume_problems
+from kstream.dataflow.identity import identity_of
 from kstream.dataflow.job import Job
 from kstream.dataflow.plan import Plan, plan
 from kstream.errors import (
@@ -64,6 +64,7 @@ from kstream.protocol.coordinator import (
     WorkerLost,
     replay,
 )
+from kstream.protocol.identity import resume_problems
 from kstream.protocol.messages import (
     Aborted,
     Acked,
@@ -175,7 +176,7 @@ class Runner:
                 "(aligned, a subtask aligns one snapshot at a time)"
             )
         self.plan: Plan = plan(job, workers)
-        self.identity = JobIdentity.of(self.plan)
+        self.identity = identity_of(self.plan)
         #: Start from scratch, forgetting the job name's earlier checkpoints.
         self.fresh = fresh
         #: Resume a checkpoint of a job whose sources, sinks or operators changed.

@@ -29,7 +29,7 @@ from typing import Any, assert_never
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from kstream.dataflow.identity import JobIdentity
+from kstream.dataflow.identity import identity_of
 from kstream.dataflow.job import Job, sink_nodes
 from kstream.dataflow.plan import Plan, plan
 from kstream.errors import (
@@ -117,7 +117,7 @@ class Worker:
         self.storage = LocalCheckpointStorage(root / "checkpoints")
         self.state_root = root / f"worker-{index}"
         self.lock = ProcessLock(worker_lock_path(root, index), f"worker {index} of job {job.name}")
-        self.identity = JobIdentity.of(self.plan).fingerprint
+        self.identity = identity_of(self.plan).fingerprint
         self.control = ControlWriter(bootstrap, job.name)
         #: Records of the shared producer (channels, plain sinks, dead letters) that
         #: Kafka did not take: the job must roll back, or they would be lost.

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from kstream.connectors.kafka import KafkaSink, KafkaSource
-from kstream.dataflow.identity import FORMAT_VERSION, JobIdentity, resume_problems
+from kstream.dataflow.identity import identity_of
 from kstream.dataflow.job import Job
 from kstream.dataflow.plan import plan
+from kstream.protocol.identity import FORMAT_VERSION, JobIdentity, resume_problems
 
 
 def wordcount(source: str = "a", sink: str = "out", op: str = "count") -> Job:
@@ -21,7 +22,7 @@ def wordcount(source: str = "a", sink: str = "out", op: str = "count") -> Job:
 
 
 def identity(job: Job, workers: int = 2) -> JobIdentity:
-    return JobIdentity.of(plan(job, workers))
+    return identity_of(plan(job, workers))
 
 
 def test_identity_names_sources_sinks_operators_and_parallelism() -> None:

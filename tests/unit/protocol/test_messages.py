@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kstream.dataflow.identity import JobIdentity
 from kstream.protocol.counters import WorkerCounters
+from kstream.protocol.identity import JobIdentity
 from kstream.protocol.messages import (
     Aborted,
     Acked,
