@@ -28,12 +28,13 @@ from typing import Any
 from confluent_kafka import Producer
 
 from kstream.connectors.kafka import KafkaSink, KafkaSource
-from kstream.dataflow.job import Job, Node
+from kstream.dataflow.graph import Node
+from kstream.dataflow.job import Job
+from kstream.dataflow.outputs import SinkContext, SinkWriter
 from kstream.examples.wordcount import count
 from kstream.infra.admin import Admin
 from kstream.protocol.names import commit_topic
 from kstream.runtime.kafka import client_config
-from kstream.runtime.sink import SinkContext, SinkWriter
 from kstream.runtime.state.store import StateStore
 from kstream.runtime.worker.chain import compile_chain
 

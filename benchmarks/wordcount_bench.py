@@ -23,13 +23,13 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from kstream.dataflow.outputs import Guarantee
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.runner.runner import Runner
-from kstream.runtime.sink import Guarantee
 from kstream.testing import produce, read_all, unique_name, wait_settled
 from kstream.tools.demo import _generate
 

@@ -24,8 +24,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from kstream.dataflow.job import Sink, Source, StartPosition, Timestamps
+from kstream.dataflow.inputs import Source, StartPosition
+from kstream.dataflow.outputs import Producer as ProducerCalls
+from kstream.dataflow.outputs import Sink, SinkContext, SinkSnapshot, SinkWriter
 from kstream.dataflow.serde import Serde, StrSerde, serde
+from kstream.dataflow.types import Timestamps
 from kstream.errors import (
     ConfigurationError,
     KafkaUnavailableError,
@@ -68,7 +71,6 @@ from kstream.runtime.kafka import (
     request,
     transact,
 )
-from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
 
 __all__ = ["LINEAGE_HEADERS", "KafkaSink", "KafkaSource", "TransactionalWriter"]
 
@@ -222,14 +224,14 @@ Headers = list[tuple[str, str | bytes | None]]
 Row = tuple[bytes | None, bytes | None, Headers | None, int]
 
 
-def _produce_row(producer: Producer, topic: str, row: Sequence[Any]) -> None:
+def _produce_row(producer: Producer | ProducerCalls, topic: str, row: Sequence[Any]) -> None:
     """Produce `row` (a `Row`, or a 3-tuple kept by a snapshot taken before timestamps)."""
     produce(
         producer, topic, row[1], row[0], headers=row[2], timestamp=row[3] if len(row) > 3 else 0
     )
 
 
-def _produce_output(producer: Producer, topic: str, row: Row) -> None:
+def _produce_output(producer: Producer | ProducerCalls, topic: str, row: Row) -> None:
     """`_produce_row` with the common case inlined: no headers, the producer's timestamp.
 
     An output costs one C call here instead of two more Python calls; a refused

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from kstream.dataflow.job import Sink
+from kstream.dataflow.outputs import Sink, SinkContext, SinkSnapshot, SinkWriter
 from kstream.errors import CheckpointError, KafkaUnavailableError, RecordLostError
 from kstream.infra.admin import Admin
 from kstream.runtime.kafka import (
@@ -31,7 +31,6 @@ from kstream.runtime.kafka import (
     transact,
 )
 from kstream.runtime.kafka import produce as produce_one
-from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
 
 if TYPE_CHECKING:
     from kstream.runtime.runner.runner import Runner

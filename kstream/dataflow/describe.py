@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kstream.dataflow.job import Input, Node, Source
+from kstream.dataflow.graph import Input, Node
+from kstream.dataflow.inputs import Source
 from kstream.dataflow.plan import Plan, input_topic
 
 __all__ = ["describe"]

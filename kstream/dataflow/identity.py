@@ -4,7 +4,8 @@ resume, are `kstream.protocol.identity`'s; this module reads them off a planned 
 
 from __future__ import annotations
 
-from kstream.dataflow.job import Job, Node, children
+from kstream.dataflow.graph import Node, children
+from kstream.dataflow.job import Job
 from kstream.dataflow.plan import Plan
 from kstream.protocol.identity import FORMAT_VERSION, JobIdentity
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kstream.dataflow.job import Input, Job, Stage, sink_nodes
+from kstream.dataflow.graph import Input, Stage, sink_nodes
+from kstream.dataflow.job import Job
 from kstream.errors import ConfigurationError
 from kstream.protocol.names import (
     channel_topic,

@@ -52,14 +52,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kstream.dataflow.job import KeyedStream, Stream, Tagged
 from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.types import LATE, Tagged
 from kstream.dataflow.windows import (
     Assigner,
     Session,
-    Sliding,
     TimeWindow,
-    Tumbling,
     WindowPhase,
     cleanup_time,
     merge_session,
@@ -69,11 +67,9 @@ from kstream.errors import ConfigurationError
 from kstream.protocol.watermarks import Lateness, lateness
 
 __all__ = [
-    "LATE",
     "Aggregation",
     "Apply",
     "WindowFunction",
-    "WindowedStream",
     "counting",
     "event_time",
     "late_record",
@@ -81,9 +77,6 @@ __all__ = [
     "window_result",
 ]
 
-#: The side output too-late records go to (`Stream.side_output(LATE)`); a job
-#: that does not consume it has them dead-lettered, as any unconsumed tag.
-LATE: Final = "late"
 #: The map state holding a key's windows.
 _WINDOWS: Final = "windows"
 
@@ -349,48 +342,3 @@ def _plus_one(acc: int, _: Any) -> int:
 
 def _plus(a: int, b: int) -> int:
     return a + b
-
-
-class WindowedStream:
-    """A keyed stream cut into event-time windows: finish it with a window function.
-
-    ``keyed.window(tumbling(60_000), allowed_lateness=5_000).count()`` emits
-    `window_result` dicts; too-late records go to ``.side_output("late")`` of
-    the stream returned.
-    """
-
-    def __init__(self, keyed: KeyedStream, assigner: Assigner, allowed_lateness: int) -> None:
-        if not isinstance(assigner, Tumbling | Sliding | Session):
-            raise ConfigurationError(
-                f"window takes tumbling(size), sliding(size, slide) or session(gap), "
-                f"got {assigner!r}"
-            )
-        self._keyed = keyed
-        self._assigner = assigner
-        self._allowed_lateness = allowed_lateness
-
-    def _run(self, function: WindowFunction, name: str) -> Stream:
-        process, on_timer = window_functions(self._assigner, self._allowed_lateness, function)
-        return self._keyed.process(process, on_timer=on_timer, name=name)
-
-    def aggregate(
-        self,
-        initial: Any,
-        add: Callable[[Any, Any], Any],
-        result: Callable[[Any], Any] | None = None,
-        merge: Callable[[Any, Any], Any] | None = None,
-        name: str = "window",
-    ) -> Stream:
-        """Per window, ``result(acc)`` (or ``acc``) with ``acc = add(acc, value)`` from
-        `initial`; session windows need ``merge(acc, other)``."""
-        return self._run(Aggregation(initial, add, result, merge), name)
-
-    def apply(
-        self, fn: Callable[[Any, TimeWindow, tuple[Any, ...]], Any], name: str = "window"
-    ) -> Stream:
-        """Per window, ``fn(key, window, values)`` over all its values (kept in state)."""
-        return self._run(Apply(fn), name)
-
-    def count(self, name: str = "window") -> Stream:
-        """Per window, the number of its values."""
-        return self._run(counting(), name)

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kstream.dataflow.windows import Session, Sliding, TimeWindow, Tumbling
+from kstream import Session, Sliding, TimeWindow, Tumbling
 
 __all__ = [
     "Enriched",

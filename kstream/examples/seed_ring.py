@@ -51,9 +51,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kstream import Job, KafkaSource, request_snapshot
-from kstream.dataflow.job import Stream
-from kstream.dataflow.state import KeyedContext
+from kstream import Job, KafkaSource, KeyedContext, Stream, request_snapshot
 from kstream.tools.seeds.naive import Recorder
 
 __all__ = [

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kstream import Job, session
-from kstream.dataflow.window_operator import LATE
-from kstream.dataflow.windows import TimeWindow
+from kstream import LATE, Job, TimeWindow, session
 from kstream.examples.event_time import key_of, late_sink, output_sink, source
 
 #: The input generator's bound (`inputs.clicks`).

@@ -13,8 +13,7 @@ records of either side go to the late topic with ``"side"``.
 
 from __future__ import annotations
 
-from kstream import Job
-from kstream.dataflow.window_operator import LATE
+from kstream import LATE, Job
 from kstream.examples.event_time import key_of, late_sink, output_sink, source
 
 #: The input generator's bound (`inputs.profiles_and_visits`).

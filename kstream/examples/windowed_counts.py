@@ -13,9 +13,7 @@ to the late topic.
 
 from __future__ import annotations
 
-from kstream import Job, sliding, tumbling
-from kstream.dataflow.window_operator import LATE
-from kstream.dataflow.windows import Sliding, Tumbling
+from kstream import LATE, Job, Sliding, Tumbling, sliding, tumbling
 from kstream.examples.event_time import key_of, late_sink, output_sink, source
 
 #: The input generator's bound (`inputs.keyed_events`).

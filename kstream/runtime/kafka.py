@@ -31,6 +31,7 @@ from typing import Any, TypeVar, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from kstream.dataflow.outputs import Producer as ProducerCalls
 from kstream.errors import (
     AuthorizationError,
     KafkaUnavailableError,
@@ -120,7 +121,7 @@ def kafka_error(error: KafkaException | KafkaError, what: str) -> KStreamError:
 
 
 def produce(
-    producer: Producer,
+    producer: Producer | ProducerCalls,
     topic: str,
     value: bytes | None,
     key: bytes | None = None,
@@ -173,7 +174,7 @@ def produce(
             raise kafka_error(exc, f"cannot write to {kind} {place}") from None
 
 
-def flush(producer: Producer, timeout: float, what: str) -> None:
+def flush(producer: Producer | ProducerCalls, timeout: float, what: str) -> None:
     """Wait until every record of `producer` is acknowledged, at most `timeout` seconds.
 
     Raises `KafkaUnavailableError` (naming `what`) if some are still pending.

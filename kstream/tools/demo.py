@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kstream.audit.checks import Record, ViolationKind, running_count_violations
+from kstream.dataflow.outputs import Guarantee
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
@@ -21,7 +22,6 @@ from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.runner.runner import Runner
-from kstream.runtime.sink import Guarantee
 from kstream.testing import (
     Feeder,
     ReadRecord,

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
+from kstream.dataflow.outputs import SinkContext
 from kstream.errors import KafkaUnavailableError, ProtocolError, RecordTooLargeError
 from kstream.infra.admin import Admin
 from kstream.protocol.limits import (
@@ -32,7 +33,6 @@ from kstream.runtime.channels.format import (
 )
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.control import REASON_CHARS, ControlWriter
-from kstream.runtime.sink import SinkContext
 from kstream.testing import read_all, unique_name, wait_settled
 
 pytestmark = pytest.mark.broker

@@ -24,13 +24,15 @@ import pytest
 from confluent_kafka import Producer
 
 from kstream.connectors.kafka import KafkaSource
-from kstream.dataflow.job import ErrorPolicy, Job, Sink, ValueState
+from kstream.dataflow.job import Job
+from kstream.dataflow.outputs import RollbackInterrupt, Sink, SinkContext, SinkSnapshot, SinkWriter
 from kstream.dataflow.plan import TaskSpec, plan
+from kstream.dataflow.state import ValueState
+from kstream.dataflow.types import ErrorPolicy
 from kstream.infra.admin import Admin
 from kstream.protocol.names import channel_topic, dead_letter_topic
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
-from kstream.runtime.sink import RollbackInterrupt, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.worker.task import Subtask, TaskRuntime, open_task
 from kstream.testing import produce, read_all, unique_name
 

@@ -12,6 +12,7 @@ from confluent_kafka import Producer, TopicPartition
 
 from kstream.connectors import kafka as kafka_connector
 from kstream.connectors.kafka import KafkaSink, TransactionalWriter
+from kstream.dataflow.outputs import SinkContext
 from kstream.errors import (
     KafkaUnavailableError,
     ProducerFencedError,
@@ -20,7 +21,6 @@ from kstream.errors import (
 )
 from kstream.infra.admin import Admin
 from kstream.protocol.names import commit_topic
-from kstream.runtime.sink import SinkContext
 from kstream.testing import read_all, unique_name, wait_settled
 
 pytestmark = pytest.mark.broker

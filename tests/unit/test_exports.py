@@ -11,8 +11,8 @@ def test_top_level_exports() -> None:
         "ConfigurationError",
         "ConnectedStreams",
         "DecodeError",
-        "GUARANTEES",
         "Guarantee",
+        "IterationHead",
         "Job",
         "JobFailedError",
         "KStreamError",
@@ -20,20 +20,33 @@ def test_top_level_exports() -> None:
         "KafkaSource",
         "KeyedContext",
         "KeyedStream",
+        "LATE",
+        "Lateness",
         "ListState",
         "MapState",
+        "Producer",
         "RecordError",
         "RecordTooLargeError",
         "RecordType",
         "ReducingState",
         "Serde",
+        "Session",
         "Sink",
+        "SinkContext",
+        "SinkSnapshot",
+        "SinkWriter",
+        "Sliding",
         "Source",
+        "StartPosition",
         "StateSerde",
         "Stream",
         "Tagged",
+        "TimeWindow",
+        "Tumbling",
         "ValueState",
+        "WindowedStream",
         "__version__",
+        "lateness",
         "request_snapshot",
         "session",
         "sliding",
@@ -61,11 +74,17 @@ def test_window_assigners_come_from_the_front_door_and_their_module() -> None:
 def test_exports_are_the_objects_of_their_layers() -> None:
     from kstream.connectors.kafka import KafkaSink
     from kstream.dataflow.job import Job
-    from kstream.runtime.sink import GUARANTEES
+    from kstream.dataflow.outputs import SinkWriter
+    from kstream.dataflow.types import LATE
 
     assert kstream.Job is Job
     assert kstream.KafkaSink is KafkaSink
-    assert kstream.GUARANTEES is GUARANTEES
+    assert kstream.SinkWriter is SinkWriter
+    assert kstream.LATE is LATE
+
+
+def test_the_cli_only_names_stay_out_of_the_front_door() -> None:
+    assert not hasattr(kstream, "GUARANTEES")
 
 
 def test_every_error_descends_from_the_root() -> None:

@@ -68,32 +68,18 @@ RUNTIME_SIDES: dict[str, frozenset[str]] = {
 #: Violations still to be mended: (importer, imported) module pairs.
 KNOWN: frozenset[tuple[str, str]] = frozenset(
     {
-        ("kstream", "kstream.runtime.sink"),
         ("kstream.audit.cli", "kstream.tools.cli.options"),
-        ("kstream.dataflow.job", "kstream.runtime.sink"),
-        ("kstream.examples.orders_payments", "kstream.dataflow.window_operator"),
-        ("kstream.examples.references", "kstream.dataflow.windows"),
-        ("kstream.examples.seed_ring", "kstream.dataflow.job"),
-        ("kstream.examples.seed_ring", "kstream.dataflow.state"),
         ("kstream.examples.seed_ring", "kstream.tools.seeds.naive"),
-        ("kstream.examples.user_sessions", "kstream.dataflow.window_operator"),
-        ("kstream.examples.user_sessions", "kstream.dataflow.windows"),
-        ("kstream.examples.visit_enrichment", "kstream.dataflow.window_operator"),
-        ("kstream.examples.windowed_counts", "kstream.dataflow.window_operator"),
-        ("kstream.examples.windowed_counts", "kstream.dataflow.windows"),
     }
 )
 
 #: Import cycles still to be opened.
-KNOWN_CYCLES: list[list[str]] = [
-    ["kstream.dataflow.job", "kstream.dataflow.joins", "kstream.dataflow.window_operator"],
-]
+KNOWN_CYCLES: list[list[str]] = []
 
 #: Modules still over `MAX_LINES`.
 KNOWN_LONG: frozenset[str] = frozenset(
     {
         "kstream.connectors.kafka",
-        "kstream.dataflow.job",
         "kstream.protocol.coordinator",
         "kstream.runtime.runner.runner",
         "kstream.runtime.worker.task",

@@ -50,7 +50,7 @@ from confluent_kafka.admin import AdminClient
 # Public, but missing from the type stubs' exports.
 from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-defined]
 
-from kstream.dataflow.job import Node, children
+from kstream.dataflow.graph import Node, children
 from kstream.dataflow.plan import Plan, TaskSpec, input_topic
 from kstream.protocol.barrier import Channel
 from kstream.protocol.flow import (

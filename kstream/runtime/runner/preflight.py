@@ -25,14 +25,16 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
 
-from kstream.dataflow.job import Job, Source, sink_nodes
+from kstream.dataflow.graph import sink_nodes
+from kstream.dataflow.inputs import Source
+from kstream.dataflow.job import Job
+from kstream.dataflow.outputs import Guarantee
 from kstream.dataflow.plan import Plan, started_with
 from kstream.errors import ConfigurationError, KStreamError, TimeoutConfigError
 from kstream.infra.admin import Admin
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
 from kstream.protocol.watermarks import usable_timestamp
-from kstream.runtime.sink import Guarantee
 
 __all__ = [
     "BROKER_MAX_TXN",

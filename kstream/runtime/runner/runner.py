@@ -26,6 +26,7 @@ from confluent_kafka import TopicPartition
 
 from kstream.dataflow.identity import identity_of
 from kstream.dataflow.job import Job
+from kstream.dataflow.outputs import Guarantee
 from kstream.dataflow.plan import Plan, plan
 from kstream.errors import (
     AlreadyRunningError,
@@ -105,7 +106,6 @@ from kstream.runtime.runner.purge import CONTROL_HISTORY, ChannelPurger
 from kstream.runtime.runner.report import RunReport
 from kstream.runtime.runner.stats import RunStats
 from kstream.runtime.runner.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
-from kstream.runtime.sink import Guarantee
 
 __all__ = ["RunStats", "Runner"]
 

@@ -1,6 +1,6 @@
 """A stage's fused operator chain, compiled to nested closures.
 
-`compile_chain` turns the operator tree of one stage (`kstream.dataflow.job.Node`)
+`compile_chain` turns the operator tree of one stage (`kstream.dataflow.graph.Node`)
 into one function that pushes a value through every operator: no per-record
 dispatch on operator kinds, one Python call per operator. What the chain's
 ends become is the caller's: `open_sink` and `open_edge` are called once per
@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kstream.dataflow.job import Node, Stage, Tagged, children
+from kstream.dataflow.graph import Node, Stage, children
+from kstream.dataflow.types import Tagged
 from kstream.errors import ConfigurationError, RecordError
 from kstream.protocol.timers import TimerDomain
 from kstream.runtime.state.element import ElementContext

@@ -18,7 +18,7 @@ from typing import Any
 
 from confluent_kafka import Message
 
-from kstream.dataflow.job import ErrorPolicy
+from kstream.dataflow.types import ErrorPolicy
 from kstream.errors import (
     JobFailedError,
     KStreamError,

@@ -29,8 +29,10 @@ from typing import Any, assert_never
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
+from kstream.dataflow.graph import sink_nodes
 from kstream.dataflow.identity import identity_of
-from kstream.dataflow.job import Job, sink_nodes
+from kstream.dataflow.job import Job
+from kstream.dataflow.outputs import Guarantee, RollbackInterrupt
 from kstream.dataflow.plan import Plan, plan
 from kstream.errors import (
     CheckpointError,
@@ -67,7 +69,6 @@ from kstream.runtime.failure import classify
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config, connect
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import runner_gone, runner_pid
-from kstream.runtime.sink import Guarantee, RollbackInterrupt
 from kstream.runtime.worker.faults import Faults
 from kstream.runtime.worker.heartbeat import Heartbeat
 from kstream.runtime.worker.stuck import CallWatch

@@ -37,7 +37,8 @@ from confluent_kafka import (
 )
 
 from kstream.dataflow import snapshot_request
-from kstream.dataflow.job import Node
+from kstream.dataflow.graph import Node
+from kstream.dataflow.outputs import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.dataflow.plan import Plan, TaskSpec, input_topic
 from kstream.errors import (
     CheckpointError,
@@ -88,7 +89,6 @@ from kstream.runtime.channels.format import (
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import CheckpointStorage, SnapshotMeta, check_state_serde
 from kstream.runtime.kafka import connect, request
-from kstream.runtime.sink import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.runtime.state.element import ElementContext, now_ms
 from kstream.runtime.state.store import KEY_FORMAT, StateStore, key_encoder
 from kstream.runtime.worker.chain import (

@@ -25,8 +25,8 @@ import typer
 from kstream.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from kstream.dataflow.outputs import Guarantee
     from kstream.protocol.barrier import Alignment
-    from kstream.runtime.sink import Guarantee
 
 __all__ = [
     "AT_LEAST_ONE",
@@ -208,7 +208,7 @@ def parse_alignment(value: str, timeout: float | None) -> Alignment:
 def parse_guarantee(value: str) -> Guarantee:
     """The `Guarantee` a ``--guarantee`` value names; `ConfigurationError` for any other."""
     # Imported here: the sink module loads confluent_kafka, which `--help` does not need.
-    from kstream.runtime.sink import GUARANTEES
+    from kstream.dataflow.outputs import GUARANTEES
 
     for g in GUARANTEES:
         if value == g:

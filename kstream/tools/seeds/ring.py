@@ -20,7 +20,7 @@ from typing import Any
 
 from rocksdict import Options, Rdict
 
-from kstream.dataflow.job import Node, Stage, children
+from kstream.dataflow.graph import Node, Stage, children
 from kstream.dataflow.plan import Plan, TaskSpec
 from kstream.examples.seed_ring import P, Q
 from kstream.protocol.barrier import Alignment

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from kstream import ConfigurationError, Job, KafkaSink, KafkaSource, Sink, Source
+from kstream.dataflow.outputs import SinkContext, SinkSnapshot, SinkWriter
 from kstream.dataflow.serde import STR, Serde
-from kstream.runtime.sink import SinkContext, SinkSnapshot, SinkWriter
 
 
 class _Writer(SinkWriter):

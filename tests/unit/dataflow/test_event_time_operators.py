@@ -27,13 +27,8 @@ from hypothesis import strategies as st
 from kstream import Job, KafkaSink, KafkaSource, Tagged
 from kstream.dataflow.joins import enrichment_functions, interval_join_functions
 from kstream.dataflow.state_serde import state_serde
-from kstream.dataflow.window_operator import (
-    LATE,
-    Aggregation,
-    Apply,
-    counting,
-    window_functions,
-)
+from kstream.dataflow.types import LATE
+from kstream.dataflow.window_operator import Aggregation, Apply, counting, window_functions
 from kstream.dataflow.windows import (
     Assigner,
     Session,

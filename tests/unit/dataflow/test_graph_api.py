@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from kstream import ConfigurationError, Job, KafkaSink, KafkaSource, Tagged
-from kstream.dataflow.job import KeyedStream, Stream, sink_nodes
+from kstream.dataflow.graph import sink_nodes
 from kstream.dataflow.plan import plan, started_with
+from kstream.dataflow.stream import KeyedStream, Stream
 
 
 def echo(key: Any, value: Any, state: Any) -> list[Any]:

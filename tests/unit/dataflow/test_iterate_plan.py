@@ -7,8 +7,8 @@ import pytest
 
 from kstream import ConfigurationError, Job, KafkaSink, KafkaSource
 from kstream.dataflow.describe import describe
-from kstream.dataflow.job import IterationHead, Stream
 from kstream.dataflow.plan import TaskSpec, plan
+from kstream.dataflow.stream import IterationHead, Stream
 
 
 def step(n: int) -> int:
@@ -94,7 +94,7 @@ def test_feedback_from_a_stream_the_head_does_not_feed_is_refused() -> None:
         head.feed_back(other.map(step))
     upstream = j.stages[0]
     with pytest.raises(ConfigurationError, match="does not feed"):
-        head.feed_back(Stream(j, upstream, upstream.root))
+        head.feed_back(Stream(j.graph, upstream, upstream.root))
 
 
 def test_loops_that_cross_are_refused_and_nested_ones_accepted() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kstream.connectors.kafka import KafkaSink, KafkaSource
-from kstream.dataflow.job import Job, Node, sink_nodes
+from kstream.dataflow.graph import Node, sink_nodes
+from kstream.dataflow.job import Job
 from kstream.errors import ConfigurationError
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kstream import Job, KafkaSink, KafkaSource, RecordError, Tagged, ValueState
-from kstream.dataflow.job import Node
+from kstream.dataflow.graph import Node
 from kstream.runtime.state.store import StateStore
 from kstream.runtime.worker.chain import End, compile_chain, has_process, input_pushes
 

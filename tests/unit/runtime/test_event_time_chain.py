@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kstream import ConfigurationError, Job, KafkaSink, KafkaSource
-from kstream.dataflow.job import Node
+from kstream.dataflow.graph import Node
 from kstream.dataflow.state import KeyedContext
 from kstream.dataflow.state_serde import state_serde
 from kstream.errors import StateValueError, TimestampError

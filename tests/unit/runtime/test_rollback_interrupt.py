@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kstream.runtime.sink import RollbackInterrupt
+from kstream.dataflow.outputs import RollbackInterrupt
 
 
 def user_function_that_catches_everything(pump: object) -> str:

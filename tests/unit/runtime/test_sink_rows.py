@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kstream.connectors.kafka import KafkaSink, _Encoder
+from kstream.dataflow.outputs import SinkContext
 from kstream.dataflow.serde import JSON, STR, Serde, serde
 from kstream.errors import RecordError, RecordTooLargeError
-from kstream.runtime.sink import SinkContext
 
 scalars = (
     st.none()

@@ -1,4 +1,5 @@
-"""The sink contract: how a sink takes part in checkpoints (two-phase commit).
+"""The sink contract users implement: `Sink` names a destination and opens a `SinkWriter`
+per subtask, which takes part in checkpoints by two-phase commit.
 
 The runtime drives one `SinkWriter` per sink per subtask. Each checkpoint
 epoch n covers the records written between the previous barrier and barrier n.
@@ -44,20 +45,43 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from confluent_kafka import Producer
+from typing import Any, Literal, Protocol
 
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 
 __all__ = [
     "GUARANTEES",
     "Guarantee",
+    "Producer",
     "RollbackInterrupt",
+    "Sink",
     "SinkContext",
     "SinkSnapshot",
     "SinkWriter",
 ]
+
+
+class Producer(Protocol):
+    """The calls a sink makes on the worker's shared producer (`SinkContext.producer`):
+    a `confluent_kafka.Producer` in a job, any object with these methods in a test."""
+
+    def produce(
+        self,
+        topic: str,
+        value: str | bytes | None = None,
+        key: str | bytes | None = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None: ...
+
+    def poll(self, timeout: float = -1) -> int: ...
+
+    def flush(self, timeout: float = -1) -> int: ...
+
+    def __len__(self) -> int: ...
 
 
 Guarantee = Literal["exactly-once", "at-least-once", "at-most-once"]
@@ -155,3 +179,71 @@ class SinkWriter(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; nothing is committed."""
+
+
+class Sink(ABC):
+    """Where results go: a description from which the runtime opens one writer per subtask.
+
+    ================= ========================================================
+    member            read or called
+    ================= ========================================================
+    `name`            when the job graph is built (`Stream.sink`) and when the
+                      job's identity is fingerprinted; with the sink's
+                      position, it names the writer's state in checkpoints, so
+                      it must not change between runs that resume each other
+    `lineage`         by the runner once per run, before any worker starts:
+                      True is refused unless the sink is in its source's stage
+    `check`           by the runner once per run, before any worker starts and
+                      after `lineage` is accepted; raising refuses the run
+    `topics`          by every worker once when it starts, to size the record
+                      limit of its shared producer
+    `open`            in a worker, once per sink subtask per generation (a
+                      recovery opens new writers after closing the old ones),
+                      never before `check` succeeded in the runner; never
+                      called again on the writer's behalf after its `close`
+    ================= ========================================================
+
+    The writer `open` returns follows the checkpoint protocol of
+    `kstream.dataflow.outputs.SinkWriter`: `recover` first, then epochs of
+    `write`/`pre_commit`, `commit` or `abort`, and no call after `close`.
+    Implemented by `kstream.connectors.kafka.KafkaSink`.
+    """
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """A label for logs and checkpoints; stable across runs."""
+
+    @property
+    def lineage(self) -> bool:
+        """Whether outputs carry the position of the source record behind them.
+
+        Positions do not cross channels, so the runner refuses a sink that asks
+        for them outside its source's stage. Default: False.
+        """
+        return False
+
+    def check(self, bootstrap: str) -> None:  # noqa: B027 - optional hook
+        """Raise `ConfigurationError` if the destination cannot be written (default: none).
+
+        Called in the runner, so a missing destination refuses the run before any
+        worker starts instead of failing every subtask.
+        """
+
+    def topics(self) -> tuple[str, ...]:
+        """Kafka topics the writer may produce to through `SinkContext.producer` (default: none).
+
+        The worker limits its shared producer's records to the smallest record
+        limit of these topics (with its channels' and dead letters'), so that a
+        too-large output is refused before it is produced.
+        """
+        return ()
+
+    @abstractmethod
+    def open(self, ctx: SinkContext) -> SinkWriter:
+        """A new writer for one subtask, as `ctx` describes it.
+
+        Raises `ConfigurationError` for a sink that cannot be written from that
+        subtask (it fails the worker, and the run); must not produce anything yet:
+        the writer's `recover` comes first.
+        """
