@@ -14,7 +14,13 @@ from kstream.dataflow.joins import enrichment_functions, interval_join_functions
 from kstream.dataflow.outputs import Sink
 from kstream.dataflow.state import KeyedContext
 from kstream.dataflow.types import ProcessFn, TimerFn
-from kstream.dataflow.window_operator import Aggregation, Apply, WindowFunction, counting, window_functions
+from kstream.dataflow.window_operator import (
+    Aggregation,
+    Apply,
+    WindowFunction,
+    counting,
+    window_functions,
+)
 from kstream.dataflow.windows import Assigner, Session, Sliding, TimeWindow, Tumbling
 from kstream.errors import ConfigurationError
 
