@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.tools.demo import _generate
 from kstream.examples import wordcount
 from kstream.runtime.runner import Runner

@@ -11,7 +11,7 @@ from kstream.audit.checks import CheckResult, Record, lineage
 from kstream.dataflow.job import Job
 from kstream.errors import ConfigurationError
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.runner import Runner
 from kstream.runtime.sink import Guarantee
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled

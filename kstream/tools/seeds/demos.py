@@ -63,7 +63,7 @@ from kstream.infra.cluster import bootstrap_servers
 from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.checkpoint_history import CheckpointRecord, checkpoint_history
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.channel import BatchFormat
 from kstream.runtime.control import read_messages
 from kstream.runtime.runner import Runner

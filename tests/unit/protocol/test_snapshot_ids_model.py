@@ -42,12 +42,11 @@ from kstream.protocol.barrier import (
     TakeSnapshot,
     Unblock,
 )
-from kstream.protocol.coordinator import (
+from kstream.protocol.coordination import (
     Abort,
     AckReceived,
     Command,
     Complete,
-    Coordinator,
     CoordinatorConfig,
     DeclineReceived,
     Discard,
@@ -58,8 +57,8 @@ from kstream.protocol.coordinator import (
     Tick,
     Trigger,
     WorkerLost,
-    replay,
 )
+from kstream.protocol.coordinator import Coordinator, replay
 from kstream.protocol.initiation import Decline, Ignore, SourceInitiation, Take
 from kstream.protocol.messages import (
     Aborted,
