@@ -37,7 +37,7 @@ from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.checkpoint_history import checkpoint_history
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.control import read_messages
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import BACKLOG_READER, in_flight_at, produce, read_all, unique_name

@@ -31,7 +31,7 @@ from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.checkpoint_history import checkpoint_history
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.flow import DEFAULT_MAX_LAG, channel_lags
 from kstream.runtime.channels.flow import ChannelProbe, written_channels
 from kstream.runtime.control import read_messages

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.runner.purge import ChannelPurger
 from kstream.runtime.runner.runner import Runner
 from kstream.tools.spec import load_job

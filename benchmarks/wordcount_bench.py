@@ -28,7 +28,7 @@ from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import produce, read_all, unique_name, wait_settled
 from kstream.tools.demo import _generate

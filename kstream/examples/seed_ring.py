@@ -52,7 +52,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kstream import Job, KafkaSource, KeyedContext, Stream, request_snapshot
-from kstream.tools.seeds.naive import Recorder
 
 __all__ = [
     "ACCOUNTS",
@@ -68,6 +67,8 @@ __all__ = [
     "hold_ticks",
     "requesting",
     "ring",
+    "token_key",
+    "token_process",
     "token_ring",
 ]
 
@@ -140,7 +141,9 @@ def hold_ticks(seed: int, hop: int) -> int:
     return 1 + random.Random(seed * 1_000_003 + hop).randrange(MAX_HOLD)
 
 
-def _token_process(seed: int) -> ProcessFn:
+def token_process(seed: int) -> ProcessFn:
+    """The token ring's process (p's and q's alike); `seed` fixes the holding times."""
+
     def process(_key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
         if value == "token":  # injected by p's source: hop 0
             ctx.set([0, hold_ticks(seed, 0)])
@@ -160,39 +163,19 @@ def _token_process(seed: int) -> ProcessFn:
     return process
 
 
-def _token_key(_value: Any) -> str:
+def token_key(_value: Any) -> str:
+    """The token ring's key: one for everything."""
     return TOKEN_KEY
-
-
-def _recording(process: ProcessFn, recorder: Recorder) -> ProcessFn:
-    """`process`, telling `recorder` what it processed and sent and what it then holds."""
-
-    def recorded(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
-        out = list(process(key, value, ctx))
-        recorder.processed(value, len(out), ctx.get())
-        yield from out
-
-    return recorded
 
 
 def token_ring(params: dict[str, str]) -> Job:
     """The token ring; `seed` (default 0) fixes how long each holder keeps the token.
 
-    With `naive-records` (the naive scheme, `kstream.tools.seeds.naive`), p and q
-    each record their own state and input channel on their own clocks
-    (`Recorder.of` names the parameters); run it without checkpoints.
+    Seed 000's naive scheme runs the same ring with each process recording
+    itself (`kstream.tools.seeds.naive.naive_token_ring`).
     """
-    seed = int(params.get("seed", "0"))
-    process = _token_process(seed)
-    if "naive-records" in params:
-        return ring(
-            params,
-            _token_key,
-            _recording(process, Recorder.of(params, P, seed)),
-            _recording(process, Recorder.of(params, Q, seed)),
-            "token-ring",
-        )
-    return ring(params, _token_key, process, process, "token-ring")
+    process = token_process(int(params.get("seed", "0")))
+    return ring(params, token_key, process, process, "token-ring")
 
 
 # -- the bank ---------------------------------------------------------------------

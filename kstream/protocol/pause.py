@@ -5,7 +5,7 @@ reads no heartbeat while it stands still; resumed, it would find every worker
 silent for as long and blame one of them. `PauseWatch` tells the pause from the
 time between the turns of the runner's loop, so the runner can say that it was
 itself that stood still and hold the pause against nobody
-(`kstream.protocol.coordinator.Paused`).
+(`kstream.protocol.coordination.Paused`).
 """
 
 from __future__ import annotations

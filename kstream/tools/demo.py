@@ -20,7 +20,7 @@ from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
 from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import (
     Feeder,

@@ -50,7 +50,7 @@ from kstream.dataflow.job import Job
 from kstream.examples import inputs, references, windowed_counts, wordcount
 from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled

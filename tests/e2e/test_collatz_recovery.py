@@ -21,7 +21,7 @@ import pytest
 from kstream.examples.collatz import job, reference
 from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.runner.runner import Runner

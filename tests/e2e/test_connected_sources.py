@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.spec import load_job

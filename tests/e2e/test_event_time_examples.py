@@ -36,7 +36,7 @@ from kstream.examples.event_time import encode
 from kstream.examples.references import Record
 from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import produce, read_all, run_until_consumed, unique_name, wait_settled

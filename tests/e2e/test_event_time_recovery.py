@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import ERROR_HEADER, dead_letter_topic
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, produce, read_all, run_until_consumed, unique_name, wait_settled

@@ -25,7 +25,7 @@ from kstream.examples import references, windowed_counts
 from kstream.examples.event_time import encode
 from kstream.examples.references import Record
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import control_topic
 from kstream.runtime.control import read_history
 from kstream.runtime.runner.runner import Runner

@@ -12,7 +12,7 @@ from kstream.dataflow.job import Job
 from kstream.dataflow.outputs import Guarantee
 from kstream.errors import ConfigurationError
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.spec import load_job

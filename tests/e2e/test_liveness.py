@@ -22,7 +22,7 @@ from test_cli_run import kstream, wait_for
 from wordcount_runs import assert_exactly_once, run_wordcount
 
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.control import read_history
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import produce, read_all, run_until_consumed, unique_name

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from kstream.dataflow.job import Job
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.limits import MAX_MESSAGE_BYTES
 from kstream.protocol.names import SHA256_HEADER, TRUNCATED_HEADER, dead_letter_topic
 from kstream.runtime.runner.runner import Runner

@@ -23,7 +23,7 @@ import pytest
 
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import commit_topic, control_topic
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.runner.runner import Runner

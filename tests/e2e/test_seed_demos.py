@@ -36,8 +36,10 @@ from kstream.errors import ConfigurationError
 from kstream.protocol.barrier import Alignment
 from kstream.runtime.channels.format import RECORD, BatchFormat, decode_header
 from kstream.testing import read_all
-from kstream.tools.seeds.demos import Initiator, bank_demo, token_ring_demo
+from kstream.tools.seeds.bank import bank_demo
+from kstream.tools.seeds.demos import Initiator
 from kstream.tools.seeds.tables import Verdict
+from kstream.tools.seeds.token_ring import token_ring_demo
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 

@@ -23,7 +23,7 @@ from kstream.errors import JobFailedError
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.messages import (
     Completed,
     ControlMessage,

@@ -8,7 +8,7 @@ from kstream.dataflow.plan import plan
 from kstream.errors import ConfigurationError
 from kstream.examples.wordcount import job
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.runner.preflight import check_cluster
 from kstream.testing import unique_name
 

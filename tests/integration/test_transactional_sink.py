@@ -10,8 +10,7 @@ from typing import TypeVar
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from kstream.connectors import kafka as kafka_connector
-from kstream.connectors.kafka import KafkaSink, TransactionalWriter
+from kstream.connectors.kafka import KafkaSink, TransactionalWriter, transactional
 from kstream.dataflow.outputs import SinkContext
 from kstream.errors import (
     KafkaUnavailableError,
@@ -108,7 +107,7 @@ def test_the_newest_committed_marker_is_found_behind_many_aborted_ones(
         zombie.abort_transaction(30)
     low, high = Admin(bootstrap).watermarks(commit_topic(job))[0]
     assert high - low >= 5 * 2 + 30 * 2  # data and transaction markers
-    monkeypatch.setattr(kafka_connector, "MARKER_WINDOW", 4)  # 4, 16, 64 offsets back
+    monkeypatch.setattr(transactional, "MARKER_WINDOW", 4)  # 4, 16, 64 offsets back
     assert _writer(bootstrap, job, topic)._last_committed() == 5
 
 
@@ -208,7 +207,7 @@ def test_a_purge_during_the_marker_read_does_not_hide_the_newest_committed_marke
     # and the process dies right after committing epoch 5.
     partition, purge_at = kept.meta["marker"]
     first.commit(5)
-    marker_read = kafka_connector.request
+    marker_read = transactional.request
 
     def purge_after_reading_the_log_start(call: Callable[[], T], what: str) -> T:
         answer = marker_read(call, what)
@@ -218,7 +217,7 @@ def test_a_purge_during_the_marker_read_does_not_hide_the_newest_committed_marke
             )
         return answer
 
-    monkeypatch.setattr(kafka_connector, "request", purge_after_reading_the_log_start)
+    monkeypatch.setattr(transactional, "request", purge_after_reading_the_log_start)
     _writer(bootstrap, job, topic).recover(5, kept)
     assert Admin(bootstrap).watermarks(commit_topic(job))[partition][0] == purge_at
     wait_settled(bootstrap, topic)
@@ -231,9 +230,9 @@ def test_outputs_written_into_a_full_queue_wait_for_room_and_all_commit_in_order
     # Producers with room for two lingering records: most writes find the queue
     # full, so the one-call produce of `write` falls back to waiting for room.
     monkeypatch.setattr(
-        kafka_connector,
+        transactional,
         "BATCHING",
-        {**kafka_connector.BATCHING, "queue.buffering.max.messages": 2, "linger.ms": 50},
+        {**transactional.BATCHING, "queue.buffering.max.messages": 2, "linger.ms": 50},
     )
     job, topic = job_and_topic
     writer = _writer(bootstrap, job, topic)

@@ -49,7 +49,7 @@ ALLOWED = {
     ("kstream/audit/run.py", "run_audit"),
     # An output's event time against the broker's wall clock, which is what the
     # topic's message.timestamp.after.max.ms judges it by.
-    ("connectors/kafka.py", "guard"),
+    ("connectors/kafka/rows.py", "guard"),
     # Time retention deletes by the wall clock: the input's event time is judged
     # against it to warn that results would be deleted.
     ("kstream/runtime/runner/preflight.py", "_warn_of_retention"),

@@ -69,7 +69,6 @@ RUNTIME_SIDES: dict[str, frozenset[str]] = {
 KNOWN: frozenset[tuple[str, str]] = frozenset(
     {
         ("kstream.audit.cli", "kstream.tools.cli.options"),
-        ("kstream.examples.seed_ring", "kstream.tools.seeds.naive"),
     }
 )
 
@@ -79,11 +78,8 @@ KNOWN_CYCLES: list[list[str]] = []
 #: Modules still over `MAX_LINES`.
 KNOWN_LONG: frozenset[str] = frozenset(
     {
-        "kstream.connectors.kafka",
-        "kstream.protocol.coordinator",
         "kstream.runtime.runner.runner",
         "kstream.runtime.worker.task",
-        "kstream.tools.seeds.demos",
     }
 )
 

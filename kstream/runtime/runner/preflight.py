@@ -32,7 +32,7 @@ from kstream.dataflow.outputs import Guarantee
 from kstream.dataflow.plan import Plan, started_with
 from kstream.errors import ConfigurationError, KStreamError, TimeoutConfigError
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
 from kstream.protocol.watermarks import usable_timestamp
 

@@ -41,14 +41,13 @@ from kstream.errors import (
 from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.control_retention import ControlRetention, restatement
-from kstream.protocol.coordinator import (
+from kstream.protocol.coordination import (
     UNRESPONSIVE_AFTER,
     Abort,
     AckReceived,
     CheckpointDamaged,
     Command,
     Complete,
-    Coordinator,
     CoordinatorConfig,
     DeclineReceived,
     Discard,
@@ -63,8 +62,8 @@ from kstream.protocol.coordinator import (
     Tick,
     Trigger,
     WorkerLost,
-    replay,
 )
+from kstream.protocol.coordinator import Coordinator, replay
 from kstream.protocol.identity import resume_problems
 from kstream.protocol.messages import (
     Aborted,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kstream.protocol.coordinator import Complete
+from kstream.protocol.coordination import Complete
 from kstream.protocol.messages import Acked
 
 __all__ = ["Positions", "RunStats"]

@@ -6,7 +6,7 @@ each push (the current record's timestamp and partition stamp) and after each
 watermark change (the subtask's watermark and idleness). Operators, channel
 writers and sinks read it instead of receiving the time as an argument, so a
 stage without event time pays nothing per record. `now_ms` is processing time.
-This module is a leaf of `kstream.runtime.state`: keyed state and timers both
+This module is a leaf of `kstream.runtime.state.store`: keyed state and timers both
 read it, and it reads neither.
 """
 

@@ -163,8 +163,9 @@ def demo_token_ring(
     kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Seed 000: p and q pass one token over Kafka channels; every snapshot holds it once."""
-    from kstream.tools.seeds.demos import Initiator, token_ring_demo
+    from kstream.tools.seeds.demos import Initiator
     from kstream.tools.seeds.tables import Verdict
+    from kstream.tools.seeds.token_ring import token_ring_demo
 
     log_lines(logging.WARNING)
     outcome = token_ring_demo(
@@ -215,7 +216,8 @@ def demo_bank(
     kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Seed 001: P1 and P2 transfer money over Kafka channels; every snapshot's total holds."""
-    from kstream.tools.seeds.demos import Initiator, bank_demo
+    from kstream.tools.seeds.bank import bank_demo
+    from kstream.tools.seeds.demos import Initiator
 
     log_lines(logging.WARNING)
     outcome = bank_demo(

@@ -175,7 +175,7 @@ def run_command(
 ) -> None:
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
     from kstream.infra.cluster import bootstrap_servers as resolve
-    from kstream.protocol.coordinator import CoordinatorConfig
+    from kstream.protocol.coordination import CoordinatorConfig
     from kstream.runtime.runner.runner import Runner
 
     _logging(verbose)

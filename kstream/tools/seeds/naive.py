@@ -10,9 +10,11 @@ that moment, and nothing else coordinates the two:
   Kafka at that moment (what had reached its queue);
 * how many messages it sent on its output channel, and its pid.
 
-`Recorder` does this inside the process's operator (`kstream.examples.seed_ring`,
-``naive`` parameters) and stores each `LocalRecord` in the run's checkpoint
-storage (`kstream.runtime.checkpoint.storage.LocalCheckpointStorage.root`, under
+`Recorder` does this inside the process's operator: `naive_token_ring` is the
+token ring of `kstream.examples.seed_ring` built from the example's own
+operators, each process wrapped to tell its recorder what it did. It stores
+each `LocalRecord` in the run's checkpoint storage
+(`kstream.runtime.checkpoint.storage.LocalCheckpointStorage.root`, under
 ``naive/<process>/``), next to where the real snapshots go.
 
 `compose` pairs the i-th record of p with the i-th record of q, as the naive
@@ -36,7 +38,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from kstream.dataflow.job import Job
+from kstream.dataflow.state import KeyedContext
 from kstream.errors import CheckpointError
+from kstream.examples.seed_ring import P, ProcessFn, Q, ring, token_key, token_process
 from kstream.infra.client_settings import client_config
 from kstream.runtime.channels.format import RECORD, BatchFormat, decode_header
 from kstream.runtime.kafka import MANUAL_OFFSETS, request
@@ -52,6 +57,7 @@ __all__ = [
     "compose",
     "is_token",
     "load_records",
+    "naive_token_ring",
     "recording_ticks",
     "records_dir",
     "store_record",
@@ -241,6 +247,34 @@ class Recorder:
             END_TIMEOUT_S,
         )
         return int(high)
+
+
+def _recording(process: ProcessFn, recorder: Recorder) -> ProcessFn:
+    """`process`, telling `recorder` what it processed and sent and what it then holds."""
+
+    def recorded(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
+        out = list(process(key, value, ctx))
+        recorder.processed(value, len(out), ctx.get())
+        yield from out
+
+    return recorded
+
+
+def naive_token_ring(params: dict[str, str]) -> Job:
+    """The token ring (`kstream.examples.seed_ring.token_ring`), p and q each recording
+    their own state and input channel on their own clocks; run it without checkpoints.
+
+    Parameters: the token ring's, and the naive ones `Recorder.of` names.
+    """
+    seed = int(params.get("seed", "0"))
+    process = token_process(seed)
+    return ring(
+        params,
+        token_key,
+        _recording(process, Recorder.of(params, P, seed)),
+        _recording(process, Recorder.of(params, Q, seed)),
+        "token-ring",
+    )
 
 
 @dataclass(frozen=True, slots=True)

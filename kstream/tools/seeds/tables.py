@@ -5,7 +5,8 @@ elements, as in seed 000's table: the processes p and q, and the channels
 p→q and q→p. `TokenSnapshot` says where the token is in one global
 snapshot and whether it is there exactly once; `BankSnapshot` holds the
 balances and the credits in flight, whose total must equal the opening
-total (seed 001).
+total (seed 001). `overlapping` counts the snapshots p and q had in flight
+together (seed 004).
 
 The naive scheme (no markers) is run for real, not modelled:
 `kstream.tools.seeds.naive` composes its global states from what the
@@ -19,12 +20,15 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from kstream.protocol.checkpoint_history import CheckpointRecord
+
 __all__ = [
     "BankSnapshot",
     "Element",
     "TokenSnapshot",
     "Verdict",
     "caught_in_flight",
+    "overlapping",
     "q_cut_on",
 ]
 
@@ -180,3 +184,23 @@ class BankSnapshot:
             shown = ", ".join(f"M(credit {a} {n})" for a, n in credits) or "empty"
             out.append(f"{channel}: {shown}")
         return out
+
+
+def overlapping(records: list[CheckpointRecord]) -> int:
+    """Pairs of completed checkpoints, one started by each of two different subtasks,
+    that were in flight together: one started before the other completed (its
+    trigger time plus its duration)."""
+    done = [
+        r
+        for r in records
+        if r.status == "completed" and r.started_by and r.triggered_at is not None
+    ]
+    pairs = 0
+    for i, a in enumerate(done):
+        for b in done[i + 1 :]:
+            if a.started_by == b.started_by:
+                continue
+            a0, b0 = a.triggered_at or 0.0, b.triggered_at or 0.0
+            a1, b1 = a0 + (a.duration_s or 0.0), b0 + (b.duration_s or 0.0)
+            pairs += a0 < b1 and b0 < a1
+    return pairs

@@ -19,10 +19,10 @@ from kstream.examples.seed_ring import (
     P,
     Q,
     _bank_process,
-    _token_process,
     bank,
     hold_ticks,
     requesting,
+    token_process,
     token_ring,
 )
 from kstream.tools.seeds.ring import RingLayout
@@ -70,7 +70,7 @@ def test_p_and_q_run_on_two_workers() -> None:
 
 
 def test_a_holder_passes_the_token_on_after_its_seeded_number_of_ticks() -> None:
-    process = _token_process(seed=5)
+    process = token_process(seed=5)
     state = State()
     assert list(process("token", ["token", 3], state)) == []
     held = hold_ticks(5, 3)

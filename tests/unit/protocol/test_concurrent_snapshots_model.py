@@ -36,10 +36,9 @@ from kstream.protocol.barrier import (
     TakeSnapshot,
     Unblock,
 )
-from kstream.protocol.coordinator import (
+from kstream.protocol.coordination import (
     Abort,
     Complete,
-    Coordinator,
     CoordinatorConfig,
     Discard,
     Halt,
@@ -47,6 +46,7 @@ from kstream.protocol.coordinator import (
     Tick,
     Trigger,
 )
+from kstream.protocol.coordinator import Coordinator
 from kstream.protocol.initiation import SourceInitiation
 from kstream.protocol.messages import (
     Aborted,

@@ -19,13 +19,12 @@ from hypothesis.stateful import (
 )
 
 from kstream.errors import ConfigurationError
-from kstream.protocol.coordinator import (
+from kstream.protocol.coordination import (
     Abort,
     AckReceived,
     CheckpointDamaged,
     Command,
     Complete,
-    Coordinator,
     CoordinatorConfig,
     DeclineReceived,
     Discard,
@@ -40,6 +39,7 @@ from kstream.protocol.coordinator import (
     Trigger,
     WorkerLost,
 )
+from kstream.protocol.coordinator import Coordinator
 from kstream.protocol.coordinator import replay as replay_messages
 from kstream.protocol.messages import decode_all
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId, next_after

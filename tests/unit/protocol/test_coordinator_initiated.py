@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from kstream.protocol.coordinator import (
+from kstream.protocol.coordination import (
     Abort,
     AckReceived,
     Complete,
-    Coordinator,
     CoordinatorConfig,
     DeclineReceived,
     History,
@@ -14,8 +13,8 @@ from kstream.protocol.coordinator import (
     Recover,
     Tick,
     Trigger,
-    replay,
 )
+from kstream.protocol.coordinator import Coordinator, replay
 from kstream.protocol.messages import Completed, Initiated, Recovered, Triggered
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId, next_after
 

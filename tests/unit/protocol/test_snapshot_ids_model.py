@@ -43,12 +43,11 @@ from kstream.protocol.barrier import (
     TakeSnapshot,
     Unblock,
 )
-from kstream.protocol.coordinator import (
+from kstream.protocol.coordination import (
     Abort,
     AckReceived,
     Command,
     Complete,
-    Coordinator,
     CoordinatorConfig,
     DeclineReceived,
     Discard,
@@ -59,8 +58,8 @@ from kstream.protocol.coordinator import (
     Tick,
     Trigger,
     WorkerLost,
-    replay,
 )
+from kstream.protocol.coordinator import Coordinator, replay
 from kstream.protocol.initiation import Decline, Ignore, SourceInitiation, Take
 from kstream.protocol.messages import (
     Aborted,

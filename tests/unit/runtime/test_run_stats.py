@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kstream.protocol.coordinator import Complete
+from kstream.protocol.coordination import Complete
 from kstream.protocol.messages import Acked
 from kstream.runtime.runner.stats import RunStats
 

@@ -1,6 +1,6 @@
 """The Kafka sink's rows: the inlined per-output encoding equals the serdes' own.
 
-`_Encoder.row` inlines the `str` serde's common cases; whatever a job
+`Encoder.row` inlines the `str` serde's common cases; whatever a job
 emits, the row (what is produced, and what snapshots keep as the write-ahead
 copy) must be exactly what the serdes make of it.
 """
@@ -14,7 +14,8 @@ from confluent_kafka import Producer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kstream.connectors.kafka import KafkaSink, _Encoder
+from kstream.connectors.kafka import KafkaSink
+from kstream.connectors.kafka.rows import Encoder
 from kstream.dataflow.outputs import SinkContext
 from kstream.dataflow.serde import JSON, STR, Serde, serde
 from kstream.errors import RecordError, RecordTooLargeError
@@ -54,7 +55,7 @@ def _expected(value: Any, key_serde: Serde, value_serde: Serde, ts: int) -> tupl
 
 @given(results)
 def test_a_row_is_what_the_str_serdes_make_of_the_result(value: Any) -> None:
-    row = _Encoder(KafkaSink("out"), _context(), 1_000_000).row
+    row = Encoder(KafkaSink("out"), _context(), 1_000_000).row
     try:
         expected: Any = _expected(value, STR, STR, 0)
     except RecordError as refused:  # no text form (a tuple, a list): refused the same way
@@ -69,7 +70,7 @@ def test_a_row_is_what_the_str_serdes_make_of_the_result(value: Any) -> None:
 
 @given(st.tuples(st.text() | st.integers(), st.integers() | st.text()))
 def test_a_row_with_other_serdes_uses_them(value: tuple[Any, Any]) -> None:
-    row = _Encoder(KafkaSink("out", key_serde="json", value_serde="json"), _context(), 10**6).row
+    row = Encoder(KafkaSink("out", key_serde="json", value_serde="json"), _context(), 10**6).row
     assert row(value) == _expected(value, JSON, JSON, 0)
 
 
@@ -78,28 +79,28 @@ def test_a_subclass_of_the_str_serde_is_called_not_inlined() -> None:
         def dumps(self, value: Any) -> bytes | None:
             return str(value).upper().encode()
 
-    row = _Encoder(KafkaSink("out", value_serde=Shouting()), _context(), 10**6).row
+    row = Encoder(KafkaSink("out", value_serde=Shouting()), _context(), 10**6).row
     assert row(("k", "v")) == (b"k", b"V", None, 0)
     assert row(("k", 7)) == (b"k", b"7", None, 0)
 
 
 def test_a_row_carries_the_event_time_as_its_timestamp() -> None:
     times = iter([17, None])
-    row = _Encoder(KafkaSink("out"), _context(lambda: next(times)), 10**6).row
+    row = Encoder(KafkaSink("out"), _context(lambda: next(times)), 10**6).row
     assert row(("w", 1)) == (b"w", b"1", None, 17)
     assert row(("w", 2)) == (b"w", b"2", None, 0)
 
 
 @pytest.mark.parametrize("value", [("k", "x" * 2000), "x" * 2000, ("k" * 2000, 1)])
 def test_a_row_larger_than_the_limit_is_refused(value: Any) -> None:
-    row = _Encoder(KafkaSink("out"), _context(), 1500).row
+    row = Encoder(KafkaSink("out"), _context(), 1500).row
     with pytest.raises(RecordTooLargeError, match="at most 1500 bytes"):
         row(value)
 
 
 def test_a_row_just_within_the_limit_passes() -> None:
     # A record's size counts its framing too (`record_bytes`): find the largest that fits.
-    row = _Encoder(KafkaSink("out"), _context(), 1500).row
+    row = Encoder(KafkaSink("out"), _context(), 1500).row
     fits = [n for n in range(1300, 1500) if _fits(row, n)]
     assert fits
     assert fits == list(range(1300, max(fits) + 1))

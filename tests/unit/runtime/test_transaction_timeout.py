@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kstream.errors import TimeoutConfigError
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.runner.preflight import transaction_timeout
 
 CONFIG = CoordinatorConfig(interval=1.0, timeout=60.0)  # needs 2 x 61 = 122 s

@@ -10,13 +10,9 @@ from hypothesis import strategies as st
 
 from kstream.errors import ConfigurationError
 from kstream.examples.seed_ring import REQUEST
-from kstream.tools.seeds.demos import (
-    Initiator,
-    bank_snapshot,
-    mark_requests,
-    token_events,
-    token_snapshot,
-)
+from kstream.protocol.checkpoint_history import CheckpointRecord
+from kstream.tools.seeds.bank import bank_snapshot
+from kstream.tools.seeds.demos import Initiator, mark_requests
 from kstream.tools.seeds.ring import RingSnapshot
 from kstream.tools.seeds.tables import (
     BankSnapshot,
@@ -24,8 +20,10 @@ from kstream.tools.seeds.tables import (
     TokenSnapshot,
     Verdict,
     caught_in_flight,
+    overlapping,
     q_cut_on,
 )
+from kstream.tools.seeds.token_ring import token_events, token_snapshot
 
 
 def test_verdicts_count_every_place_the_token_is() -> None:
@@ -165,3 +163,22 @@ def test_a_bank_snapshot_totals_balances_and_credits_in_flight() -> None:
         "q→p: empty",
     ]
     assert not BankSnapshot("c", {"P1": {"X1": 1}}).caught_in_flight
+
+
+def _done(checkpoint: int, by: str, at: float, lasted: float) -> CheckpointRecord:
+    return CheckpointRecord(
+        checkpoint, 1, "completed", triggered_at=at, duration_s=lasted, started_by=by
+    )
+
+
+def test_overlapping_counts_pairs_of_two_initiators_in_flight_together() -> None:
+    p1, q1 = _done(1, "s0-0", 0.0, 2.0), _done(2, "s2-0", 1.0, 2.0)
+    assert overlapping([p1, q1]) == 1
+    # After the other completed, by the same initiator, or by the coordinator: no pair.
+    assert overlapping([p1, _done(3, "s2-0", 2.0, 1.0)]) == 0
+    assert overlapping([p1, _done(3, "s0-0", 1.0, 1.0)]) == 0
+    assert overlapping([p1, _done(3, "", 1.0, 1.0)]) == 0
+    # Only completed ones count.
+    aborted = CheckpointRecord(4, 1, "aborted", triggered_at=1.0, duration_s=1.0, started_by="s2-0")
+    assert overlapping([p1, aborted]) == 0
+    assert overlapping([p1, q1, _done(5, "s2-0", 0.5, 0.1)]) == 2

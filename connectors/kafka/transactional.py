@@ -1,13 +1,10 @@
-"""Kafka source and sink.
+"""`TransactionalWriter`: the exactly-once Kafka sink, one transaction per checkpoint epoch.
 
-`KafkaSource` reads a user topic; the runtime assigns its partitions statically
-to source subtasks (partition p goes to subtask p % parallelism) and keeps the
-offsets in checkpoints, never in consumer-group commits.
-
-`KafkaSink` writes results to a user topic. Values may be ``(key, value)``
-pairs or plain values (key None). Its writer follows the job's guarantee; the
-exactly-once writer (`TransactionalWriter`) is the two-phase commit of the
-checkpoint protocol, described in :ref:`two-phase-commit`.
+The protocol (which producer slot, what to commit, what to replay) is decided by
+`kstream.protocol.twophase.EpochLedger`; this module does its Kafka I/O: the
+transactions, the commit markers in the job's commit topic, and reading the
+newest committed marker back at a recovery. It is the two-phase commit of the
+checkpoint protocol described in docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -15,27 +12,36 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 import time
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from kstream.dataflow.inputs import Source, StartPosition
-from kstream.dataflow.outputs import Producer as ProducerCalls
-from kstream.dataflow.outputs import Sink, SinkContext, SinkSnapshot, SinkWriter
-from kstream.dataflow.serde import Serde, StrSerde, serde
-from kstream.dataflow.types import Timestamps
+from kstream.connectors.kafka.rows import (
+    Encoder,
+    OutputTopic,
+    Row,
+    max_ahead_ms,
+    produce_output,
+    produce_row,
+)
+from kstream.connectors.kafka.settings import (
+    CLOSE_TIMEOUT_S,
+    FLUSH_TIMEOUT_S,
+    HELD_CHECK_EVERY,
+    MARKER_POLL_S,
+    MARKER_WINDOW,
+    POOL_SIZE,
+    SINK_LINGER_MS,
+    WARN_FRACTION,
+)
+from kstream.dataflow.outputs import SinkContext, SinkSnapshot, SinkWriter
 from kstream.errors import (
     ConfigurationError,
     KafkaUnavailableError,
     ProducerFencedError,
     ProtocolError,
-    RecordTooLargeError,
-    TimestampError,
     TransactionExpiredError,
 )
 from kstream.infra.admin import Admin
@@ -46,19 +52,12 @@ from kstream.protocol.limits import (
     record_bytes,
 )
 from kstream.protocol.names import (
-    LINEAGE_HEADERS,
     commit_topic,
     marker_reader_group,
     sink_transactional_id,
     slot_transactional_id,
 )
 from kstream.protocol.twophase import EpochLedger, Resume, Wait
-from kstream.protocol.watermarks import (
-    DEFAULT_IDLE_TIMEOUT_MS,
-    DEFAULT_MAX_FUTURE_MS,
-    DEFAULT_OUT_OF_ORDERNESS_MS,
-    WatermarkConfig,
-)
 from kstream.runtime.kafka import (
     BATCHING,
     MANUAL_OFFSETS,
@@ -72,387 +71,9 @@ from kstream.runtime.kafka import (
     transact,
 )
 
-__all__ = ["LINEAGE_HEADERS", "KafkaSink", "KafkaSource", "TransactionalWriter"]
+__all__ = ["TransactionalWriter", "marker_epoch"]
 
 log = logging.getLogger("kstream.sink.kafka")
-
-#: Transactional producers per sink subtask: one epoch may wait for its commit
-#: while the next is written, with one spare for a checkpoint completing late.
-POOL_SIZE = 3
-#: Bound on aborting open transactions when a subtask closes.
-CLOSE_TIMEOUT_S = 10.0
-#: Commit markers read at once when a recovery looks for the newest committed one
-#: (then 4x as many further back, until one is found).
-MARKER_WINDOW = 256
-#: How long one read of the marker partition may wait. A batch read returns only
-#: when full or at its timeout (the partition's end does not cut it short), and a
-#: recovery waits for this read (a one-second wait cost every recovery a second).
-MARKER_POLL_S = 0.05
-#: Warn when a pending transaction has used this share of its timeout.
-WARN_FRACTION = 0.5
-
-#: How long a flush at a checkpoint may take before the checkpoint is declined.
-FLUSH_TIMEOUT_S = 60.0
-#: How long an exactly-once sink's producer gathers records before sending a
-#: batch. Its records become visible only when their transaction commits (once
-#: per checkpoint), and the checkpoint's flush sends what is left at once, so
-#: waiting longer than `BATCHING`'s 5 ms delays no output; it makes fewer,
-#: larger produce requests, which cost the broker and the producer CPU per request.
-SINK_LINGER_MS = 50
-
-
-@dataclass(frozen=True)
-class KafkaSource(Source):
-    """Read `topic`, decoding values with `value_serde` (`str`, `bytes`, `json` or a Serde).
-
-    `start` applies when there is no checkpoint to restore: from the earliest
-    retained record or from the end.
-
-    `timestamps` gives the records event time: ``"kafka"`` (each record's
-    Kafka timestamp), a function of the decoded value returning an int of
-    milliseconds (a float is refused), or None (no event time). Watermarks
-    then trail each partition's largest timestamp by `out_of_orderness_ms`; a
-    partition silent for `idle_timeout_ms` of processing time stops holding
-    them back; a record without a usable timestamp, or more than
-    `max_future_ms` ahead of its partition's watermark (a partition's first
-    record: ahead of the wall clock), is a record error (`TimestampError`).
-
-    `snapshot_every` (seconds): each subtask of the source starts a snapshot
-    of the whole job itself at that interval, besides the coordinator's
-    checkpoints (:ref:`barriers-snapshot-ids`).
-    """
-
-    topic: str
-    value_serde: str | Serde = "str"
-    start: StartPosition = "earliest"
-    timestamps: Timestamps = None
-    out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS
-    idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
-    max_future_ms: int = DEFAULT_MAX_FUTURE_MS
-    snapshot_every: float | None = None
-
-    def __post_init__(self) -> None:
-        every = self.snapshot_every
-        if every is not None and (
-            isinstance(every, bool) or not (isinstance(every, int | float) and 0 < every < math.inf)
-        ):
-            raise ConfigurationError(
-                f"snapshot_every must be a positive number of seconds or None, got {every!r}"
-            )
-        ts = self.timestamps
-        if ts is not None and ts != "kafka" and not callable(ts):
-            raise ConfigurationError(
-                f"timestamps must be 'kafka', a function of the value or None, "
-                f"got {self.timestamps!r}"
-            )
-        self.watermark_config()  # validates the durations
-
-    def watermark_config(self) -> WatermarkConfig:
-        return WatermarkConfig(self.out_of_orderness_ms, self.idle_timeout_ms, self.max_future_ms)
-
-    @property
-    def name(self) -> str:
-        return f"kafka:{self.topic}"
-
-    @property
-    def serde(self) -> Serde:
-        return serde(self.value_serde)
-
-    def partitions(self, bootstrap: str) -> int:
-        n = Admin(bootstrap).partitions(self.topic)
-        if n is None:
-            raise ConfigurationError(
-                f"input topic {self.topic!r} does not exist on {bootstrap}; create it first"
-            )
-        return n
-
-
-@dataclass(frozen=True)
-class KafkaSink(Sink):
-    """Write results to `topic` with key/value serdes (`str` by default).
-
-    A result that is a 2-tuple is a (key, value) pair; anything else is a value
-    without a key. The `str` serde writes text, bytes, numbers and values with
-    their own ``__str__``; a dict, list, other tuple or set has no text form and
-    is a record error (a dead letter by default) naming ``value_serde="json"``.
-
-    The job's guarantee picks the writer: exactly-once (transactions, the
-    default), at-least-once (flush at each checkpoint, replays after a
-    recovery) or at-most-once (no flush, no replay).
-
-    With `lineage=True` every output carries the position of the source record
-    behind it in the `LINEAGE_HEADERS` (topic, partition, offset as decimal
-    text), which `kstream audit --check lineage` verifies. Lineage needs the sink
-    in its source's stage (no `key_by` before it): positions do not cross channels.
-    """
-
-    topic: str
-    key_serde: str | Serde = "str"
-    value_serde: str | Serde = "str"
-    lineage: bool = False
-
-    @property
-    def name(self) -> str:
-        return f"kafka:{self.topic}"
-
-    def topics(self) -> tuple[str, ...]:
-        return (self.topic,)
-
-    def check(self, bootstrap: str) -> None:
-        if Admin(bootstrap).partitions(self.topic) is None:
-            raise ConfigurationError(
-                f"output topic {self.topic!r} does not exist on {bootstrap}; create it first, "
-                "or run with --create-topics"
-            )
-
-    def open(self, ctx: SinkContext) -> SinkWriter:
-        if self.lineage and ctx.source_position is None:
-            raise ConfigurationError(
-                f"sink {self.topic!r}: lineage=True needs the sink in its source's stage "
-                "(no key_by or rebalance before it)"
-            )
-        if ctx.guarantee == "exactly-once":
-            return TransactionalWriter(self, ctx)
-        return _PlainWriter(self, ctx, flush=ctx.guarantee == "at-least-once")
-
-
-#: Kafka record headers, as confluent-kafka takes them.
-Headers = list[tuple[str, str | bytes | None]]
-#: One serialized output: key, value, headers (None without lineage) and its
-#: Kafka timestamp (the result's event time on a stage with event time, else 0:
-#: the producer's clock).
-Row = tuple[bytes | None, bytes | None, Headers | None, int]
-
-
-def _produce_row(producer: Producer | ProducerCalls, topic: str, row: Sequence[Any]) -> None:
-    """Produce `row` (a `Row`, or a 3-tuple kept by a snapshot taken before timestamps)."""
-    produce(
-        producer, topic, row[1], row[0], headers=row[2], timestamp=row[3] if len(row) > 3 else 0
-    )
-
-
-def _produce_output(producer: Producer | ProducerCalls, topic: str, row: Row) -> None:
-    """`_produce_row` with the common case inlined: no headers, the producer's timestamp.
-
-    An output costs one C call here instead of two more Python calls; a refused
-    attempt enqueued nothing, so the general path (which waits for room in the
-    queue and names the error) simply tries again.
-    """
-    if row[2] is None and not row[3]:
-        try:
-            producer.produce(topic, row[1], row[0])
-            return
-        except (BufferError, KafkaException):
-            pass
-    _produce_row(producer, topic, row)
-
-
-#: The topic settings (newest first) bounding how far ahead of the broker's clock
-#: a record's timestamp may be; Kafka 4 brokers default to one hour.
-AHEAD_SETTINGS = ("message.timestamp.after.max.ms", "message.timestamp.difference.max.ms")
-
-
-def max_ahead_ms(ctx: SinkContext, topic: str) -> int | None:
-    """How far ahead of the clock `topic` takes a record's timestamp (None: any amount).
-
-    Asked only of sinks on stages with event time: their records carry it.
-    """
-    if ctx.event_time is None:
-        return None
-    admin = Admin(ctx.bootstrap)
-    if admin.topic_config([topic], "message.timestamp.type").get(topic) == "LogAppendTime":
-        return None  # the broker stamps records itself
-    for name in AHEAD_SETTINGS:
-        value = admin.topic_config([topic], name).get(topic)
-        if value is not None and 0 <= int(value) < 2**63 - 1:
-            return int(value)
-    return None
-
-
-def _future_guard(topic: str, max_ahead: int | None) -> Callable[[int], None] | None:
-    """A check refusing an output timestamp more than `max_ahead` ms ahead of the clock.
-
-    The broker would refuse it too, but inside a transaction that is the whole
-    epoch, at every replay: the job would roll back for ever. The clock is read
-    only for a timestamp past the bound last computed (the bound only grows).
-    """
-    if max_ahead is None:
-        return None
-    bound = [-(2**63)]
-
-    def guard(ts: int) -> None:
-        if ts <= bound[0]:
-            return
-        now = time.time_ns() // 1_000_000
-        bound[0] = now + max_ahead
-        if ts > bound[0]:
-            raise TimestampError(
-                f"output event time {ts} is more than {max_ahead} ms ahead of the wall clock "
-                f"({now}): topic {topic} refuses such timestamps "
-                "(message.timestamp.after.max.ms)"
-            )
-
-    return guard
-
-
-class _Encoder:
-    """Turns a result into a `Row`: serdes, and lineage headers when asked for.
-
-    A row larger than `max_bytes` raises `RecordTooLargeError`: it is checked
-    here, before any producer sees it, so it can neither fail a produce call
-    nor be rejected by the broker inside a transaction. So is a row whose
-    event time is further ahead of the clock than the topic takes
-    (`max_ahead` ms; `TimestampError`).
-
-    `row` runs once per output. Without lineage it is one closure
-    (`_rows`) with the `str` serde's common cases (a str, an int) inlined; it
-    returns exactly what the serdes would (`StrSerde.dumps`), so outputs and
-    the write-ahead copies snapshots keep are unchanged.
-    """
-
-    def __init__(
-        self, sink: KafkaSink, ctx: SinkContext, max_bytes: int, max_ahead: int | None = None
-    ) -> None:
-        self._topic = sink.topic
-        key_serde, value_serde = serde(sink.key_serde), serde(sink.value_serde)
-        self._key = key_serde.dumps
-        self._value = value_serde.dumps
-        self._position = ctx.source_position if sink.lineage else None
-        self._max_bytes = max_bytes
-        self._event_time = ctx.event_time
-        self._guard = _future_guard(sink.topic, max_ahead)
-        self.row: Callable[[Any], Row] = (
-            self._lineage_row
-            if self._position is not None
-            else _rows(
-                self._key,
-                self._value,
-                str_key=type(key_serde) is StrSerde,
-                str_value=type(value_serde) is StrSerde,
-                event_time=self._event_time,
-                max_bytes=max_bytes,
-                check=self.check_size,
-                guard=self._guard,
-            )
-        )
-
-    def _lineage_row(self, value: Any) -> Row:
-        kdata, data, headers = self._encode(value)
-        event_time = self._event_time
-        row = (kdata, data, headers, 0 if event_time is None else event_time() or 0)
-        if self._guard is not None:
-            self._guard(row[3])
-        # len() of both is cheap; only a row near the limit is sized exactly (the
-        # only headers, lineage, are a few hundred bytes at most).
-        if len(data or b"") + len(kdata or b"") + 1024 > self._max_bytes:
-            self.check_size(kdata, data, headers)
-        return row
-
-    def check_size(self, kdata: bytes | None, data: bytes | None, headers: Headers | None) -> None:
-        """Raise `RecordTooLargeError` if the record is larger than the limit."""
-        size = record_bytes(kdata, data, headers or ())
-        if size > self._max_bytes:
-            raise RecordTooLargeError(
-                f"output record of {size} bytes (key, value and headers) cannot be written "
-                f"to {self._topic}: it takes records of at most {self._max_bytes} bytes",
-                key=kdata,
-                value=data or b"",
-            )
-
-    def _encode(self, value: Any) -> tuple[bytes | None, bytes | None, Headers | None]:
-        if isinstance(value, tuple) and len(value) == 2:
-            key, val = value
-            kdata = None if key is None else self._key(key)
-        else:
-            kdata, val = None, value
-        if self._position is None:
-            return (kdata, self._value(val), None)
-        headers: Headers | None = None
-        where = self._position()
-        if where is not None:
-            topic, partition, offset = where
-            headers = [
-                (LINEAGE_HEADERS[0], topic.encode()),
-                (LINEAGE_HEADERS[1], str(partition).encode()),
-                (LINEAGE_HEADERS[2], str(offset).encode()),
-            ]
-        return (kdata, self._value(val), headers)
-
-
-def _rows(
-    kdumps: Callable[[Any], bytes | None],
-    vdumps: Callable[[Any], bytes | None],
-    *,
-    str_key: bool,
-    str_value: bool,
-    event_time: Callable[[], int | None] | None,
-    max_bytes: int,
-    check: Callable[[bytes | None, bytes | None, Headers | None], None],
-    guard: Callable[[int], None] | None = None,
-) -> Callable[[Any], Row]:
-    """`_Encoder.row` without lineage, as one closure (see `_Encoder`)."""
-
-    def row(value: Any) -> Row:
-        if isinstance(value, tuple) and len(value) == 2:
-            key, val = value
-            kdata: bytes | None
-            if key is None:
-                kdata = None
-            elif str_key and type(key) is str:
-                kdata = key.encode()
-            else:
-                kdata = kdumps(key)
-        else:
-            kdata, val = None, value
-        if str_value and type(val) is str:
-            data: bytes | None = val.encode()
-        elif str_value and type(val) is int:
-            data = str(val).encode()
-        else:
-            data = vdumps(val)
-        # len() of both is cheap; only a row near the limit is sized exactly.
-        if len(data or b"") + len(kdata or b"") + 1024 > max_bytes:
-            check(kdata, data, None)
-        if event_time is None:
-            return (kdata, data, None, 0)
-        ts = event_time() or 0
-        if guard is not None:
-            guard(ts)
-        return (kdata, data, None, ts)
-
-    return row
-
-
-class _PlainWriter(SinkWriter):
-    """At-least-once (flush at each checkpoint) or at-most-once (never wait).
-
-    Writes through the worker's shared idempotent producer, whose delivery
-    errors the worker collects (`SinkContext.raise_if_undelivered`).
-    """
-
-    def __init__(self, sink: KafkaSink, ctx: SinkContext, *, flush: bool) -> None:
-        self._topic = sink.topic
-        self._row = _Encoder(sink, ctx, ctx.max_record_bytes, max_ahead_ms(ctx, sink.topic)).row
-        self._producer = ctx.producer
-        self._flush = flush
-        self._raise_if_undelivered = ctx.raise_if_undelivered
-        self.handed: int = 0
-
-    def write(self, value: Any) -> None:
-        self.handed += 1
-        _produce_output(self._producer, self._topic, self._row(value))
-
-    def pre_commit(self, epoch: int) -> SinkSnapshot:
-        if self._flush:
-            flush(self._producer, FLUSH_TIMEOUT_S, f"sink {self._topic}")
-            self._raise_if_undelivered()
-        return SinkSnapshot()
-
-
-#: While an epoch's records are held back (see `TransactionalWriter`), whether the
-#: previous epoch is delivered is asked once per this many records: asking costs
-#: about as much as processing a record.
-HELD_CHECK_EVERY = 64
 
 
 class TransactionalWriter(SinkWriter):
@@ -478,7 +99,7 @@ class TransactionalWriter(SinkWriter):
       before its commit.
     """
 
-    def __init__(self, sink: KafkaSink, ctx: SinkContext) -> None:
+    def __init__(self, sink: OutputTopic, ctx: SinkContext) -> None:
         self._topic = sink.topic
         self._ctx = ctx
         self._tid = sink_transactional_id(ctx.job, ctx.task, sink.topic)
@@ -495,7 +116,7 @@ class TransactionalWriter(SinkWriter):
         self._marker_max_bytes = producer_limit(
             [limits.get(self._marker_topic, INTERNAL_TOPIC_MAX_BYTES)]
         )
-        self._row = _Encoder(sink, ctx, self._max_bytes, max_ahead_ms(ctx, sink.topic)).row
+        self._row = Encoder(sink, ctx, self._max_bytes, max_ahead_ms(ctx, sink.topic)).row
         self._producers: dict[int, Producer] = {}
         self._ledger = EpochLedger(POOL_SIZE)
         #: The open epoch's producer and records (None: no transaction open).
@@ -512,7 +133,7 @@ class TransactionalWriter(SinkWriter):
         #: (served on the upload thread too: single dict stores, safe under the GIL).
         self._marker_offsets: dict[int, int] = {}
         #: The offset of the newest marker known to be committed: every marker
-        #: before it can be purged (docs/operations/internal-topics.md, "Bounds").
+        #: before it can be purged (docs/architecture.md §6, "Bounded internal topics").
         self._committed_marker: int | None = None
         self.handed: int = 0
 
@@ -610,14 +231,7 @@ class TransactionalWriter(SinkWriter):
         producer = self._open or self._begin()
         self._rows.append(row)
         if self._previous is None:
-            # `_produce_output` inlined: this runs once per output.
-            if row[2] is None and not row[3]:
-                try:
-                    producer.produce(self._topic, row[1], row[0])
-                    return
-                except (BufferError, KafkaException):
-                    pass  # enqueued nothing: the general path waits for room or names the error
-            _produce_row(producer, self._topic, row)
+            produce_output(producer, self._topic, row)
         elif not len(self._rows) % HELD_CHECK_EVERY and self._delivered(self._previous):
             self._release(producer)
         # Otherwise the row is held in `_rows` (the write-ahead copy holds it anyway).
@@ -631,7 +245,7 @@ class TransactionalWriter(SinkWriter):
         """Produce the rows held back while the previous epoch was in flight."""
         self._previous = None
         for row in self._rows:
-            _produce_output(producer, self._topic, row)
+            produce_output(producer, self._topic, row)
 
     def _begin(self) -> Producer:
         action = self._ledger.write()
@@ -739,7 +353,7 @@ class TransactionalWriter(SinkWriter):
             producer = self._producers[0]
             producer.begin_transaction()
             for row in rows:
-                _produce_row(producer, self._topic, row)
+                produce_row(producer, self._topic, row)
             self._marker(producer, action.epoch)
             transact(producer.commit_transaction, "commit")
             self._marker_committed(action.epoch)
