@@ -3,7 +3,7 @@
 Values may be ``(key, value)`` pairs or plain values (key None). `KafkaSink.open`
 picks the writer by the job's guarantee: `TransactionalWriter`
 (`kstream.connectors.kafka.transactional`, exactly-once: the two-phase commit of
-the checkpoint protocol, described in docs/architecture.md) or `PlainWriter`
+the checkpoint protocol, :ref:`two-phase-commit`) or `PlainWriter`
 (`kstream.connectors.kafka.plain`, at-least-once or at-most-once).
 """
 

@@ -44,7 +44,7 @@ class KafkaSource(Source):
 
     `snapshot_every` (seconds): each subtask of the source starts a snapshot
     of the whole job itself at that interval, besides the coordinator's
-    checkpoints (docs/architecture.md, "Snapshot ids").
+    checkpoints (:ref:`barriers-snapshot-ids`).
     """
 
     topic: str

@@ -4,7 +4,7 @@ The protocol (which producer slot, what to commit, what to replay) is decided by
 `kstream.protocol.twophase.EpochLedger`; this module does its Kafka I/O: the
 transactions, the commit markers in the job's commit topic, and reading the
 newest committed marker back at a recovery. It is the two-phase commit of the
-checkpoint protocol described in docs/architecture.md.
+checkpoint protocol (:ref:`two-phase-commit`).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class TransactionalWriter(SinkWriter):
         #: (served on the upload thread too: single dict stores, safe under the GIL).
         self._marker_offsets: dict[int, int] = {}
         #: The offset of the newest marker known to be committed: every marker
-        #: before it can be purged (docs/architecture.md §6, "Bounded internal topics").
+        #: before it can be purged (docs/operations/internal-topics.md, "Bounds").
         self._committed_marker: int | None = None
         self.handed: int = 0
 
