@@ -46,8 +46,8 @@ nitpick_ignore_regex = [
     # Internal classes and constants named bare in front-door docstrings.
     (
         r"py:.*",
-        r"Assigner|ErrorPolicy|LINEAGE_HEADERS|MIN_WATERMARK|Node|Runner|Session|Sliding"
-        r"|Tumbling|Stage|SinkContext(\..*)?|SinkWriter|WindowedStream",
+        r"Assigner|ErrorPolicy|Graph|LINEAGE_HEADERS|MIN_WATERMARK|Node|Runner|Stage"
+        r"|SinkContext\..*",
     ),
 ]
 

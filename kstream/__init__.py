@@ -18,6 +18,15 @@ from typing import TYPE_CHECKING
 from kstream.dataflow.channel_serde import ChannelSerde, RecordType
 from kstream.dataflow.inputs import Source, StartPosition
 from kstream.dataflow.job import Job
+from kstream.dataflow.operators.windows import (
+    Session,
+    Sliding,
+    TimeWindow,
+    Tumbling,
+    session,
+    sliding,
+    tumbling,
+)
 from kstream.dataflow.outputs import (
     Guarantee,
     Producer,
@@ -28,7 +37,7 @@ from kstream.dataflow.outputs import (
 )
 from kstream.dataflow.serde import DecodeError, Serde
 from kstream.dataflow.snapshot_request import request_snapshot
-from kstream.dataflow.state import (
+from kstream.dataflow.state.api import (
     AggregatingState,
     KeyedContext,
     ListState,
@@ -36,7 +45,7 @@ from kstream.dataflow.state import (
     ReducingState,
     ValueState,
 )
-from kstream.dataflow.state_serde import StateSerde
+from kstream.dataflow.state.serde import StateSerde
 from kstream.dataflow.stream import (
     ConnectedStreams,
     IterationHead,
@@ -45,15 +54,6 @@ from kstream.dataflow.stream import (
     WindowedStream,
 )
 from kstream.dataflow.types import LATE, Tagged
-from kstream.dataflow.windows import (
-    Session,
-    Sliding,
-    TimeWindow,
-    Tumbling,
-    session,
-    sliding,
-    tumbling,
-)
 from kstream.errors import (
     ConfigurationError,
     JobFailedError,

@@ -45,8 +45,8 @@ from kstream.dataflow.channel_serde import ChannelSerde, RecordType
 from kstream.dataflow.channel_serde import channel_serde as channel_serde_named
 from kstream.dataflow.graph import Graph, Node, Stage, children
 from kstream.dataflow.inputs import Source
-from kstream.dataflow.state_serde import StateSerde
-from kstream.dataflow.state_serde import state_serde as state_serde_named
+from kstream.dataflow.state.serde import StateSerde
+from kstream.dataflow.state.serde import state_serde as state_serde_named
 from kstream.dataflow.stream import Stream
 from kstream.dataflow.types import ErrorPolicy
 from kstream.errors import ConfigurationError

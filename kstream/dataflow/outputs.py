@@ -130,11 +130,11 @@ class SinkContext:
     guarantee: Guarantee = "exactly-once"
     #: Partition of the job's commit-marker topic owned by this sink subtask.
     marker_partition: int = 0
-    #: `transaction.timeout.ms` for transactional producers.
+    #: ``transaction.timeout.ms`` for transactional producers.
     transaction_timeout_ms: int = 600_000
     #: Serve pending `complete`/`abort` control messages now (a sink waiting
     #: for a commit to free a transactional producer calls this). Raises
-    #: `RollbackInterrupt` if a rollback arrives meanwhile: let it propagate.
+    #: `kstream.dataflow.outputs.RollbackInterrupt` if a rollback arrives meanwhile: let it propagate.
     pump: Callable[[], None] = lambda: None
     #: Raises `RecordLostError` if the shared `producer` failed to deliver
     #: a record (its delivery errors are collected producer-wide).

@@ -10,18 +10,18 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kstream.dataflow.graph import Graph, Node, Stage, children
-from kstream.dataflow.joins import enrichment_functions, interval_join_functions
-from kstream.dataflow.outputs import Sink
-from kstream.dataflow.state import KeyedContext
-from kstream.dataflow.types import ProcessFn, TimerFn
-from kstream.dataflow.window_operator import (
+from kstream.dataflow.operators.joins import enrichment_functions, interval_join_functions
+from kstream.dataflow.operators.window import (
     Aggregation,
     Apply,
     WindowFunction,
     counting,
     window_functions,
 )
-from kstream.dataflow.windows import Assigner, Session, Sliding, TimeWindow, Tumbling
+from kstream.dataflow.operators.windows import Assigner, Session, Sliding, TimeWindow, Tumbling
+from kstream.dataflow.outputs import Sink
+from kstream.dataflow.state.api import KeyedContext
+from kstream.dataflow.types import ProcessFn, TimerFn
 from kstream.errors import ConfigurationError
 
 

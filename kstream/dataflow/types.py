@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.state.api import KeyedContext
 
 __all__ = ["LATE", "ErrorPolicy", "ProcessFn", "Tagged", "TimerFn", "Timestamps"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from kstream.connectors.kafka import KafkaSink, KafkaSource
 from kstream.dataflow.job import Job
-from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.state.api import KeyedContext
 
 #: Width of a bucket (ms): a sum is emitted per key at every multiple of it.
 BUCKET = 1000

@@ -12,7 +12,7 @@ from typing import Any
 
 from kstream.connectors.kafka import KafkaSink, KafkaSource
 from kstream.dataflow.job import Job
-from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.state.api import KeyedContext
 
 
 def summarize(user: str, line: str, ctx: KeyedContext) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -22,8 +22,8 @@ import pytest
 
 from kstream.audit.run import run_audit
 from kstream.dataflow.job import Job
+from kstream.dataflow.operators.windows import Sliding, Tumbling
 from kstream.dataflow.serde import serde
-from kstream.dataflow.windows import Sliding, Tumbling
 from kstream.examples import (
     inputs,
     orders_payments,

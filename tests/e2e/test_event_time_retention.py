@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kstream.dataflow.windows import Tumbling
+from kstream.dataflow.operators.windows import Tumbling
 from kstream.examples import references, windowed_counts
 from kstream.examples.event_time import encode
 from kstream.examples.references import Record

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from kstream.connectors.kafka import KafkaSource
 from kstream.dataflow.job import Job
 from kstream.dataflow.plan import TaskSpec, plan
-from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.state.api import KeyedContext
 from kstream.infra.admin import Admin
 from kstream.protocol.names import channel_topic
 from kstream.runtime.channels.writer import ChannelWriter

@@ -27,7 +27,7 @@ from kstream.connectors.kafka import KafkaSource
 from kstream.dataflow.job import Job
 from kstream.dataflow.outputs import RollbackInterrupt, Sink, SinkContext, SinkSnapshot, SinkWriter
 from kstream.dataflow.plan import TaskSpec, plan
-from kstream.dataflow.state import ValueState
+from kstream.dataflow.state.api import ValueState
 from kstream.dataflow.types import ErrorPolicy
 from kstream.infra.admin import Admin
 from kstream.protocol.names import channel_topic, dead_letter_topic

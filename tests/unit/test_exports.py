@@ -61,7 +61,7 @@ def test_every_export_resolves() -> None:
 
 
 def test_window_assigners_come_from_the_front_door_and_their_module() -> None:
-    from kstream.dataflow import windows
+    from kstream.dataflow.operators import windows
 
     assert (kstream.tumbling, kstream.sliding, kstream.session) == (
         windows.tumbling,

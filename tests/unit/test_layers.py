@@ -39,7 +39,7 @@ def pure_modules() -> list[str]:
     return [
         info.name
         for package in (kstream.protocol, kstream.dataflow)
-        for info in pkgutil.iter_modules(package.__path__, package.__name__ + ".")
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
     ]
 
 

@@ -1,5 +1,5 @@
 """Keyed state of one operator in RocksDB: the default value, and named value, map, list,
-reducing and aggregating states (`kstream.dataflow.state` states their contracts).
+reducing and aggregating states (`kstream.dataflow.state.api` states their contracts).
 
 RocksDB keys (``<op>`` is ``s<stage>.<operator>``; ``<len>`` four big-endian bytes)::
 
@@ -33,8 +33,14 @@ from typing import Any, Protocol, TypeVar
 
 from rocksdict import Rdict, WriteBatch
 
-from kstream.dataflow.state import AggregatingState, ListState, MapState, ReducingState, ValueState
-from kstream.dataflow.state_serde import StateSerde
+from kstream.dataflow.state.api import (
+    AggregatingState,
+    ListState,
+    MapState,
+    ReducingState,
+    ValueState,
+)
+from kstream.dataflow.state.serde import StateSerde
 from kstream.errors import ConfigurationError, StateValueError
 from kstream.runtime.state.element import TIMERS_STATE, ElementContext, now_ms
 

@@ -1,6 +1,6 @@
 """Keyed state of one subtask, kept in RocksDB (rocksdict) with a write-back cache.
 
-Values are encoded by the job's state serde (`kstream.dataflow.state_serde`).
+Values are encoded by the job's state serde (`kstream.dataflow.state.serde`).
 Writes go to an in-memory cache first (`kstream.runtime.state.keyed`) and reach
 RocksDB in one `WriteBatch` per processed batch of records (`flush`), so the
 per-record cost of value state is a dict operation and an encoding. The WAL is
@@ -42,7 +42,7 @@ from typing import Any
 
 from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
-from kstream.dataflow.state_serde import MSGPACK, StateSerde
+from kstream.dataflow.state.serde import MSGPACK, StateSerde
 from kstream.errors import UnsupportedTypeError
 from kstream.protocol.codec import Codec
 from kstream.runtime.state.keyed import Flushable, KeyedStateContext

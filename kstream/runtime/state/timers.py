@@ -1,7 +1,7 @@
 """The timers of keyed operators inside a subtask.
 
 `OperatorTimers` keeps the timers of one keyed operator (`TimerService`,
-`kstream.protocol.timers`) in memory and in the subtask's RocksDB, written at
+`kstream.dataflow.state.timers`) in memory and in the subtask's RocksDB, written at
 the same flush as its state, so that a snapshot's RocksDB checkpoint holds
 exactly the timers not fired at that snapshot. The key layout
 (:ref:`internals-event-time-timers`)::
@@ -18,15 +18,15 @@ from typing import Any
 
 from rocksdict import Rdict, WriteBatch
 
-from kstream.dataflow.state_serde import StateSerde
-from kstream.errors import ConfigurationError, StateValueError
-from kstream.protocol.timers import (
+from kstream.dataflow.state.serde import StateSerde
+from kstream.dataflow.state.timers import (
     Timer,
     TimerDomain,
     TimerService,
     decode_timer_key,
     encode_timer_key,
 )
+from kstream.errors import ConfigurationError, StateValueError
 from kstream.runtime.state.element import TIMERS_STATE, ElementContext
 from kstream.runtime.state.keyed import KeyedStateContext
 

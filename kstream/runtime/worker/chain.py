@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstream.dataflow.graph import Node, Stage, children
+from kstream.dataflow.state.timers import TimerDomain
 from kstream.dataflow.types import Tagged
 from kstream.errors import ConfigurationError, RecordError
-from kstream.protocol.timers import TimerDomain
 from kstream.runtime.state.element import ElementContext
 from kstream.runtime.state.keyed import KeyedStateContext
 from kstream.runtime.state.store import StateStore, key_bytes

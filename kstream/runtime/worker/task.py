@@ -40,6 +40,7 @@ from kstream.dataflow import snapshot_request
 from kstream.dataflow.graph import Node
 from kstream.dataflow.outputs import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.dataflow.plan import Plan, TaskSpec, input_topic
+from kstream.dataflow.state.timers import TimerDomain
 from kstream.errors import (
     CheckpointError,
     DecodeError,
@@ -74,7 +75,6 @@ from kstream.protocol.initiation import Decline, Ignore, SourceInitiation, Take
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage, Declined, Initiated
 from kstream.protocol.snapshot_id import LamportClock, source_initiator
-from kstream.protocol.timers import TimerDomain
 from kstream.protocol.watermarks import InputWatermarks, SourceWatermarks, Unusable
 from kstream.runtime.channels.flow import FlowControl, PositionReport
 from kstream.runtime.channels.format import (

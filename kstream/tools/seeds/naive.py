@@ -39,7 +39,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from kstream.dataflow.job import Job
-from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.state.api import KeyedContext
 from kstream.errors import CheckpointError
 from kstream.examples.seed_ring import P, ProcessFn, Q, ring, token_key, token_process
 from kstream.infra.client_settings import client_config

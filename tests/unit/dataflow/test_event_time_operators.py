@@ -25,11 +25,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kstream import Job, KafkaSink, KafkaSource, Tagged
-from kstream.dataflow.joins import enrichment_functions, interval_join_functions
-from kstream.dataflow.state_serde import state_serde
-from kstream.dataflow.types import LATE
-from kstream.dataflow.window_operator import Aggregation, Apply, counting, window_functions
-from kstream.dataflow.windows import (
+from kstream.dataflow.operators.joins import enrichment_functions, interval_join_functions
+from kstream.dataflow.operators.window import Aggregation, Apply, counting, window_functions
+from kstream.dataflow.operators.windows import (
     Assigner,
     Session,
     Sliding,
@@ -39,10 +37,12 @@ from kstream.dataflow.windows import (
     sliding,
     tumbling,
 )
+from kstream.dataflow.state.serde import state_serde
+from kstream.dataflow.state.timers import Timer, TimerQueue
+from kstream.dataflow.types import LATE
 from kstream.errors import ConfigurationError
 from kstream.examples import inputs, references
 from kstream.examples.references import Record
-from kstream.protocol.timers import Timer, TimerQueue
 from kstream.protocol.watermarks import MIN_WATERMARK
 
 SERDE = state_serde("msgpack")

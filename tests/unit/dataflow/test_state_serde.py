@@ -1,4 +1,4 @@
-"""`kstream.dataflow.state_serde`: round trips, determinism, and loading never running code."""
+"""`kstream.dataflow.state.serde`: round trips, determinism, and loading never running code."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kstream.dataflow.job import Job
-from kstream.dataflow.state_serde import (
+from kstream.dataflow.state.serde import (
     JSON,
     MSGPACK,
     STATE_SERDES,

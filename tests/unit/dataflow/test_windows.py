@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstream.dataflow.windows import (
+from kstream.dataflow.operators.windows import (
     Session,
     Sliding,
     TimeWindow,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstream.dataflow.windows import (
+from kstream.dataflow.operators.windows import (
     Session,
     Sliding,
     TimeWindow,
@@ -19,9 +19,9 @@ from kstream.dataflow.windows import (
     merge_session,
     window_phase,
 )
+from kstream.dataflow.state.timers import Timer, TimerQueue
 from kstream.examples import inputs, references
 from kstream.examples.references import Record
-from kstream.protocol.timers import Timer, TimerQueue
 from kstream.protocol.watermarks import (
     InputWatermarks,
     Lateness,

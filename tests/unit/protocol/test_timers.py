@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstream.errors import TimestampError
-from kstream.protocol.timers import (
+from kstream.dataflow.state.timers import (
     Timer,
     TimerDomain,
     TimerQueue,
@@ -15,6 +14,7 @@ from kstream.protocol.timers import (
     decode_timer_key,
     encode_timer_key,
 )
+from kstream.errors import TimestampError
 
 int64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 timers = st.builds(Timer, int64, st.binary(max_size=6))

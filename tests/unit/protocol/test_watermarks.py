@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstream.dataflow.windows import Tumbling, WindowPhase, window_phase
+from kstream.dataflow.operators.windows import Tumbling, WindowPhase, window_phase
 from kstream.errors import CheckpointError, ConfigurationError
 from kstream.protocol.watermarks import (
     MIN_WATERMARK,

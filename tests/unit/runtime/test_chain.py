@@ -16,7 +16,7 @@ import pytest
 from kstream.connectors.kafka import KafkaSink, KafkaSource
 from kstream.dataflow.graph import Node
 from kstream.dataflow.job import Job
-from kstream.dataflow.state import ValueState
+from kstream.dataflow.state.api import ValueState
 from kstream.errors import ConfigurationError
 from kstream.runtime.state.store import StateStore, key_bytes
 from kstream.runtime.worker.chain import End, compile_chain, has_process

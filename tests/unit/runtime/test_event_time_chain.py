@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from kstream import ConfigurationError, Job, KafkaSink, KafkaSource
 from kstream.dataflow.graph import Node
-from kstream.dataflow.state import KeyedContext
-from kstream.dataflow.state_serde import state_serde
+from kstream.dataflow.state.api import KeyedContext
+from kstream.dataflow.state.serde import state_serde
+from kstream.dataflow.state.timers import TimerDomain
 from kstream.errors import StateValueError, TimestampError
-from kstream.protocol.timers import TimerDomain
 from kstream.protocol.watermarks import MIN_WATERMARK
 from kstream.runtime.state.element import ElementContext
 from kstream.runtime.state.store import StateStore

@@ -11,7 +11,7 @@ import pytest
 
 from kstream.connectors.kafka import KafkaSink, KafkaSource
 from kstream.dataflow.job import Job
-from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.state.api import KeyedContext
 from kstream.dataflow.stream import KeyedStream
 from kstream.runtime.state.store import StateStore
 from kstream.runtime.worker.chain import compile_chain

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rocksdict import DbClosedError
 
-from kstream.dataflow.state_serde import JSON, MSGPACK
+from kstream.dataflow.state.serde import JSON, MSGPACK
 from kstream.errors import ConfigurationError, StateValueError
 from kstream.runtime.state import keyed as keyed_state
 from kstream.runtime.state.keyed import KeyedStateContext

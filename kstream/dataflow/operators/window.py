@@ -52,9 +52,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kstream.dataflow.state import KeyedContext
-from kstream.dataflow.types import LATE, Tagged
-from kstream.dataflow.windows import (
+from kstream.dataflow.operators.windows import (
     Assigner,
     Session,
     TimeWindow,
@@ -63,6 +61,8 @@ from kstream.dataflow.windows import (
     merge_session,
     window_phase,
 )
+from kstream.dataflow.state.api import KeyedContext
+from kstream.dataflow.types import LATE, Tagged
 from kstream.errors import ConfigurationError
 from kstream.protocol.watermarks import Lateness, lateness
 

@@ -36,9 +36,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final
 
-from kstream.dataflow.state import KeyedContext
+from kstream.dataflow.operators.window import event_time, late_record
+from kstream.dataflow.state.api import KeyedContext
 from kstream.dataflow.types import LATE, ProcessFn, Tagged, TimerFn
-from kstream.dataflow.window_operator import event_time, late_record
 from kstream.errors import ConfigurationError
 from kstream.protocol.watermarks import Lateness, lateness
 
