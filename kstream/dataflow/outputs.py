@@ -134,7 +134,8 @@ class SinkContext:
     transaction_timeout_ms: int = 600_000
     #: Serve pending `complete`/`abort` control messages now (a sink waiting
     #: for a commit to free a transactional producer calls this). Raises
-    #: `kstream.dataflow.outputs.RollbackInterrupt` if a rollback arrives meanwhile: let it propagate.
+    #: `kstream.dataflow.outputs.RollbackInterrupt` if a rollback arrives
+    #: meanwhile: let it propagate.
     pump: Callable[[], None] = lambda: None
     #: Raises `RecordLostError` if the shared `producer` failed to deliver
     #: a record (its delivery errors are collected producer-wide).
