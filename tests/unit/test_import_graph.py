@@ -98,7 +98,6 @@ KNOWN_LONG: frozenset[str] = frozenset(
         "kstream.dataflow.job",
         "kstream.protocol.coordinator",
         "kstream.runtime.runner.runner",
-        "kstream.runtime.worker.task",
         "kstream.tools.seeds.demos",
     }
 )
