@@ -21,8 +21,10 @@ from kstream.protocol.names import channel_topic
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
 from kstream.runtime.state.element import ElementContext
-from kstream.runtime.worker.task import ChannelTask, TaskRuntime, open_task
+from kstream.runtime.worker.context import TaskContext
+from kstream.runtime.worker.task import ChannelTask, open_task
 from kstream.testing import RecordingSink, unique_name
+from tests.ports import DetachedPorts
 
 pytestmark = pytest.mark.broker
 
@@ -73,7 +75,7 @@ def test_a_restored_channel_subtask_keeps_its_input_watermark_and_pending_timers
     with ThreadPoolExecutor(1) as executor:
 
         def open_channel_task(generation: int, restore_from: int | None) -> ChannelTask:
-            rt = TaskRuntime(
+            rt = TaskContext(
                 bootstrap=bootstrap,
                 plan=p,
                 generation=generation,
@@ -81,7 +83,7 @@ def test_a_restored_channel_subtask_keeps_its_input_watermark_and_pending_timers
                 storage=storage,
                 state_root=tmp_path / f"state-{generation}",
                 executor=executor,
-                send_control=lambda _msg: None,
+                ports=DetachedPorts(),
             )
             task = open_task(rt, TaskSpec(1, 0, 1), restore_from)
             assert isinstance(task, ChannelTask)

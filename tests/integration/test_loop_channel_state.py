@@ -30,8 +30,10 @@ from kstream.protocol.flow import FlowConfig
 from kstream.protocol.names import channel_topic, loop_topic
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
-from kstream.runtime.worker.task import ChannelTask, TaskRuntime, open_task
+from kstream.runtime.worker.context import TaskContext
+from kstream.runtime.worker.task import ChannelTask, open_task
 from kstream.testing import RecordingSink, unique_name
+from tests.ports import DetachedPorts
 
 pytestmark = pytest.mark.broker
 
@@ -87,7 +89,7 @@ def test_the_loop_channel_is_recorded_from_the_snapshot_to_its_barrier_and_repla
     with ThreadPoolExecutor(1) as executor:
 
         def open_head(generation: int, restore_from: int | None) -> ChannelTask:
-            rt = TaskRuntime(
+            rt = TaskContext(
                 bootstrap=bootstrap,
                 plan=p,
                 generation=generation,
@@ -95,7 +97,7 @@ def test_the_loop_channel_is_recorded_from_the_snapshot_to_its_barrier_and_repla
                 storage=storage,
                 state_root=tmp_path / f"state-{generation}",
                 executor=executor,
-                send_control=lambda _msg: None,
+                ports=DetachedPorts(),
                 alignment=alignment,
                 flow=FlowConfig(max_lag=0),
             )

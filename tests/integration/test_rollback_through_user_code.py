@@ -33,8 +33,11 @@ from kstream.infra.admin import Admin
 from kstream.protocol.names import channel_topic, dead_letter_topic
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
-from kstream.runtime.worker.task import Subtask, TaskRuntime, open_task
+from kstream.runtime.worker.context import TaskContext
+from kstream.runtime.worker.subtask import Subtask
+from kstream.runtime.worker.task import open_task
 from kstream.testing import produce, read_all, unique_name
+from tests.ports import DetachedPorts
 
 pytestmark = pytest.mark.broker
 
@@ -67,9 +70,11 @@ class _WaitingWriter(SinkWriter):
         return SinkSnapshot()
 
 
-def rollback_arrives() -> None:
-    """The pump of a worker that has just read a `recover` of a newer generation."""
-    raise RollbackInterrupt
+class RollbackArrives(DetachedPorts):
+    """The ports of a worker that has just read a `recover` of a newer generation."""
+
+    def pump(self) -> None:
+        raise RollbackInterrupt
 
 
 def count(word: str, _: str, state: ValueState) -> Iterator[tuple[str, int]]:
@@ -80,7 +85,7 @@ def count(word: str, _: str, state: ValueState) -> Iterator[tuple[str, int]]:
 
 @dataclass
 class Opened:
-    rt: TaskRuntime
+    rt: TaskContext
     task: Subtask
 
 
@@ -95,7 +100,7 @@ def opened(bootstrap: str, tmp_path: Path) -> Iterator[Callable[[Job, int], Open
     with ThreadPoolExecutor(1) as executor:
 
         def open_stage(job: Job, stage: int) -> Opened:
-            rt = TaskRuntime(
+            rt = TaskContext(
                 bootstrap=bootstrap,
                 plan=plan(job, 1),
                 generation=GENERATION,
@@ -103,8 +108,7 @@ def opened(bootstrap: str, tmp_path: Path) -> Iterator[Callable[[Job, int], Open
                 storage=LocalCheckpointStorage(tmp_path / "checkpoints"),
                 state_root=tmp_path / "state",
                 executor=executor,
-                send_control=lambda _msg: None,
-                pump=rollback_arrives,
+                ports=RollbackArrives(),
             )
             Admin(bootstrap).create_topics(rt.plan.internal_topics())
             tasks.append(open_task(rt, TaskSpec(stage, 0, 1), None))

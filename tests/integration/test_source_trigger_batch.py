@@ -16,8 +16,11 @@ from kstream.dataflow.job import Job
 from kstream.dataflow.plan import TaskSpec, plan
 from kstream.infra.admin import Admin
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
-from kstream.runtime.worker.task import BATCH, SourceTask, TaskRuntime, open_task
+from kstream.runtime.worker.context import BATCH, TaskContext
+from kstream.runtime.worker.source_task import SourceTask
+from kstream.runtime.worker.task import open_task
 from kstream.testing import RecordingSink, unique_name
+from tests.ports import DetachedPorts
 
 pytestmark = pytest.mark.broker
 
@@ -40,7 +43,7 @@ def test_a_triggered_source_snapshots_after_the_batch_it_had_fetched(
         producer.produce(source.topic, str(i).encode(), partition=0)
     assert producer.flush(30) == 0
     with ThreadPoolExecutor(1) as executor:
-        rt = TaskRuntime(
+        rt = TaskContext(
             bootstrap=bootstrap,
             plan=p,
             generation=1,
@@ -48,7 +51,7 @@ def test_a_triggered_source_snapshots_after_the_batch_it_had_fetched(
             storage=LocalCheckpointStorage(tmp_path / "checkpoints"),
             state_root=tmp_path / "state",
             executor=executor,
-            send_control=lambda _msg: None,
+            ports=DetachedPorts(),
         )
         task = open_task(rt, TaskSpec(0, 0, 1), None)
         assert isinstance(task, SourceTask)

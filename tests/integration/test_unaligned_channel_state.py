@@ -29,8 +29,10 @@ from kstream.protocol.barrier import Alignment
 from kstream.protocol.names import channel_topic
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
-from kstream.runtime.worker.task import ChannelTask, TaskRuntime, open_task
+from kstream.runtime.worker.context import TaskContext
+from kstream.runtime.worker.task import ChannelTask, open_task
 from kstream.testing import RecordingSink, unique_name
+from tests.ports import DetachedPorts
 
 pytestmark = pytest.mark.broker
 
@@ -82,7 +84,7 @@ def test_in_flight_records_are_recorded_as_a_range_and_replayed_by_the_restore(
     with ThreadPoolExecutor(1) as executor:
 
         def open_channel_task(generation: int, restore_from: int | None) -> ChannelTask:
-            rt = TaskRuntime(
+            rt = TaskContext(
                 bootstrap=bootstrap,
                 plan=p,
                 generation=generation,
@@ -90,7 +92,7 @@ def test_in_flight_records_are_recorded_as_a_range_and_replayed_by_the_restore(
                 storage=storage,
                 state_root=tmp_path / f"state-{generation}",
                 executor=executor,
-                send_control=lambda _msg: None,
+                ports=DetachedPorts(),
                 alignment=Alignment.UNALIGNED,
             )
             task = open_task(rt, TaskSpec(1, 0, 2), restore_from)

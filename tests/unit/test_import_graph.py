@@ -79,7 +79,6 @@ KNOWN_CYCLES: list[list[str]] = []
 KNOWN_LONG: frozenset[str] = frozenset(
     {
         "kstream.runtime.runner.runner",
-        "kstream.runtime.worker.task",
     }
 )
 

@@ -2,7 +2,7 @@
 
 A job chooses one with ``Job(..., state_serde=...)``: a name from `STATE_SERDES`
 or a `StateSerde` instance. Snapshots record its `name`; a restore with another
-one is refused (`kstream.runtime.worker.task`), since bytes written by one serde mean
+one is refused (`kstream.runtime.checkpoint.restore`), since bytes written by one serde mean
 nothing, or something wrong, to another.
 
 ================ ==============================================================

@@ -69,10 +69,12 @@ from kstream.runtime.failure import classify
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config, connect
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import runner_gone, runner_pid
+from kstream.runtime.worker.context import TaskContext
 from kstream.runtime.worker.faults import Faults
 from kstream.runtime.worker.heartbeat import Heartbeat
 from kstream.runtime.worker.stuck import CallWatch
-from kstream.runtime.worker.task import Subtask, TaskRuntime, open_task
+from kstream.runtime.worker.subtask import Subtask
+from kstream.runtime.worker.task import open_task
 
 __all__ = ["Worker"]
 
@@ -208,7 +210,8 @@ class Worker:
                 f"{len(self._undelivered)} records not delivered, e.g. {self._undelivered[0]}"
             )
 
-    def _send(self, message: ControlMessage) -> None:
+    def send_control(self, message: ControlMessage) -> None:
+        """Write `message` to the control topic (`WorkerPorts`)."""
         self.control.send(message)
 
     # -- generations --------------------------------------------------------
@@ -231,7 +234,7 @@ class Worker:
     def _restore(self, generation: int, checkpoint: int | None) -> None:
         started = time.monotonic()
         self._retire_tasks()
-        rt = TaskRuntime(
+        rt = TaskContext(
             bootstrap=self.bootstrap,
             plan=self.plan,
             generation=generation,
@@ -239,12 +242,10 @@ class Worker:
             storage=self.storage,
             state_root=self.state_root,
             executor=self.executor,
-            send_control=self._send,
+            ports=self,
             faults=self.faults,
             guarantee=self.guarantee,
             transaction_timeout_ms=self.transaction_timeout_ms,
-            pump=self._pump,
-            raise_if_undelivered=self.raise_if_undelivered,
             max_record_bytes=self.max_record_bytes,
             identity=self.identity,
             flow=self.flow,
@@ -252,7 +253,6 @@ class Worker:
             alignment_timeout_s=self.alignment_timeout_s,
             clock=self.recovery.clock,
             source_snapshot_every=self.source_snapshot_interval_s,
-            announce=self._announce,
             concurrent=self.concurrent,
         )
         self.tasks = []
@@ -262,7 +262,7 @@ class Worker:
         except CheckpointError as exc:
             # Tell the coordinator why, so it can fall back to an older checkpoint
             # instead of restarting this worker into the same failure.
-            self._send(RestoreFailed(self.name, generation, checkpoint, str(exc)))
+            self.send_control(RestoreFailed(self.name, generation, checkpoint, str(exc)))
             raise
         log.info(
             "%s: generation %d, restored %s from %s in %.2fs",
@@ -277,7 +277,7 @@ class Worker:
         # soon as every worker's first heartbeat not marked restoring arrives.
         self._heartbeat(force=True, flush=True)
 
-    def _announce(self, checkpoint: int) -> None:
+    def announce(self, checkpoint: int) -> None:
         """A subtask of this worker started `checkpoint`: tell the others now."""
         for t in self.tasks:
             t.announced(checkpoint)
@@ -312,7 +312,7 @@ class Worker:
         if interrupt:
             raise RollbackInterrupt
 
-    def _pump(self) -> None:
+    def pump(self) -> None:
         """Serve `complete`/`abort` of this generation now, from inside a subtask.
 
         A transactional sink whose producers all hold pre-committed epochs waits
