@@ -36,7 +36,7 @@ from rocksdict import Rdict, WriteBatch
 from kstream.dataflow.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from kstream.dataflow.state_serde import StateSerde
 from kstream.errors import ConfigurationError, StateValueError
-from kstream.runtime.state.element import TIMERS_STATE, ElementContext, now_ms
+from kstream.runtime.state.element import TIMERS_STATE, ElementContext
 
 __all__ = ["CACHE_LIMIT", "Flushable", "KeyedStateContext", "KeyedValueState"]
 
@@ -406,7 +406,7 @@ class KeyedStateContext(KeyedValueState):
         return self._element.watermark
 
     def now(self) -> int:
-        return now_ms()
+        return self._element.clock()
 
     def _state(self, name: str, kind: str, build: Callable[[bytes], _S]) -> _S:
         found = self._named.get(name)
