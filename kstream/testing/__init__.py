@@ -2,10 +2,10 @@
 
 Two sets, for two kinds of test:
 
-* `kstream.testing.harness` runs a job in this process without a broker, its
+* ``kstream.testing.harness`` runs a job in this process without a broker, its
   sources fed from lists and its sinks collected in memory: `run_job`,
   `TestRun`, `Record`. Unit tests of a job's logic.
-* `kstream.testing.kafka` verifies jobs against a real cluster (unique topics,
+* ``kstream.testing.kafka`` verifies jobs against a real cluster (unique topics,
   producing, reading back): nothing there fakes Kafka. kstream's own suite
   uses it as well.
 """

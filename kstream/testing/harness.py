@@ -87,9 +87,6 @@ from kstream.runtime.worker.dead_letters import RecordErrors
 
 __all__ = ["Record", "TestRun", "run_job"]
 
-#: What `TestRun` and `run_job` accept: a job, or a job spec (``job(params)``).
-JobSpec = Job | Callable[[dict[str, str]], Job]
-
 _STR = serde("str")
 
 
@@ -99,9 +96,12 @@ class Record:
 
     Into a source: `value` as the source's serde decodes it (or its bytes),
     `key` (only dead letters keep it) and `timestamp` (ms; the event time of a
-    source with ``timestamps="kafka"``). Out of a sink: as described in
-    `kstream.testing.harness`. A dead letter holds the failed record's bytes,
-    with why in `headers` (`header`).
+    source with ``timestamps="kafka"``). Out of a `KafkaSink`: its key and
+    value written with the sink's serdes and read back with them (a result
+    that is a 2-tuple is a key and a value), as a consumer of the topic sees
+    them; out of any other sink: the result as the sink got it. `timestamp` is
+    then the result's event time on a stage with event time, else None. A dead
+    letter holds the failed record's bytes, with why in `headers` (`header`).
     """
 
     value: Any
@@ -331,7 +331,9 @@ class TestRun:
 
     __test__ = False  # a class named Test*, not a test: pytest must not collect it
 
-    def __init__(self, job: JobSpec, params: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, job: Job | Callable[[dict[str, str]], Job], params: Mapping[str, str] | None = None
+    ) -> None:
         if isinstance(job, Job):
             if params is not None:
                 raise ConfigurationError("params are for a job spec (a function), not a Job")
@@ -459,7 +461,7 @@ class TestRun:
 
 
 def run_job(
-    job: JobSpec,
+    job: Job | Callable[[dict[str, str]], Job],
     inputs: Mapping[str, Iterable[Record]],
     params: Mapping[str, str] | None = None,
 ) -> dict[str, list[Record]]:
