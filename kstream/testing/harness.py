@@ -165,11 +165,10 @@ class _Subtask:
         sink = node.sink
         kept = self._run._outputs.setdefault(_topic_of(sink), [])
         element = self.element
-        encode = _kafka_record if isinstance(sink, KafkaSink) else _plain_record
+        record = _kafka_records(sink) if isinstance(sink, KafkaSink) else Record
 
         def write(value: Any) -> None:
-            at = element.timestamp if element.timed else None
-            kept.append(encode(sink, value, at))
+            kept.append(record(value, timestamp=element.timestamp if element.timed else None))
 
         return write
 
@@ -347,14 +346,14 @@ class TestRun:
         self._outputs: dict[str, list[Record]] = {}
         self._dead = dead_letter_topic(self.job.name)
         self._subtasks: list[_Subtask] = []
+        #: Channel records written so far, per channel topic (their offsets).
+        self._written: dict[str, int] = {}
         try:
             self._subtasks = [_Subtask(self, stage) for stage in self.job.stages]
         except BaseException:
             self.close()
             raise
         self._outputs.setdefault(self._dead, [])
-        #: Channel records written so far, per channel topic (their offsets).
-        self._written: dict[str, int] = {}
 
     def __enter__(self) -> TestRun:
         return self
@@ -484,25 +483,25 @@ def _topic_of(sink: Sink) -> str:
     return topics[0] if topics else sink.name
 
 
-def _kafka_record(sink: Sink, value: Any, timestamp: int | None) -> Record:
-    """A `KafkaSink` result as a consumer reading with the sink's serdes sees it."""
-    assert isinstance(sink, KafkaSink)
+def _kafka_records(sink: KafkaSink) -> Callable[..., Record]:
+    """``record(result, timestamp=...)``: a `KafkaSink` result as a consumer reading
+    with the sink's serdes sees it."""
     key_serde, value_serde = serde(sink.key_serde), serde(sink.value_serde)
-    if isinstance(value, tuple) and len(value) == 2:
-        key, value = value
-    else:
-        key = None
-    kdata = None if key is None else key_serde.dumps(key)
-    data = value_serde.dumps(value)
-    return Record(
-        value_serde.loads(data),
-        key=None if kdata is None else key_serde.loads(kdata),
-        timestamp=timestamp,
-    )
 
+    def record(value: Any, timestamp: int | None) -> Record:
+        if isinstance(value, tuple) and len(value) == 2:
+            key, value = value
+        else:
+            key = None
+        kdata = None if key is None else key_serde.dumps(key)
+        data = value_serde.dumps(value)
+        return Record(
+            value_serde.loads(data),
+            key=None if kdata is None else key_serde.loads(kdata),
+            timestamp=timestamp,
+        )
 
-def _plain_record(_: Sink, value: Any, timestamp: int | None) -> Record:
-    return Record(value, timestamp=timestamp)
+    return record
 
 
 def _source_bytes(source_serde: Serde, topic: str, record: Record) -> bytes | None:

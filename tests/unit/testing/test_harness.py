@@ -272,3 +272,24 @@ def test_every_name_of_the_kafka_tools_is_still_importable_from_kstream_testing(
     for name in kafka.__all__:
         assert getattr(kstream.testing, name) is getattr(kafka, name)
     assert {"Record", "TestRun", "run_job"} <= set(kstream.testing.__all__)
+
+
+def fails_on_timer(user: str, ts: int, ctx: KeyedContext) -> Iterator[tuple[str, str]]:
+    raise RuntimeError(f"no reminder for {user}")
+
+
+def test_a_timer_that_raises_goes_to_the_dead_letters_with_its_key_and_time() -> None:
+    j = Job("failing-reminders")
+    (
+        j.source(KafkaSource("events", timestamps="kafka"))
+        .key_by(lambda user: user)
+        .process(remind, on_timer=fails_on_timer, name="remind")
+        .sink(KafkaSink("reminders"))
+    )
+    with TestRun(j) as run:
+        run.send("events", [Record("a", timestamp=1)])
+        run.advance_processing_time(1_000)
+        (dead,) = run.dead_letters()
+        assert dead.value == repr(("a", 1_000)).encode()
+        assert dead.header(ERROR_HEADER) == b"RuntimeError: no reminder for a"
+        assert run.output("reminders") == []
