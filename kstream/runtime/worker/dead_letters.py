@@ -91,8 +91,6 @@ class RecordErrors:
         `KStreamError` that is not a `RecordError` (kstream's own I/O failed,
         e.g. a produce; the job rolls back instead of blaming the record).
         """
-        if isinstance(exc, KStreamError) and not isinstance(exc, RecordError):
-            raise exc
         self.record_failed(
             exc, msg.topic() or "", msg.partition(), msg.offset(), msg.key(), msg.value(), item
         )
