@@ -25,7 +25,7 @@ job's error policy (`RecordErrors`). What is not Kafka is replaced by memory:
 * **Stage-to-stage records** go through the real `ChannelWriter` and are read
   back as a channel subtask reads them, so every record crosses the job's
   channel serde: one the serde cannot carry is refused as in a job.
-* **Sinks** are replaced by in-memory writers collecting `Record`\\ s per
+* **Sinks** are replaced by in-memory writers collecting `Record` values per
   topic (a sink without topics under its name). A `KafkaSink`'s results are
   written with its key and value serdes and read back with them (a 2-tuple
   is a key and a value), as a consumer of the topic would see them; the
