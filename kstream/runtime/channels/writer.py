@@ -58,11 +58,15 @@ class ChannelWriter:
     replaced only once all its parts were produced; a failed produce raises
     `KafkaUnavailableError`, which must stop the worker (the job rolls back),
     never count as a record error.
+
+    With `out`, channel records are handed to ``out(partition, value)`` in
+    produce order instead of being produced (`producer` is then unused): a
+    broker-free run (`kstream.testing.harness`) reads them back from memory.
     """
 
     def __init__(
         self,
-        producer: Producer,
+        producer: Producer | None,
         topic: str,
         upstream: int,
         downstream_count: int,
@@ -75,9 +79,11 @@ class ChannelWriter:
         on_unencodable: Callable[[Any, UnsupportedTypeError], None] | None = None,
         key_bytes: Callable[[Any], bytes] = key_bytes,
         element: ElementContext | None = None,
+        out: Callable[[int, bytes], None] | None = None,
     ) -> None:
         self._producer = producer
         self._topic = topic
+        self._out = out
         self._base = upstream * downstream_count
         self._d = downstream_count
         self._prefixes = {f: DATA_HEADER.pack(RECORD, generation, f) for f in FORMAT_NAMES}
@@ -190,7 +196,7 @@ class ChannelWriter:
         if size <= self._room:
             if n:
                 self._fitted(size, n)
-            produce(self._producer, self._topic, data, None, partition, kind="channel")
+            self._produce(partition, data)
             self.sent += n
         elif n == 1:
             self._reject(batch[0], size, partition)
@@ -247,4 +253,12 @@ class ChannelWriter:
         self.flush()
         data = encode_barrier(checkpoint, self._generation)
         for j in range(self._d):
-            produce(self._producer, self._topic, data, None, self._base + j, kind="channel")
+            self._produce(self._base + j, data)
+
+    def _produce(self, partition: int, data: bytes) -> None:
+        """Write channel record `data` into `partition` (or hand it to `out`)."""
+        if self._out is not None:
+            self._out(partition, data)
+            return
+        assert self._producer is not None
+        produce(self._producer, self._topic, data, None, partition, kind="channel")

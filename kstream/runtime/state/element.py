@@ -13,6 +13,7 @@ read it, and it reads neither.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from kstream.protocol.watermarks import MIN_WATERMARK
 
@@ -34,12 +35,15 @@ class ElementContext:
     record being pushed, or to the timer firing (both its timestamp then);
     `watermark` and `idle` are the subtask's own, sent downstream with its
     channel flushes. `timed` says whether the stage has event time at all.
+    `clock` is processing time as the subtask's operators read it
+    (``ctx.now()``): the wall clock, or a clock a test moves by hand.
     """
 
-    __slots__ = ("idle", "stamp", "timed", "timestamp", "watermark")
+    __slots__ = ("clock", "idle", "stamp", "timed", "timestamp", "watermark")
 
-    def __init__(self, timed: bool) -> None:
+    def __init__(self, timed: bool, clock: Callable[[], int] = now_ms) -> None:
         self.timed = timed
+        self.clock = clock
         self.timestamp: int | None = None
         self.stamp = MIN_WATERMARK
         self.watermark = MIN_WATERMARK

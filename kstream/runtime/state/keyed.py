@@ -42,7 +42,7 @@ from kstream.dataflow.state.api import (
 )
 from kstream.dataflow.state.serde import StateSerde
 from kstream.errors import ConfigurationError, StateValueError
-from kstream.runtime.state.element import TIMERS_STATE, ElementContext, now_ms
+from kstream.runtime.state.element import TIMERS_STATE, ElementContext
 
 __all__ = ["CACHE_LIMIT", "Flushable", "KeyedStateContext", "KeyedValueState"]
 
@@ -412,7 +412,7 @@ class KeyedStateContext(KeyedValueState):
         return self._element.watermark
 
     def now(self) -> int:
-        return now_ms()
+        return self._element.clock()
 
     def _state(self, name: str, kind: str, build: Callable[[bytes], _S]) -> _S:
         found = self._named.get(name)

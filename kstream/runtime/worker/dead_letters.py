@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +65,9 @@ class RecordErrors:
     """Applies ``on_error`` for subtask `task` of job `job_name`.
 
     Dead letters go through `producer` (the worker's shared producer) and are cut
-    to fit `max_record_bytes`, the producer's ``message.max.bytes``.
+    to fit `max_record_bytes`, the producer's ``message.max.bytes``. With `out`
+    they are handed to ``out(topic, key, value, headers)`` instead (a
+    broker-free run keeps them in memory; `producer` is then unused).
     """
 
     policy: ErrorPolicy
@@ -73,6 +76,7 @@ class RecordErrors:
     producer: Any  # confluent_kafka.Producer
     max_record_bytes: int
     counts: PolicyCounts = field(default_factory=PolicyCounts)
+    out: Callable[[str, bytes | None, bytes | None, Headers], None] | None = None
 
     def on_record_error(self, exc: BaseException, msg: Message, item: Any = RAW) -> None:
         """Apply the job's error policy to a record that failed to decode or process.
@@ -87,21 +91,44 @@ class RecordErrors:
         `KStreamError` that is not a `RecordError` (kstream's own I/O failed,
         e.g. a produce; the job rolls back instead of blaming the record).
         """
+        self.record_failed(
+            exc, msg.topic() or "", msg.partition(), msg.offset(), msg.key(), msg.value(), item
+        )
+
+    def record_failed(
+        self,
+        exc: BaseException,
+        topic: str,
+        partition: int | None,
+        offset: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        item: Any = RAW,
+    ) -> None:
+        """`on_record_error` for the record at `topic[partition]@offset` with `key`
+        and `value` (its bytes), however it was read."""
         if isinstance(exc, KStreamError) and not isinstance(exc, RecordError):
             raise exc
-        where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+        where = f"{topic}[{partition}]@{offset}"
         source: Headers = [
-            (LINEAGE_TOPIC_HEADER, (msg.topic() or "").encode()),
-            (LINEAGE_PARTITION_HEADER, str(msg.partition()).encode()),
-            (LINEAGE_OFFSET_HEADER, str(msg.offset()).encode()),
+            (LINEAGE_TOPIC_HEADER, topic.encode()),
+            (LINEAGE_PARTITION_HEADER, str(partition).encode()),
+            (LINEAGE_OFFSET_HEADER, str(offset).encode()),
         ]
         payload: bytes | None
         if isinstance(exc, RecordTooLargeError):
             key, payload = exc.key, exc.value
         else:
-            key = msg.key()
-            payload = msg.value() if item is RAW else repr(item).encode()
+            payload = value if item is RAW else repr(item).encode()
         self.apply(exc, f"record {where}", key, payload, source)
+
+    def timer_failed(self, exc: Exception, domain: str, key: Any, ts: int) -> None:
+        """A timer's ``on_timer`` raised `exc`: the timer's record error, with the key and
+        time in the dead letter (`domain`: "event" or "processing")."""
+        if isinstance(exc, KStreamError) and not isinstance(exc, RecordError):
+            raise exc
+        what = f"{domain}-time timer of key {key!r} at {ts}"
+        self.apply(exc, what, None, repr((key, ts)).encode(), [])
 
     def on_channel_record_too_large(self, item: Any, exc: RecordTooLargeError) -> None:
         """A stream record too large for its channel (found when its batch is written).
@@ -145,7 +172,10 @@ class RecordErrors:
         topic = dead_letter_topic(self.job_name)
         # The dead letter must fit where the record did not: cut to fit, marked.
         key, payload, headers = fit_dead_letter(key, payload, headers, self.max_record_bytes)
-        produce(self.producer, topic, payload, key, headers=headers, kind="dead-letter topic")
+        if self.out is not None:
+            self.out(topic, key, payload, headers)
+        else:
+            produce(self.producer, topic, payload, key, headers=headers, kind="dead-letter topic")
         self.counts.dead_letters += 1
         self.counts.last_dead_letter = f"{self.task}: {what}: {type(exc).__name__}: {exc}"[:300]
         log.warning("%s: %s sent to %s: %s: %s", self.task, what, topic, type(exc).__name__, exc)

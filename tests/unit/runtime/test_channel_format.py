@@ -426,3 +426,16 @@ def test_a_declared_record_type_crosses_the_channel() -> None:
     assert declared.decode(value, False) == [Opaque()]
     with pytest.raises(DecodeError, match="'opaque' is not declared"):
         decode_batch(value)
+
+
+def test_with_out_a_writer_hands_over_the_records_it_would_produce() -> None:
+    producer, handed = KeepingProducer(), KeepingProducer()
+    values = [f"v{i}" for i in range(40)]
+    kept = writer(producer, downstream=3)
+    given = writer(None, downstream=3, out=lambda p, v: handed.records.append((p, v)))  # type: ignore[arg-type]
+    for w in (kept, given):
+        for v in values:
+            w.send(v)
+        w.barrier(4)
+    assert handed.records == producer.records
+    assert len(handed.records) > 3

@@ -1,4 +1,4 @@
-"""Testing tools shipped with kstream: unique topics, producing, reading back.
+"""Testing a job against a real cluster: unique topics, producing, reading back.
 
 Used by kstream's own test suite and meant for users who verify their jobs
 against a real cluster. Nothing here fakes Kafka.
