@@ -52,13 +52,15 @@ from typing import Any
 
 from kstream.connectors.kafka import KafkaSink
 from kstream.dataflow import snapshot_request
-from kstream.dataflow.job import Job, Node, Sink, Stage
+from kstream.dataflow.graph import Node, Stage
+from kstream.dataflow.job import Job
+from kstream.dataflow.outputs import Sink
 from kstream.dataflow.plan import input_topic
 from kstream.dataflow.serde import Serde, serde
+from kstream.dataflow.state.timers import TimerDomain
 from kstream.errors import ConfigurationError, DecodeError, TimestampError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, Headers
 from kstream.protocol.names import dead_letter_topic
-from kstream.protocol.timers import TimerDomain
 from kstream.protocol.watermarks import (
     MAX_TIMESTAMP,
     MIN_WATERMARK,
