@@ -25,6 +25,7 @@ microsecond per call, more than the rest of the produce).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
@@ -33,6 +34,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from kstream.errors import (
     AuthorizationError,
+    JobFailedError,
     KafkaUnavailableError,
     KStreamError,
     ProducerFencedError,
@@ -40,6 +42,8 @@ from kstream.errors import (
 )
 from kstream.infra.admin import ACL_HINT, AUTHORIZATION_CODES, retrying
 from kstream.infra.client_settings import client_config
+
+log = logging.getLogger("kstream.kafka")
 
 __all__ = [
     "BATCHING",
@@ -55,6 +59,7 @@ __all__ = [
     "flush",
     "kafka_error",
     "produce",
+    "raise_if_fatal",
     "request",
     "transact",
 ]
@@ -234,3 +239,12 @@ def transact(call: Callable[[float], None], what: str, timeout: float = TXN_TIME
     worker dies and the job recovers, which re-commits from the write-ahead copy.
     """
     request(lambda: call(timeout), f"transactional {what} failed", timeout)
+
+
+def raise_if_fatal(msg: Message) -> None:
+    """Raise `JobFailedError` if consumed `msg` carries a fatal error; log any other
+    (a consumer reports partition ends and transient errors as messages too)."""
+    err = msg.error()
+    if err is not None and err.fatal():
+        raise JobFailedError(f"consumer error on {msg.topic()}[{msg.partition()}]: {err.str()}")
+    log.debug("consumer notice: %s", err)

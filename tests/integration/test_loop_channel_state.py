@@ -30,7 +30,9 @@ from kstream.protocol.flow import FlowConfig
 from kstream.protocol.names import channel_topic, loop_topic
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
-from kstream.runtime.worker.task import ChannelTask, TaskRuntime, open_task
+from kstream.runtime.worker.channel_task import ChannelTask
+from kstream.runtime.worker.process import open_task
+from kstream.runtime.worker.task import TaskRuntime
 from kstream.testing import RecordingSink, unique_name
 
 pytestmark = pytest.mark.broker

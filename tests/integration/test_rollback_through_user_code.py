@@ -31,7 +31,8 @@ from kstream.protocol.names import channel_topic, dead_letter_topic
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
 from kstream.runtime.sink import RollbackInterrupt, SinkContext, SinkSnapshot, SinkWriter
-from kstream.runtime.worker.task import Subtask, TaskRuntime, open_task
+from kstream.runtime.worker.process import open_task
+from kstream.runtime.worker.task import Subtask, TaskRuntime
 from kstream.testing import produce, read_all, unique_name
 
 pytestmark = pytest.mark.broker

@@ -16,7 +16,8 @@ from kstream.dataflow.job import Job
 from kstream.dataflow.plan import TaskSpec, plan
 from kstream.infra.admin import Admin
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
-from kstream.runtime.worker.task import BATCH, SourceTask, TaskRuntime, open_task
+from kstream.runtime.worker.process import open_task
+from kstream.runtime.worker.task import BATCH, SourceTask, TaskRuntime
 from kstream.testing import RecordingSink, unique_name
 
 pytestmark = pytest.mark.broker

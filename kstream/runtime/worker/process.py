@@ -31,7 +31,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from kstream.dataflow.identity import JobIdentity
 from kstream.dataflow.job import Job, sink_nodes
-from kstream.dataflow.plan import Plan, plan
+from kstream.dataflow.plan import Plan, TaskSpec, plan
 from kstream.errors import (
     CheckpointError,
     KafkaUnavailableError,
@@ -68,12 +68,13 @@ from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config, connect
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import runner_gone, runner_pid
 from kstream.runtime.sink import Guarantee, RollbackInterrupt
+from kstream.runtime.worker.channel_task import ChannelTask
 from kstream.runtime.worker.faults import Faults
 from kstream.runtime.worker.heartbeat import Heartbeat
 from kstream.runtime.worker.stuck import CallWatch
-from kstream.runtime.worker.task import Subtask, TaskRuntime, open_task
+from kstream.runtime.worker.task import SourceTask, Subtask, TaskRuntime
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "open_task"]
 
 log = logging.getLogger("kstream.worker")
 
@@ -502,6 +503,13 @@ class Worker:
                 self.control.send(WorkerFailed(self.name, failure.cause))
         except Exception as err:  # the cause of death matters more
             log.warning("%s: could not tell the control topic why it stops: %s", self.name, err)
+
+
+def open_task(rt: TaskRuntime, spec: TaskSpec, restore_from: int | None) -> Subtask:
+    """Build the subtask for `spec`, restored from checkpoint `restore_from` (None: fresh)."""
+    if rt.plan.stage(spec).source is not None:
+        return SourceTask(rt, spec, restore_from)
+    return ChannelTask(rt, spec, restore_from)
 
 
 def _shared_producer_limit(bootstrap: str, job_plan: Plan, guarantee: Guarantee) -> int:
