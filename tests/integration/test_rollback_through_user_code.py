@@ -34,8 +34,8 @@ from kstream.protocol.names import channel_topic, dead_letter_topic
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
 from kstream.runtime.worker.context import TaskContext
+from kstream.runtime.worker.process import open_task
 from kstream.runtime.worker.subtask import Subtask
-from kstream.runtime.worker.task import open_task
 from kstream.testing import produce, read_all, unique_name
 from tests.ports import DetachedPorts
 

@@ -17,8 +17,8 @@ from kstream.dataflow.plan import TaskSpec, plan
 from kstream.infra.admin import Admin
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
 from kstream.runtime.worker.context import BATCH, TaskContext
+from kstream.runtime.worker.process import open_task
 from kstream.runtime.worker.source_task import SourceTask
-from kstream.runtime.worker.task import open_task
 from kstream.testing import RecordingSink, unique_name
 from tests.ports import DetachedPorts
 

@@ -29,8 +29,9 @@ from kstream.protocol.barrier import Alignment
 from kstream.protocol.names import channel_topic
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
+from kstream.runtime.worker.channel_task import ChannelTask
 from kstream.runtime.worker.context import TaskContext
-from kstream.runtime.worker.task import ChannelTask, open_task
+from kstream.runtime.worker.process import open_task
 from kstream.testing import RecordingSink, unique_name
 from tests.ports import DetachedPorts
 

@@ -33,7 +33,7 @@ from kstream.dataflow.graph import sink_nodes
 from kstream.dataflow.identity import identity_of
 from kstream.dataflow.job import Job
 from kstream.dataflow.outputs import Guarantee, RollbackInterrupt
-from kstream.dataflow.plan import Plan, plan
+from kstream.dataflow.plan import Plan, TaskSpec, plan
 from kstream.errors import (
     CheckpointError,
     KafkaUnavailableError,
@@ -69,14 +69,15 @@ from kstream.runtime.failure import classify
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config, connect
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import runner_gone, runner_pid
+from kstream.runtime.worker.channel_task import ChannelTask
 from kstream.runtime.worker.context import TaskContext
 from kstream.runtime.worker.faults import Faults
 from kstream.runtime.worker.heartbeat import Heartbeat
+from kstream.runtime.worker.source_task import SourceTask
 from kstream.runtime.worker.stuck import CallWatch
 from kstream.runtime.worker.subtask import Subtask
-from kstream.runtime.worker.task import open_task
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "open_task"]
 
 log = logging.getLogger("kstream.worker")
 
@@ -503,6 +504,13 @@ class Worker:
                 self.control.send(WorkerFailed(self.name, failure.cause))
         except Exception as err:  # the cause of death matters more
             log.warning("%s: could not tell the control topic why it stops: %s", self.name, err)
+
+
+def open_task(rt: TaskContext, spec: TaskSpec, restore_from: int | None) -> Subtask:
+    """Build the subtask for `spec`, restored from checkpoint `restore_from` (None: fresh)."""
+    if rt.plan.stage(spec).source is not None:
+        return SourceTask(rt, spec, restore_from)
+    return ChannelTask(rt, spec, restore_from)
 
 
 def _shared_producer_limit(bootstrap: str, job_plan: Plan, guarantee: Guarantee) -> int:
