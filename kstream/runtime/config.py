@@ -47,11 +47,21 @@ DEFAULT_TRANSACTION_TIMEOUT_S = 600.0
 @dataclass(frozen=True, slots=True)
 class JobRef:
     """What loads the job: ``module:attribute`` or ``path.py:attribute``, its
-    parameters, and the name it runs under (``--job-name``, else the job's own)."""
+    parameters, and the name it runs under (``--job-name``, else the job's own;
+    empty until the runner that loaded the job settles it)."""
 
     spec: str
     params: dict[str, str] = field(default_factory=dict)
     name: str = ""
+
+    def to_json(self) -> str:
+        """This reference as one line of JSON (the form `RunConfig.to_json` nests)."""
+        return json.dumps(_encode(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> JobRef:
+        """The reference `to_json` wrote; `ConfigurationError` naming a bad key."""
+        return _decode(cls, _parse(text), "job.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,18 +130,27 @@ class RunConfig:
     def from_json(cls, text: str) -> RunConfig:
         """The configuration `to_json` wrote; `ConfigurationError` naming the first
         key that is unknown, missing or of the wrong type, or a version not 1."""
-        try:
-            form = json.loads(text)
-        except ValueError as exc:
-            raise ConfigurationError(f"run configuration: not JSON ({exc})") from None
+        return cls.from_form(_parse(text))
+
+    @classmethod
+    def from_form(cls, form: object) -> RunConfig:
+        """The configuration of `form`, the JSON form already parsed (see `from_json`)."""
         if not isinstance(form, dict):
             raise ConfigurationError("run configuration: not a JSON object")
+        form = dict(form)
         version = form.pop("version", None)
         if version != FORMAT_VERSION:
             raise ConfigurationError(
                 f"run configuration: version {version!r}, this kstream reads {FORMAT_VERSION}"
             )
         return _decode(cls, form, "")
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"run configuration: not JSON ({exc})") from None
 
 
 def _encode(value: Any) -> Any:
@@ -150,9 +169,11 @@ T = TypeVar("T")
 
 
 def _decode(cls: type[T], form: Any, where: str) -> T:
-    """An instance of dataclass `cls` from `form`, every field checked by its type hint."""
+    """An instance of dataclass `cls` from `form`, every field checked by its type hint;
+    `where` prefixes the keys named in refusals."""
     if not isinstance(form, dict):
-        raise ConfigurationError(f"run configuration: {where or 'the top level'} is not an object")
+        what = repr(where.rstrip(".")) if where else "the top level"
+        raise ConfigurationError(f"run configuration: {what} is not an object")
     hints = get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     unknown = sorted(set(form) - set(names))

@@ -65,8 +65,9 @@ from kstream.protocol.barrier import Alignment
 from kstream.protocol.checkpoint_history import CheckpointRecord, checkpoint_history
 from kstream.protocol.coordinator import CoordinatorConfig
 from kstream.runtime.channels.format import BatchFormat
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.control import read_messages
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.runner.runner import Runner, RunningJob
 from kstream.testing import Feeder, run_until_consumed, unique_name
 from kstream.tools.demo import progress_bar
 from kstream.tools.seeds.naive import (
@@ -270,15 +271,16 @@ def _run_ring(
     params = {"p-input": p_topic, "q-input": q_topic, "name": run_id, "seed": str(seed)}
     state_dir = cache_dir() / "demo" / run_id
     runner = Runner(
+        RunConfig(
+            JobRef(spec, params),
+            servers,
+            WORKERS,
+            state_dir,
+            checkpoints=_trigger(initiator, interval, concurrent),
+            alignment=alignment,
+        ),
         job_fn(params),
-        spec=spec,
-        params=params,
-        bootstrap=servers,
-        workers=WORKERS,  # p's stages on one, q's on the other: a kill crashes one
-        state_dir=state_dir,
-        config=_trigger(initiator, interval, concurrent),
         say=say,
-        alignment=alignment,
     )
     runner.prepare()
     who = {
@@ -292,8 +294,9 @@ def _run_ring(
     )
 
     pids: dict[str, list[int]] = {P: [], Q: []}
+    started_job: list[RunningJob] = []
 
-    def feed(r: Runner) -> None:
+    def feed(r: RunningJob) -> None:
         # Input flows only while the workers run: the token moves on its holder's
         # own ticks, and ticks written while a worker starts or restores would be
         # read in one go, leaving the token with a holder that has no ticks left.
@@ -303,6 +306,8 @@ def _run_ring(
             else:
                 f.hold()
         _note_pids(r, pids)
+        # What the run completed is read from the coordinator once it stopped.
+        started_job[:] = [r]
 
     started = time.monotonic()
     with progress_bar(console, "of p's records") as progress:
@@ -321,8 +326,7 @@ def _run_ring(
             timeout=DEMO_TIMEOUT_S,
         )
     seconds = time.monotonic() - started
-    assert runner.coordinator is not None  # started by run_until_consumed
-    completed = list(runner.coordinator.completed)
+    completed = [n for job in started_job for n in job.coordinator.completed]
     say(f"reading back {len(completed)} completed checkpoints (state and recorded channel state)")
     # Who started each: the control topic's record of it (`Initiated.task`).
     history = checkpoint_history(read_messages(servers, run_id))
@@ -344,7 +348,7 @@ def _run_ring(
     )
 
 
-def _note_pids(runner: Runner, pids: dict[str, list[int]]) -> None:
+def _note_pids(runner: RunningJob, pids: dict[str, list[int]]) -> None:
     """Add the pids of the workers running p and q now to `pids` (process -> pids seen)."""
     running = runner.worker_pids()
     for process, worker in ((P, P_WORKER), (Q, Q_WORKER)):
@@ -544,17 +548,16 @@ def _naive_token_ring(
         f"naive-{Q}-input": _channel_param(layout.p_to_q),
     }
     runner = Runner(
+        RunConfig(
+            JobRef("kstream.examples.seed_ring:token_ring", params),
+            servers,
+            WORKERS,
+            state_dir,
+            checkpoints=CoordinatorConfig(interval=NO_CHECKPOINTS_S, timeout=60.0),
+            guarantee="at-least-once",
+        ),
         token_ring(params),
-        spec="kstream.examples.seed_ring:token_ring",
-        params=params,
-        bootstrap=servers,
-        workers=WORKERS,
-        state_dir=state_dir,
-        config=CoordinatorConfig(interval=NO_CHECKPOINTS_S, timeout=60.0),
         say=say,
-        # The ring has no sink, so no transaction: none has to outlive an interval
-        # that never ends (exactly-once would size the sinks' transactions by it).
-        guarantee="at-least-once",
     )
     assert runner.storage.root == root  # the storage the real snapshots would use
     due = {process: len(recording_ticks(seed, process, NAIVE_EVERY, ticks)) for process in values}
@@ -570,18 +573,18 @@ def _naive_token_ring(
     )
     pids: dict[str, list[int]] = {P: [], Q: []}
     started = time.monotonic()
-    runner.start()
+    running = runner.start()
     try:
         with progress_bar(console, "local records") as progress:
             bar = progress.add_task("ring", total=sum(due.values()))
             while True:
-                runner.step()
+                running.step()
                 for f in feeders:
-                    if runner.running:
+                    if running.running:
                         f.feed()
                     else:
                         f.hold()
-                _note_pids(runner, pids)
+                _note_pids(running, pids)
                 if runner.stats.recoveries:
                     raise JobFailedError(
                         "a worker of the naive run was restarted; without checkpoints its "
@@ -597,7 +600,7 @@ def _naive_token_ring(
                         f"{DEMO_TIMEOUT_S:.0f}s"
                     )
     finally:
-        runner.stop()
+        running.stop()
     seconds = time.monotonic() - started
     fmt = BatchFormat(layout.plan.job.channel_serde)
     p_records, q_records = load_records(root, P), load_records(root, Q)

@@ -35,7 +35,8 @@ def test_fresh_forgets_completions_but_keeps_the_clocks() -> None:
     decided = decide(DONE, ["parallelism"], [], fresh=True)
     assert isinstance(decided, StartFresh)
     assert decided.history == History(generation=4, max_checkpoint=9)
-    assert decided.notice is not None and "checkpoints 7, 9 are forgotten" in decided.notice
+    assert decided.notice is not None
+    assert "checkpoints 7, 9 are forgotten" in decided.notice
 
 
 def test_fresh_without_completions_has_nothing_to_say() -> None:
@@ -78,5 +79,6 @@ def test_the_decision_follows_the_rules(
     elif completed and (fatal or (changed and not accept)):
         assert isinstance(decided, Refuse)
     else:
-        assert isinstance(decided, Resume) and decided.history == history
+        assert isinstance(decided, Resume)
+        assert decided.history == history
         assert (decided.warning is not None) == bool(completed and changed)

@@ -122,7 +122,7 @@ def test_a_missing_key_is_refused_by_name() -> None:
         (("start", "fresh"), 1, "key 'start.fresh' must be bool"),
         (("job", "params"), ["a"], "key 'job.params' must be"),
         (("job", "params", "k"), 5, "key 'job.params.k' must be str"),
-        (("checkpoints",), 1.0, "checkpoints. is not an object"),
+        (("checkpoints",), 1.0, "'checkpoints' is not an object"),
     ],
 )
 def test_a_mistyped_key_is_refused_by_name(path: tuple[str, ...], value: Any, said: str) -> None:
