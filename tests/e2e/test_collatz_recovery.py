@@ -68,7 +68,7 @@ def run_collatz(
             tmp_path / "state",
             checkpoints=CoordinatorConfig(interval=0.3, timeout=60.0),
             alignment=alignment,
-            flow=FlowConfig(max_lag=max_channel_lag),
+            flow=FlowConfig() if max_channel_lag is None else FlowConfig(max_lag=max_channel_lag),
         ),
         job(params),
         say=messages.append,
