@@ -97,7 +97,6 @@ KNOWN_LONG: frozenset[str] = frozenset(
         "kstream.connectors.kafka",
         "kstream.dataflow.job",
         "kstream.protocol.coordinator",
-        "kstream.runtime.runner.runner",
         "kstream.runtime.worker.task",
         "kstream.tools.seeds.demos",
     }

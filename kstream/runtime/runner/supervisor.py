@@ -67,7 +67,7 @@ class Supervisor:
     ) -> None:
         self.job_name = job_name
         self.job_dir = job_dir
-        #: The command line of a standby (`kstream worker --standby ...`).
+        #: The command line of a standby (`kstream worker --standby`).
         self.command = command
         self.env = env
         self.job_ref = job_ref
