@@ -38,6 +38,8 @@ from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordination import CoordinatorConfig
+from kstream.protocol.flow import FlowConfig
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.control import read_messages
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import BACKLOG_READER, in_flight_at, produce, read_all, unique_name
@@ -91,16 +93,17 @@ def mode_run(
     result = ModeRun(alignment, sum(len(line.split()) for line in lines))
     with tempfile.TemporaryDirectory() as state:
         runner = Runner(
+            RunConfig(
+                JobRef(WORDCOUNT, params),
+                bootstrap,
+                workers,
+                Path(state),
+                checkpoints=CoordinatorConfig(interval=interval),
+                alignment=alignment,
+                flow=FlowConfig(max_lag=max_channel_lag),
+            ),
             job,
-            spec=WORDCOUNT,
-            params=params,
-            bootstrap=bootstrap,
-            workers=workers,
-            state_dir=Path(state),
-            config=CoordinatorConfig(interval=interval),
             say=lambda _: None,
-            max_channel_lag=max_channel_lag,
-            alignment=alignment,
         )
         runner.prepare()
         reader = Consumer(
@@ -116,10 +119,10 @@ def mode_run(
         )
         reader.assign([TopicPartition(dst, p, 0) for p in range(PARTITIONS)])
         started = time.perf_counter()
-        runner.start()
+        running = runner.start()
         try:
             while True:
-                runner.step()
+                running.step()
                 now = time.perf_counter()
                 if result.first_output_s is None and any(
                     m.error() is None for m in reader.consume(100, 0)
@@ -135,7 +138,7 @@ def mode_run(
                     raise TimeoutError(f"the word count did not finish within {timeout:.0f}s")
             result.seconds = time.perf_counter() - started
         finally:
-            runner.stop()
+            running.stop()
             reader.close()
     for r in checkpoint_history(read_messages(bootstrap, job.name)):
         if r.status == "completed" and r.duration_s is not None:

@@ -32,8 +32,9 @@ from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordination import CoordinatorConfig
-from kstream.protocol.flow import DEFAULT_MAX_LAG, channel_lags
+from kstream.protocol.flow import DEFAULT_MAX_LAG, FlowConfig, channel_lags
 from kstream.runtime.channels.flow import ChannelProbe, written_channels
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.control import read_messages
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import BACKLOG_READER, produce, read_all, unique_name
@@ -109,15 +110,16 @@ def backlog_run(
     words = sum(len(line.split()) for line in lines)
     with tempfile.TemporaryDirectory() as state:
         runner = Runner(
+            RunConfig(
+                JobRef(spec, params),
+                bootstrap,
+                workers,
+                Path(state),
+                checkpoints=CoordinatorConfig(interval=interval),
+                flow=FlowConfig(max_lag=max_channel_lag),
+            ),
             job,
-            spec=spec,
-            params=params,
-            bootstrap=bootstrap,
-            workers=workers,
-            state_dir=Path(state),
-            config=CoordinatorConfig(interval=interval),
             say=lambda _: None,
-            max_channel_lag=max_channel_lag,
         )
         runner.prepare()
         # The channels every source subtask writes, with their readers' groups.
@@ -139,11 +141,11 @@ def backlog_run(
         reader.assign([TopicPartition(dst, p, 0) for p in range(PARTITIONS)])
         result = BacklogRun(max_channel_lag, words, 0.0, None)
         started = time.perf_counter()
-        runner.start()
+        running = runner.start()
         seen_probe = None
         try:
             while True:
-                runner.step()
+                running.step()
                 now = time.perf_counter()
                 if result.first_output_s is None and any(
                     m.error() is None for m in reader.consume(100, 0)
@@ -161,7 +163,7 @@ def backlog_run(
                     raise TimeoutError(f"the word count did not finish within {timeout:.0f}s")
             result.seconds = time.perf_counter() - started
         finally:
-            runner.stop()
+            running.stop()
             probe.close()
             reader.close()
         result.recoveries = runner.stats.recoveries

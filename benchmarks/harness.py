@@ -17,8 +17,10 @@ from pathlib import Path
 from types import TracebackType
 
 from kstream.protocol.coordination import CoordinatorConfig
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.purge import ChannelPurger
 from kstream.runtime.runner.runner import Runner
+from kstream.runtime.runner.running import RunningJob as Started
 from kstream.tools.spec import load_job
 
 #: kstream's worker processes in every figure (the throughput comparison's 2 workers).
@@ -89,13 +91,14 @@ class RunningJob:
         self._state = tempfile.TemporaryDirectory(prefix="kstream-figures-")
         self.job = load_job(spec, params)
         self.runner = Runner(
+            RunConfig(
+                JobRef(spec, params),
+                bootstrap,
+                workers,
+                Path(self._state.name),
+                checkpoints=CoordinatorConfig(interval=interval),
+            ),
             self.job,
-            spec=spec,
-            params=params,
-            bootstrap=bootstrap,
-            workers=workers,
-            state_dir=Path(self._state.name),
-            config=CoordinatorConfig(interval=interval),
             say=lambda _: None,
         )
         if keep_channels:
@@ -107,13 +110,14 @@ class RunningJob:
     def _loop(self) -> None:
         try:
             while not self._stop.is_set():
-                self.runner.step()
+                self.running.step()
         except BaseException as exc:  # raised to the benchmark's thread by `check`
             self._error = exc
 
     def __enter__(self) -> RunningJob:
         self.runner.prepare()
-        self.runner.start()
+        #: The started job, which the coordinator thread steps.
+        self.running: Started = self.runner.start()
         self._thread.start()
         return self
 
@@ -145,7 +149,7 @@ class RunningJob:
         self._stop.set()
         self._thread.join()
         try:
-            self.runner.stop()
+            self.running.stop()
         finally:
             self._state.cleanup()
         if kind is None:

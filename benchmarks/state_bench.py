@@ -122,7 +122,7 @@ def run_size(
 
             run.wait(f"{checkpoints} checkpoints of the full state", full, 60 + 10 * checkpoints)
             pauses = stats.sync_ms[full_from:]
-            pids = run.runner.worker_pids()
+            pids = run.running.worker_pids()
             rss = [vm_kib(pid, "VmRSS") or 0 for pid in pids.values()]
             hwm = [vm_kib(pid, "VmHWM") or 0 for pid in pids.values()]
             victim = min(pids)

@@ -29,7 +29,8 @@ from kstream.infra.admin import Admin
 from kstream.infra.client_settings import client_config
 from kstream.infra.cluster import bootstrap_servers
 from kstream.protocol.coordination import CoordinatorConfig
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.config import JobRef, RunConfig
+from kstream.runtime.runner.runner import Runner, RunningJob
 from kstream.testing import produce, read_all, unique_name, wait_settled
 from kstream.tools.demo import _generate
 
@@ -99,35 +100,36 @@ def kstream_run(
     params = {"input": src, "output": dst, "name": unique_name("bench")}
     with tempfile.TemporaryDirectory() as state:
         runner = Runner(
+            RunConfig(
+                JobRef("kstream.examples.wordcount:job", params),
+                bootstrap,
+                workers,
+                Path(state),
+                checkpoints=CoordinatorConfig(interval=CHECKPOINT_INTERVAL_S),
+                guarantee=guarantee,
+            ),
             wordcount.job(params),
-            spec="kstream.examples.wordcount:job",
-            params=params,
-            bootstrap=bootstrap,
-            workers=workers,
-            state_dir=Path(state),
-            config=CoordinatorConfig(interval=CHECKPOINT_INTERVAL_S),
             say=lambda _: None,
-            guarantee=guarantee,
         )
         runner.prepare()
         started = time.perf_counter()
-        runner.start()
+        running = runner.start()
         try:
             while True:
-                runner.step()
+                running.step()
                 offsets = runner.stats.source_offsets.get(src, {})
                 if all(offsets.get(p, 0) >= e for p, e in ends.items() if e > 0):
                     break
             done = time.perf_counter()
-            visibility = _probe(runner, bootstrap, src, dst, probes)
+            visibility = _probe(running, bootstrap, src, dst, probes)
         finally:
-            runner.stop()
+            running.stop()
         return KstreamResult(
             done - started, runner.stats.sync_ms, runner.stats.recoveries, visibility
         )
 
 
-def _probe(runner: Runner, bootstrap: str, src: str, dst: str, probes: int) -> list[float]:
+def _probe(running: RunningJob, bootstrap: str, src: str, dst: str, probes: int) -> list[float]:
     """Latency until a new input line's output is visible to a read_committed reader."""
     consumer = Consumer(
         client_config(
@@ -158,7 +160,7 @@ def _probe(runner: Runner, bootstrap: str, src: str, dst: str, probes: int) -> l
             t0 = time.perf_counter()
             seen = False
             while not seen:
-                runner.step(0.005)
+                running.step(0.005)
                 for m in consumer.consume(10_000, 0.005):
                     if m.error() is None and m.key() == word:
                         seen = True

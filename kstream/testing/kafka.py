@@ -33,7 +33,7 @@ from kstream.runtime.kafka import (
 from kstream.runtime.kafka import produce as produce_one
 
 if TYPE_CHECKING:
-    from kstream.runtime.runner.runner import Runner
+    from kstream.runtime.runner.runner import Runner, RunningJob
 
 __all__ = [
     "BACKLOG_READER",
@@ -304,7 +304,7 @@ def run_until_consumed(
     kill_after: int = 0,
     seed: int = 0,
     say: Callable[[str], None] = print,
-    chaos: Callable[[Runner], None] | None = None,
+    chaos: Callable[[RunningJob], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     timeout: float = 600.0,
     also: Mapping[str, Mapping[int, int]] | None = None,
@@ -320,22 +320,22 @@ def run_until_consumed(
     still restoring). Kills still due once the input is covered come all the same, each
     after a checkpoint completed, and the job must then cover the input again: how
     fast a job drains its backlog must not decide how many faults a test injects.
-    `chaos(runner)` runs on every supervision round (tests
-    kill and restart the broker from it); `on_progress` gets the number of input
-    records a completed checkpoint covers. Returns the number of kills done;
-    raises `TimeoutError` after `timeout` seconds.
+    `chaos(running)` runs on every supervision round with the `RunningJob` that
+    `runner.start()` returned (tests kill and restart the broker from it);
+    `on_progress` gets the number of input records a completed checkpoint covers.
+    Returns the number of kills done; raises `TimeoutError` after `timeout` seconds.
     """
     rnd = random.Random(seed)
     done_kills = 0
     # Counted, not compared with ids: ids are Lamport clocks, not 1, 2, 3, ...
     kill_after_completed = kill_after
     started = time.monotonic()
-    runner.start()
+    running = runner.start()
     try:
         while True:
-            runner.step()
+            running.step()
             if chaos is not None:
-                chaos(runner)
+                chaos(running)
             offsets = runner.stats.source_offsets.get(input_topic, {})
             if on_progress is not None:
                 on_progress(sum(max(0, offsets.get(p, 0)) for p in ends))
@@ -353,7 +353,7 @@ def run_until_consumed(
                 raise TimeoutError(f"the job did not finish within {timeout:.0f}s")
             latest = runner.stats.latest or 0
             if done_kills < kills and runner.stats.completed > kill_after_completed:
-                pids = runner.worker_pids()
+                pids = running.worker_pids()
                 if pids:
                     index = rnd.choice(sorted(pids))
                     os.kill(pids[index], signal.SIGKILL)
@@ -361,7 +361,7 @@ def run_until_consumed(
                     kill_after_completed = runner.stats.completed
                     say(f"SIGKILLed worker {index} (pid {pids[index]}) after checkpoint {latest}")
     finally:
-        runner.stop()
+        running.stop()
 
 
 class Feeder:

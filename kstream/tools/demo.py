@@ -21,7 +21,8 @@ from kstream.infra.cluster import bootstrap_servers
 from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CoordinatorConfig
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.config import JobRef, RunConfig
+from kstream.runtime.runner.runner import Runner, RunningJob
 from kstream.testing import (
     Feeder,
     ReadRecord,
@@ -178,7 +179,7 @@ def wordcount_demo(
     guarantee: Guarantee = "exactly-once",
     kill_after: int = 0,
     worker_env: dict[str, str] | None = None,
-    chaos: Callable[[Runner], None] | None = None,
+    chaos: Callable[[RunningJob], None] | None = None,
     rate: float | None = None,
     alignment: Alignment = Alignment.ALIGNED,
     alignment_timeout_s: float | None = None,
@@ -219,23 +220,24 @@ def wordcount_demo(
     job = wordcount.job(params)
     state_dir = cache_dir() / "demo" / run_id
     runner = Runner(
+        RunConfig(
+            JobRef("kstream.examples.wordcount:job", params),
+            servers,
+            workers,
+            state_dir,
+            checkpoints=CoordinatorConfig(interval=checkpoint_interval, timeout=60.0),
+            guarantee=guarantee,
+            alignment=alignment,
+            alignment_timeout_s=alignment_timeout_s,
+            source_snapshot_interval_s=source_snapshot_interval_s,
+        ),
         job,
-        spec="kstream.examples.wordcount:job",
-        params=params,
-        bootstrap=servers,
-        workers=workers,
-        state_dir=state_dir,
-        config=CoordinatorConfig(interval=checkpoint_interval, timeout=60.0),
         say=say,
-        guarantee=guarantee,
         worker_env=worker_env,
-        alignment=alignment,
-        alignment_timeout_s=alignment_timeout_s,
-        source_snapshot_interval_s=source_snapshot_interval_s,
     )
     runner.prepare()
 
-    def each_round(r: Runner) -> None:
+    def each_round(r: RunningJob) -> None:
         if hold_input_while_recovering and not r.running:
             feeder.hold()
         else:

@@ -52,7 +52,8 @@ from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.config import JobRef, RunConfig
+from kstream.runtime.runner.runner import Runner, RunningJob
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.demo import check_running_counts
 
@@ -115,16 +116,17 @@ def new_runner(
 ) -> Runner:
     alignment, timeout_s = MODES[mode]
     runner = Runner(
+        RunConfig(
+            JobRef(spec, params),
+            bootstrap,
+            2,
+            state_dir,
+            checkpoints=CoordinatorConfig(interval=interval, timeout=60.0),
+            alignment=alignment,
+            alignment_timeout_s=timeout_s,
+        ),
         job,
-        spec=spec,
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=state_dir,
-        config=CoordinatorConfig(interval=interval, timeout=60.0),
         say=messages.append,
-        alignment=alignment,
-        alignment_timeout_s=timeout_s,
     )
     runner.prepare()
     return runner
@@ -198,7 +200,7 @@ def run_windowed(bootstrap: str, state_dir: Path, mode: str) -> ModeRun:
     write(bootstrap, src, parts[0])
     released = 1
 
-    def release(runner: Runner) -> None:
+    def release(runner: RunningJob) -> None:
         nonlocal released
         if released < len(parts) and runner.stats.recoveries >= released:
             write(bootstrap, src, parts[released])

@@ -25,6 +25,7 @@ from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import commit_topic, control_topic
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.preflight import INTERNAL_SEGMENT_MS
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
@@ -46,13 +47,14 @@ def lines_of(seed: int) -> list[str]:
 
 def new_runner(bootstrap: str, state: Path, params: dict[str, str], say: list[str]) -> Runner:
     runner = Runner(
+        RunConfig(
+            JobRef("kstream.examples.wordcount:job", params),
+            bootstrap,
+            2,
+            state,
+            checkpoints=CoordinatorConfig(interval=0.2, timeout=60.0),
+        ),
         wordcount.job(params),
-        spec="kstream.examples.wordcount:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=state,
-        config=CoordinatorConfig(interval=0.2, timeout=60.0),
         say=say.append,
     )
     runner.control_history = 0  # purge all a restart does not read
@@ -79,14 +81,14 @@ def test_purged_control_and_commit_topics_still_restart_exactly_once(
 
     first = Feeder(bootstrap, src, [s.encode() for s in lines[:half]], PARTITIONS, rate=200.0)
     runner = new_runner(bootstrap, tmp_path, params, said)
-    runner.start()
+    running = runner.start()
     try:
         # Run until both topics were purged, then SIGKILL a worker: its replacement
         # joins from the purged control topic, the sinks recover from purged markers.
         deadline = time.monotonic() + PURGE_DEADLINE_S
         checked = 0.0
         while True:
-            runner.step()
+            running.step()
             if runner.stats.latest is not None:
                 # Fed once the workers are up, so that many epochs carry output
                 # (an epoch without output writes no transaction, hence no marker).
@@ -100,7 +102,7 @@ def test_purged_control_and_commit_topics_still_restart_exactly_once(
                     break
             assert now < deadline, f"not purged in {PURGE_DEADLINE_S:.0f}s: {said}"
         purged_at = runner.stats.latest
-        pids = runner.worker_pids()
+        pids = running.worker_pids()
         os.kill(pids[0], signal.SIGKILL)
         said.append(f"SIGKILLed worker 0 after checkpoint {purged_at}")
         while not (
@@ -110,11 +112,11 @@ def test_purged_control_and_commit_topics_still_restart_exactly_once(
                 for p, end in first.ends.items()
             )
         ):
-            runner.step()
+            running.step()
             first.feed()
             assert time.monotonic() < deadline + 300, said
     finally:
-        runner.stop()
+        running.stop()
     latest = runner.stats.latest
     assert latest is not None
     assert all(log_starts(admin, control_topic(job))), "control topic not purged"

@@ -13,7 +13,7 @@ from wordcount_runs import assert_exactly_once, run_wordcount
 from kstream.infra.broker import LocalBroker
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.runner.runner import RunningJob
 from kstream.runtime.worker.faults import POINTS
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -69,7 +69,7 @@ def test_a_broker_sigkill_and_restart_leaves_output_exactly_once(
         pytest.skip("the tests run against a cluster they did not start: not ours to kill")
     restarted: list[int] = []
 
-    def restart_broker(runner: Runner) -> None:
+    def restart_broker(runner: RunningJob) -> None:
         # First the random worker kill (after checkpoint 1) and its recovery, then,
         # once the job completes checkpoints again, the broker: both while input flows.
         latest = runner.stats.latest or 0

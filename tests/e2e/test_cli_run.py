@@ -14,6 +14,7 @@ import pytest
 
 from kstream.infra.admin import Admin
 from kstream.runtime.control import read_history
+from kstream.runtime.failure import CAUSE_DIR_ENV
 from kstream.testing import produce, read_all, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -59,6 +60,8 @@ def kstream(*args: str, **kw: object) -> subprocess.Popen[str]:
 def job_processes(job_name: str) -> list[int]:
     """Every `kstream worker` process of the job: workers and standbys."""
     pids = []
+    # A standby's command line names no job: the directory it reports its end to does.
+    causes = f"{CAUSE_DIR_ENV}=".encode()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -66,9 +69,14 @@ def job_processes(job_name: str) -> list[int]:
             # A worker told its index names itself ("kstream worker 1 of job ..."): one
             # string, where a standby's command line is one argument per string.
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").split()
+            env = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"worker" in cmd and b"kstream" in cmd and job_name.encode() in cmd:
+        standby = b"--standby" in cmd and any(
+            v.startswith(causes) and Path(v[len(causes) :].decode()).parent.name == job_name
+            for v in env
+        )
+        if b"worker" in cmd and b"kstream" in cmd and (job_name.encode() in cmd or standby):
             pids.append(int(proc.name))
     return pids
 

@@ -22,8 +22,10 @@ from kstream.examples.collatz import job, reference
 from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CoordinatorConfig
+from kstream.protocol.flow import FlowConfig
 from kstream.protocol.names import dead_letter_topic
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.runtime.worker.faults import POINTS
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
@@ -59,17 +61,18 @@ def run_collatz(
     params = {"input": src, "output": dst, "name": f"cz-{run}"}
     messages: list[str] = []
     runner = Runner(
+        RunConfig(
+            JobRef("kstream.examples.collatz:job", params),
+            bootstrap,
+            2,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.3, timeout=60.0),
+            alignment=alignment,
+            flow=FlowConfig() if max_channel_lag is None else FlowConfig(max_lag=max_channel_lag),
+        ),
         job(params),
-        spec="kstream.examples.collatz:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.3, timeout=60.0),
         say=messages.append,
         worker_env=worker_env,
-        alignment=alignment,
-        max_channel_lag=max_channel_lag,
     )
     runner.prepare()
     done = run_until_consumed(

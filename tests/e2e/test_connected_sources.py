@@ -11,7 +11,8 @@ import pytest
 
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.config import JobRef, RunConfig
+from kstream.runtime.runner.runner import Runner, RunningJob
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.spec import load_job
 
@@ -54,18 +55,19 @@ def test_a_connected_co_process_over_two_sources_is_exactly_once_across_kills(
     }
     spec = f"{JOB}:job"
     runner = Runner(
+        RunConfig(
+            JobRef(spec, params),
+            bootstrap,
+            2,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.3),
+        ),
         load_job(spec, params),
-        spec=spec,
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.3),
         say=lambda _: None,
     )
     runner.prepare()
 
-    def feed(_: Runner) -> None:
+    def feed(_: RunningJob) -> None:
         for f in feeders.values():
             f.feed()
 

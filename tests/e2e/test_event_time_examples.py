@@ -38,6 +38,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import produce, read_all, run_until_consumed, unique_name, wait_settled
 
@@ -89,15 +90,16 @@ def run_job(
     alignment: Alignment = Alignment.ALIGNED,
 ) -> None:
     runner = Runner(
+        RunConfig(
+            JobRef(spec, params),
+            bootstrap,
+            2,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+            alignment=alignment,
+        ),
         job,
-        spec=spec,
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
         say=lambda _: None,
-        alignment=alignment,
     )
     runner.prepare()
     (first, first_ends), *others = ends.items()

@@ -20,6 +20,7 @@ import pytest
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import ERROR_HEADER, dead_letter_topic
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, produce, read_all, run_until_consumed, unique_name, wait_settled
 
@@ -90,13 +91,14 @@ def run_to_end(
     from event_time_job import job
 
     runner = Runner(
+        RunConfig(
+            JobRef(f"{JOB_FILE}:job", params),
+            bootstrap,
+            1,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+        ),
         job(params),
-        spec=f"{JOB_FILE}:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=1,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
         say=say,
     )
     runner.prepare()
@@ -118,13 +120,14 @@ def test_timer_sums_are_exactly_once_across_worker_kills_with_an_idle_partition(
     feeder = Feeder(bootstrap, src, [s.encode() for s in fed], 2, rate=400.0)
     params = {"input": src, "output": dst, "name": f"et-{run}", "final": str(final)}
     runner = Runner(
+        RunConfig(
+            JobRef(f"{JOB_FILE}:job", params),
+            bootstrap,
+            2,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+        ),
         job(params),
-        spec=f"{JOB_FILE}:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
         say=lambda _: None,
     )
     runner.prepare()

@@ -27,6 +27,7 @@ from kstream.examples.references import Record
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import control_topic
+from kstream.runtime.config import JobRef, RunConfig, StartOptions
 from kstream.runtime.control import read_history
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import produce, read_all, run_until_consumed, unique_name, wait_settled
@@ -94,15 +95,16 @@ def test_results_of_1970_input_outlive_retention_in_topics_create_topics_made(
     params["size"] = str(SIZE_MS)
     messages: list[str] = []
     runner = Runner(
+        RunConfig(
+            JobRef("kstream.examples.windowed_counts:job", params),
+            bootstrap,
+            1,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+            start=StartOptions(create_topics=True),
+        ),
         windowed_counts.job(params),
-        spec="kstream.examples.windowed_counts:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=1,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
         say=messages.append,
-        create_topics=True,
     )
     runner.prepare()
     run_until_consumed(runner, src, ends, timeout=300)

@@ -12,6 +12,7 @@ import pytest
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 
@@ -48,13 +49,14 @@ def test_map_list_and_reducing_state_are_exactly_once_across_worker_kills(
     feeder = Feeder(bootstrap, src, [s.encode() for s in lines], PARTITIONS, rate=400.0)
     params = {"input": src, "output": dst, "name": f"ks-{run}"}
     runner = Runner(
+        RunConfig(
+            JobRef(f"{JOB_FILE}:job", params),
+            bootstrap,
+            2,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+        ),
         job(params),
-        spec=f"{JOB_FILE}:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
         say=lambda _: None,
     )
     runner.prepare()

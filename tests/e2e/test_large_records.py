@@ -12,6 +12,7 @@ from kstream.audit import run_audit
 from kstream.examples import wordcount
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import (
     Feeder,
@@ -60,13 +61,14 @@ def test_wordcount_on_8kb_tokens_is_exactly_once(bootstrap: str, tmp_path: Path)
     feeder = Feeder(bootstrap, src, [s.encode() for s in lines], PARTITIONS, rate=300.0)
     params = {"input": src, "output": dst, "name": f"wc-{run}"}
     runner = Runner(
+        RunConfig(
+            JobRef("kstream.examples.wordcount:job", params),
+            bootstrap,
+            2,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+        ),
         wordcount.job(params),
-        spec="kstream.examples.wordcount:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
         say=lambda _: None,
     )
     runner.prepare()

@@ -13,6 +13,7 @@ from kstream.dataflow.outputs import Guarantee
 from kstream.errors import ConfigurationError
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.spec import load_job
@@ -53,15 +54,16 @@ def _run_with_kills(
     params = {"input": src, "output": dst, "name": unique_name("lineage")}
     spec = f"{job_file}:job"
     runner = Runner(
+        RunConfig(
+            JobRef(spec, params),
+            bootstrap,
+            2,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.3),
+            guarantee=guarantee,
+        ),
         load_job(spec, params),
-        spec=spec,
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.3),
         say=lambda _: None,
-        guarantee=guarantee,
     )
     runner.prepare()
     kills = run_until_consumed(
@@ -121,13 +123,10 @@ def test_lineage_behind_a_channel_is_refused_before_anything_runs(
         .sink(KafkaSink(dst, lineage=True))
     )
     runner = Runner(
+        RunConfig(
+            JobRef("unused:job", {}), bootstrap, 1, tmp_path, checkpoints=CoordinatorConfig()
+        ),
         j,
-        spec="unused:job",
-        params={},
-        bootstrap=bootstrap,
-        workers=1,
-        state_dir=tmp_path,
-        config=CoordinatorConfig(),
     )
     with pytest.raises(ConfigurationError, match="lineage needs the sink in its source's stage"):
         runner.prepare()

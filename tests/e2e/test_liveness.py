@@ -23,8 +23,9 @@ from wordcount_runs import assert_exactly_once, run_wordcount
 
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.control import read_history
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.runner.runner import Runner, RunningJob
 from kstream.testing import produce, read_all, run_until_consumed, unique_name
 from kstream.tools.spec import load_job
 
@@ -49,13 +50,14 @@ def test_a_user_call_slower_than_the_liveness_timeout_is_waited_for(
     params = {"name": run_id, "input": src, "output": dst, "pause": str(PAUSE_S)}
     spec = f"{JOB_FILE}:job"
     runner = Runner(
+        RunConfig(
+            JobRef(spec, params),
+            bootstrap,
+            1,
+            tmp_path,
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=120.0, liveness_timeout=LIVENESS_S),
+        ),
         load_job(spec, params),
-        spec=spec,
-        params=params,
-        bootstrap=bootstrap,
-        workers=1,
-        state_dir=tmp_path,
-        config=CoordinatorConfig(interval=0.5, timeout=120.0, liveness_timeout=LIVENESS_S),
         say=lambda _: None,
     )
     runner.prepare()
@@ -72,7 +74,7 @@ def test_a_worker_that_stays_silent_is_replaced_and_the_job_finishes(bootstrap: 
     faults) used to be rolled back around every liveness timeout, for ever."""
     stopped: list[int] = []
 
-    def stop_one_worker(runner: Runner) -> None:
+    def stop_one_worker(runner: RunningJob) -> None:
         if not stopped and runner.stats.completed >= 2:
             pid = runner.worker_pids()[1]
             os.kill(pid, signal.SIGSTOP)  # never continued: only replacing it ends this

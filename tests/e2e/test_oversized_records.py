@@ -15,6 +15,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.limits import MAX_MESSAGE_BYTES
 from kstream.protocol.names import SHA256_HEADER, TRUNCATED_HEADER, dead_letter_topic
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import ReadRecord, read_all, run_until_consumed, unique_name, wait_settled
 from kstream.tools.demo import check_running_counts
@@ -49,13 +50,14 @@ def run(
     state: Path,
 ) -> None:
     runner = Runner(
+        RunConfig(
+            JobRef(spec, params),
+            bootstrap,
+            2,
+            state,
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+        ),
         job,
-        spec=spec,
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=state,
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
         say=lambda _: None,
     )
     runner.prepare()

@@ -26,6 +26,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import commit_topic, control_topic
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, in_flight_at, read_all, unique_name, wait_settled
 from kstream.tools.demo import check_running_counts
@@ -126,13 +127,14 @@ def test_a_sink_killed_between_pre_commit_and_commit_after_purges_recovers_exact
     fired = faults.with_name(faults.name + ".fired")
     said: list[str] = []
     runner = Runner(
+        RunConfig(
+            JobRef("kstream.examples.wordcount:job", params),
+            bootstrap,
+            2,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.2, timeout=60.0),
+        ),
         wordcount.job(params),
-        spec="kstream.examples.wordcount:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=2,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.2, timeout=60.0),
         say=said.append,
         worker_env={"KSTREAM_FAULT_FILE": str(faults)},
     )
@@ -141,7 +143,7 @@ def test_a_sink_killed_between_pre_commit_and_commit_after_purges_recovers_exact
     feed = Input(bootstrap, src, seed=BETWEEN_PRE_COMMIT_AND_COMMIT.index(point))
 
     def step() -> None:
-        runner.step()
+        running.step()
         if runner.stats.latest is not None:
             # Fed once the workers are up, so that many epochs carry output.
             feed.feed()
@@ -149,7 +151,7 @@ def test_a_sink_killed_between_pre_commit_and_commit_after_purges_recovers_exact
     # Where the log starts were when the previous fault fired (0: the topics' start).
     control_was = 0
     markers_were: dict[int, int] = {}
-    runner.start()
+    running = runner.start()
     try:
         for round_ in range(ROUNDS):
             # 1. Many checkpoints complete and both topics' log starts move forward.
@@ -209,7 +211,7 @@ def test_a_sink_killed_between_pre_commit_and_commit_after_purges_recovers_exact
             step()
             phase.check()
     finally:
-        runner.stop()
+        running.stop()
 
     assert runner.stats.recoveries >= ROUNDS, said
     wait_settled(bootstrap, dst)

@@ -33,8 +33,9 @@ from kstream.protocol.messages import (
     checkpoint_of,
 )
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.control import read_messages
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.runner.runner import Runner, RunningJob
 from kstream.testing import produce, read_all, unique_name, wait_settled
 from kstream.tools.demo import WordcountOutcome
 
@@ -138,7 +139,7 @@ def test_coordinator_and_source_initiated_snapshots_both_complete_unaligned(
     assert len(set(announced + own)) == len(announced) + len(own)
 
 
-def run_until_completed(runner: Runner, more: int, timeout: float = 180.0) -> None:
+def run_until_completed(runner: RunningJob, more: int, timeout: float = 180.0) -> None:
     """Step `runner` until `more` checkpoints completed (a deadline, not a sleep)."""
     deadline = time.monotonic() + timeout
     target = runner.stats.completed + more
@@ -156,30 +157,31 @@ def test_ids_keep_growing_across_a_restart_of_the_runner(bootstrap: str, tmp_pat
 
     def runner() -> Runner:
         return Runner(
+            RunConfig(
+                JobRef("kstream.examples.wordcount:job", params),
+                bootstrap,
+                1,
+                tmp_path / "state",
+                checkpoints=CoordinatorConfig(interval=COORDINATOR_OFF_S, timeout=60.0),
+                source_snapshot_interval_s=0.2,
+            ),
             wordcount.job(params),
-            spec="kstream.examples.wordcount:job",
-            params=params,
-            bootstrap=bootstrap,
-            workers=1,
-            state_dir=tmp_path / "state",
-            config=CoordinatorConfig(interval=COORDINATOR_OFF_S, timeout=60.0),
             say=said.append,
-            source_snapshot_interval_s=0.2,
         )
 
     first = runner()
     first.prepare()
-    first.start()
+    running = first.start()
     try:
-        run_until_completed(first, 2)
+        run_until_completed(running, 2)
         # Stop while a snapshot is in flight: the largest id is then one that never
         # completed, above the restore point, and the next run must not reuse it.
         deadline = time.monotonic() + 120
-        while not first.coordinator or not first.coordinator.pending:
+        while not running.coordinator.pending:
             assert time.monotonic() < deadline, "no snapshot started after the second"
-            first.step()
+            running.step()
     finally:
-        first.stop()
+        running.stop()
     before = read_messages(bootstrap, params["name"])
     largest = max(n for m in before if (n := checkpoint_of(m)) is not None)
     restore_point = max(m.checkpoint for m in before if isinstance(m, Completed))
@@ -187,11 +189,11 @@ def test_ids_keep_growing_across_a_restart_of_the_runner(bootstrap: str, tmp_pat
 
     second = runner()
     second.prepare()
-    second.start()
+    resumed_job = second.start()
     try:
-        run_until_completed(second, 2)
+        run_until_completed(resumed_job, 2)
     finally:
-        second.stop()
+        resumed_job.stop()
     after = read_messages(bootstrap, params["name"])[len(before) :]
     [resumed, *_] = [m for m in after if isinstance(m, Recovered)]
     assert resumed.checkpoint == restore_point
@@ -202,23 +204,23 @@ def test_ids_keep_growing_across_a_restart_of_the_runner(bootstrap: str, tmp_pat
     assert started == sorted(set(started))
 
 
-def requesting(bootstrap: str, tmp_path: Path, **extra: str) -> tuple[Runner, dict[str, str]]:
+def requesting(bootstrap: str, tmp_path: Path, **extra: str) -> tuple[RunningJob, dict[str, str]]:
     src, dst = unique_name("ask-in"), unique_name("ask-out")
     Admin(bootstrap).create_topics({src: 1, dst: 1})
     params = {"input": src, "output": dst, "name": unique_name("ask"), **extra}
     runner = Runner(
+        RunConfig(
+            JobRef(f"{Path(requesting_job.__file__)}:job", params),
+            bootstrap,
+            1,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=COORDINATOR_OFF_S, timeout=60.0),
+        ),
         requesting_job.job(params),
-        spec=f"{Path(requesting_job.__file__)}:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=1,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=COORDINATOR_OFF_S, timeout=60.0),
         say=lambda _: None,
     )
     runner.prepare()
-    runner.start()
-    return runner, params
+    return runner.start(), params
 
 
 def test_a_snapshot_requested_in_the_source_stage_completes_and_commits_the_output(
@@ -242,7 +244,7 @@ def test_a_snapshot_requested_in_the_source_stage_completes_and_commits_the_outp
     assert got == [(b"a", b"1"), (b"a", b"2"), (b"b", b"1"), (b"snapshot", b"1")]
 
 
-def step_until_it_fails(runner: Runner, deadline: float) -> None:
+def step_until_it_fails(runner: RunningJob, deadline: float) -> None:
     while time.monotonic() < deadline:
         runner.step()
 

@@ -7,7 +7,7 @@ from wordcount_runs import assert_exactly_once, run_wordcount
 
 from kstream.protocol.messages import Triggered, WorkerAlive
 from kstream.runtime.control import read_messages
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.runner.runner import RunningJob
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
@@ -47,7 +47,7 @@ def test_a_killed_worker_is_replaced_by_the_spare_process(bootstrap: str) -> Non
     spares: set[int] = set()
     workers: set[int] = set()
 
-    def watch(runner: Runner) -> None:
+    def watch(runner: RunningJob) -> None:
         spare = runner.supervisor.spare
         if spare is not None and spare.poll() is None:
             spares.add(spare.pid)

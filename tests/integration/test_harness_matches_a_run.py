@@ -13,7 +13,7 @@ import pytest
 
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
-from kstream.protocol.coordinator import CoordinatorConfig
+from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import (

@@ -10,6 +10,7 @@ import pytest
 from kstream.errors import RecordLostError
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.worker.process import Worker
 from kstream.testing import unique_name
 
@@ -19,13 +20,9 @@ pytestmark = pytest.mark.broker
 def test_an_undelivered_record_raises(bootstrap: str, tmp_path: Path) -> None:
     topic = unique_name("undelivered")
     Admin(bootstrap).create_topics({topic: 1})
-    worker = Worker(
-        wordcount.job({"name": unique_name("job")}),
-        index=0,
-        workers=1,
-        bootstrap=bootstrap,
-        state_dir=tmp_path,
-    )
+    params = {"name": unique_name("job")}
+    config = RunConfig(JobRef("kstream.examples.wordcount:job", params), bootstrap, 1, tmp_path)
+    worker = Worker(config, 0, wordcount.job(params))
     worker.raise_if_undelivered()  # nothing lost yet
     # Queued before the producer knows the topic's metadata, so it fails on delivery.
     worker.producer.produce(topic, b"lost", partition=5)

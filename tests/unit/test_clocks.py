@@ -36,9 +36,9 @@ ALLOWED = {
     # clock compares across machines. A jump delays a start by at most WAIT_S or
     # lets it skip that wait; the state directory's lock still refuses a second
     # runner of the same directory.
-    ("kstream/runtime/runner/runner.py", "_refuse_if_coordinated_elsewhere"),
+    ("kstream/runtime/runner/takeover.py", "refuse_if_coordinated_elsewhere"),
     # The presence heartbeat's time stamp (see above), taken once for the message.
-    ("kstream/runtime/runner/runner.py", "_announce"),
+    ("kstream/runtime/runner/running.py", "_announce"),
     # Processing time (`ctx.now()`, processing-time timers) is the wall clock by
     # definition, documented as not reproducible; idleness uses the monotonic one.
     ("kstream/runtime/state/element.py", "now_ms"),

@@ -76,11 +76,7 @@ KNOWN: frozenset[tuple[str, str]] = frozenset(
 KNOWN_CYCLES: list[list[str]] = []
 
 #: Modules still over `MAX_LINES`.
-KNOWN_LONG: frozenset[str] = frozenset(
-    {
-        "kstream.runtime.runner.runner",
-    }
-)
+KNOWN_LONG: frozenset[str] = frozenset()
 
 MAX_LINES = 700
 

@@ -1,14 +1,12 @@
 """Purging internal topics: deleting records no restart reads again.
 
-A completed checkpoint records where each channel partition was consumed up
-to; a restore replays channels from the positions of the checkpoint it
-restores, and only retained checkpoints are restored. So the records before
-the oldest retained checkpoint's positions are never read again and are
-deleted (``delete_records``), at most once per `PURGE_PERIOD_S`. The same
+The records before the retained checkpoints' channel positions are never read
+again (`kstream.protocol.retention.purge_points`) and are deleted
+(``delete_records``), at most once per `PURGE_PERIOD_S`. The same
 positions name, per commit-marker partition, a marker known to be committed
 (records before it are never the newest committed marker again), and the
 runner names the control topic's first offset a restart reads
-(`kstream.protocol.control_retention`); both are purged in the same round
+(`kstream.protocol.retention`); both are purged in the same round
 (:ref:`internal-topics-bounded`).
 
 A round runs on a thread of its own, with one admin client kept for the job:
@@ -25,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from confluent_kafka import TopicPartition
 
 from kstream.infra.admin import Admin
+from kstream.protocol.retention import Positions, purge_points
 
 __all__ = ["CONTROL_HISTORY", "PURGE_PERIOD_S", "ChannelPurger"]
 
@@ -36,9 +35,6 @@ PURGE_PERIOD_S = 5.0
 #: Control messages kept before the first one a restart needs, for people
 #: (`kstream checkpoints`, benchmarks' figures): about an hour of a small job.
 CONTROL_HISTORY = 10_000
-
-#: Channel positions of one checkpoint: topic -> partition -> next offset.
-Positions = dict[str, dict[int, int]]
 
 
 class ChannelPurger:
@@ -96,19 +92,8 @@ class ChannelPurger:
 
     def _due(self) -> list[TopicPartition]:
         """What a round now deletes before: partitions with the offset to purge up to."""
-        tps = []
-        if self._positions:
-            # Per partition, the earliest position of any retained checkpoint: with
-            # concurrent snapshots a smaller id may stand later on a channel than a
-            # larger one (in id order the oldest's are the earliest anyway). A
-            # partition some retained checkpoint does not name is kept.
-            retained = list(self._positions.values())
-            first, rest = retained[0], retained[1:]
-            for topic, parts in first.items():
-                for p, o in parts.items():
-                    at = [o] + [r.get(topic, {}).get(p, -1) for r in rest]
-                    if min(at) > 0:
-                        tps.append(TopicPartition(topic, p, min(at)))
+        points = purge_points(list(self._positions.values()))
+        tps = [TopicPartition(t, p, o) for t, parts in points.items() for p, o in parts.items()]
         if self._control is not None and self._control[1] > 0:
             tps.append(TopicPartition(self._control[0], 0, self._control[1]))
         return tps

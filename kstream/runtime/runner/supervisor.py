@@ -1,20 +1,22 @@
-"""The worker processes a runner starts on this machine: start, watch, restart budget, stop.
+"""The worker processes a runner starts on this machine: start, watch, stop.
 
 Each worker is a separate OS process (`kstream worker ...`) writing to its own
 log file under the job's state directory. What a worker's exit means for the
 job (a rollback, a failed job) is the runner's to decide; the supervisor only
-reports exits, counts restarts against `MAX_RESTARTS`, and refuses to start a
+reports exits and refuses to start a
 worker whose lock another process holds.
 
-Every process starts as a *standby* (``kstream worker --standby``): it imports
-kstream and loads the job module, then waits on its stdin for one line, the
-worker index it is to be and the log it is to write (`Supervisor.assign`).
-Before that it touches neither Kafka nor the state directory, so a standby can
-be started before the job's generation is announced: `prestart` starts the
-first workers while the runner still checks the cluster and reads the control
-topic, and `keep_spare` holds one spare ready, which becomes the replacement
-of the next worker that dies (a fresh process, its imports already done). A
-standby whose runner goes away reads the end of its stdin and exits.
+Every process starts as a *standby* (``kstream worker --standby``, nothing
+else on its command line): it imports kstream, reads its first stdin line, the
+job to load (`kstream.runtime.config.JobRef`, written as it starts), loads the
+job module, then waits for a second line: the worker index it is to be, the
+log it is to write and the run configuration (`Supervisor.assign`). Before
+that it touches neither Kafka nor the state directory, so a standby can be
+started before the job's generation is announced: `prestart` starts the first
+workers while the runner still checks the cluster and reads the control topic,
+and `keep_spare` holds one spare ready, which becomes the replacement of the
+next worker that dies (a fresh process, its imports already done). A standby
+whose runner goes away reads the end of its stdin and exits.
 
 A process that fails says why in a file named after its pid in `cause_dir`
 (`kstream.runtime.failure`); `failure` reads it once the process exited, with
@@ -25,6 +27,7 @@ told its index).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -38,19 +41,18 @@ from kstream.runtime.failure import CAUSE_DIR_ENV, EXIT_FATAL, Failure, read_cau
 from kstream.runtime.lock import ProcessLock, worker_lock_path
 from kstream.runtime.parent import RUNNER_PID_ENV
 
-__all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "STOP_TIMEOUT_S", "Supervisor"]
+__all__ = ["STOP_TIMEOUT_S", "Supervisor"]
 
-#: A worker restarted more often than this within `RESTART_WINDOW_S` fails the job.
-MAX_RESTARTS = 20
-RESTART_WINDOW_S = 120.0
 #: Grace period for workers to exit on SIGTERM before they are killed.
 STOP_TIMEOUT_S = 20.0
 
 
 class Supervisor:
-    """Worker processes of job `job_name`, state in `job_dir`, started with `command(index)`.
+    """Worker processes of job `job_name`, state in `job_dir`, started with `command()`.
 
-    `env` is added to this process's environment for every worker.
+    `env` is added to this process's environment for every worker. `job_ref` is
+    the first line each process reads (what job to load), `config()` the run
+    configuration's JSON it reads with its index (`assign`).
     """
 
     def __init__(
@@ -59,12 +61,17 @@ class Supervisor:
         job_dir: Path,
         command: Callable[[], list[str]],
         env: dict[str, str],
+        *,
+        job_ref: str = "",
+        config: Callable[[], str] = lambda: "{}",
     ) -> None:
         self.job_name = job_name
         self.job_dir = job_dir
-        #: The command line of a standby (`kstream worker --standby ...`).
+        #: The command line of a standby (`kstream worker --standby`).
         self.command = command
         self.env = env
+        self.job_ref = job_ref
+        self.config = config
         #: The workers, by index: processes told their index.
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         #: Standbys started for a worker index (`prestart`), not told it yet.
@@ -72,7 +79,6 @@ class Supervisor:
         #: The standby kept for the next replacement (`keep_spare`).
         self.spare: subprocess.Popen[bytes] | None = None
         self._standby_log: IO[bytes] | None = None
-        self._restart_times: list[float] = []
         #: Where the processes report why they end (`kstream.runtime.failure`).
         self.cause_dir = job_dir / "causes"
 
@@ -104,7 +110,7 @@ class Supervisor:
             self._standby_log = path.open("ab")
             # Reports of an earlier run's processes: a new process may reuse a pid.
             shutil.rmtree(self.cause_dir, ignore_errors=True)
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             self.command(),
             stdin=subprocess.PIPE,
             stdout=self._standby_log,
@@ -118,6 +124,14 @@ class Supervisor:
                 CAUSE_DIR_ENV: str(self.cause_dir),
             },
         )
+        # At once: the job module loads while the runner goes on with its checks.
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(f"{self.job_ref}\n".encode())
+            proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died meanwhile: `exits` reports it like any worker's death
+        return proc
 
     def prestart(self, indices: range) -> None:
         """Start a standby for each of `indices`; `spawn` later tells it its index."""
@@ -144,12 +158,14 @@ class Supervisor:
         self.assign(proc, index)
 
     def assign(self, proc: subprocess.Popen[bytes], index: int) -> None:
-        """Tell standby `proc` it is worker `index` (a line: the index, then its log)."""
+        """Tell standby `proc` it is worker `index`: a line of JSON, ``{"index", "log",
+        "config"}``, the run configuration as `config()` gives it now."""
         path = self.log_path(index)
         path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"index": index, "log": str(path), "config": json.loads(self.config())})
         assert proc.stdin is not None
         try:
-            proc.stdin.write(f"{index} {path}\n".encode())
+            proc.stdin.write(f"{line}\n".encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass  # it died meanwhile: `exits` reports it like any worker's death
@@ -197,12 +213,6 @@ class Supervisor:
         if not found.log:
             return dataclasses.replace(found, log=str(self.standby_log_path()))
         return found
-
-    def restart_allowed(self, now: float) -> bool:
-        """Count a restart at `now`; False if that makes too many within the window."""
-        self._restart_times = [t for t in self._restart_times if now - t < RESTART_WINDOW_S]
-        self._restart_times.append(now)
-        return len(self._restart_times) <= MAX_RESTARTS
 
     def stop(self) -> None:
         """Stop every worker (SIGTERM, then SIGKILL after `STOP_TIMEOUT_S`); close the logs."""

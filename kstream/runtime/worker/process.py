@@ -23,7 +23,6 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, assert_never
 
 from confluent_kafka import KafkaError, Producer
@@ -40,9 +39,7 @@ from kstream.errors import (
     RecordLostError,
 )
 from kstream.infra.admin import Admin
-from kstream.protocol.barrier import Alignment
 from kstream.protocol.counters import WorkerCounters
-from kstream.protocol.flow import FlowConfig
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
 from kstream.protocol.messages import (
     Acked,
@@ -64,6 +61,7 @@ from kstream.protocol.recovery import (
     WorkerRecovery,
 )
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
+from kstream.runtime.config import DEFAULT_TRANSACTION_TIMEOUT_S, RunConfig
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.failure import classify
 from kstream.runtime.kafka import BATCHING, IDEMPOTENT, client_config, connect
@@ -93,24 +91,18 @@ JOIN_TIMEOUT_S = 60.0
 
 
 class Worker:
-    """Worker `index` of `workers` for `job`."""
+    """Worker `index` of `config.workers` for `job`, which `config.job` names.
 
-    def __init__(
-        self,
-        job: Job,
-        *,
-        index: int,
-        workers: int,
-        bootstrap: str,
-        state_dir: Path,
-        guarantee: Guarantee = "exactly-once",
-        transaction_timeout_ms: int = 600_000,
-        flow: FlowConfig | None = None,
-        alignment: Alignment = Alignment.ALIGNED,
-        alignment_timeout_s: float | None = None,
-        source_snapshot_interval_s: float | None = None,
-        concurrent: int = 0,
-    ) -> None:
+    The job is loaded by the caller (loading a job module is the command
+    line's business); everything else this worker does is as `config` says.
+    """
+
+    def __init__(self, config: RunConfig, index: int, job: Job) -> None:
+        workers = config.workers
+        bootstrap = config.bootstrap
+        state_dir = config.state_dir
+        guarantee = config.guarantee
+        self.config = config
         self.job = job
         self.index = index
         self.name = f"w{index}"
@@ -153,13 +145,16 @@ class Worker:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
         self.faults = Faults.from_env()
         self.guarantee: Guarantee = guarantee
-        self.transaction_timeout_ms = transaction_timeout_ms
-        self.flow = flow or FlowConfig()
-        self.alignment = alignment
-        self.alignment_timeout_s = alignment_timeout_s
-        self.source_snapshot_interval_s = source_snapshot_interval_s
+        timeout_s = config.transaction_timeout_s
+        if timeout_s is None:
+            timeout_s = DEFAULT_TRANSACTION_TIMEOUT_S
+        self.transaction_timeout_ms = int(timeout_s * 1000)
+        self.flow = config.flow
+        self.alignment = config.alignment
+        self.alignment_timeout_s = config.alignment_timeout_s
+        self.source_snapshot_interval_s = config.source_snapshot_interval_s
         #: Concurrent snapshots, at most this many in flight (0: one after another).
-        self.concurrent = concurrent
+        self.concurrent = config.concurrent_snapshots
         self.tasks: list[Subtask] = []
         #: Heartbeats go out from the main loop and, while it is busy, from a thread.
         self.heartbeat = Heartbeat(

@@ -27,6 +27,7 @@ from kstream.errors import ConfigurationError
 if TYPE_CHECKING:
     from kstream.dataflow.outputs import Guarantee
     from kstream.protocol.barrier import Alignment
+    from kstream.runtime.config import RunConfig
 
 __all__ = [
     "AT_LEAST_ONE",
@@ -48,6 +49,7 @@ __all__ = [
     "number",
     "parse_alignment",
     "parse_guarantee",
+    "run_config",
 ]
 
 N = TypeVar("N", int, float)
@@ -214,3 +216,75 @@ def parse_guarantee(value: str) -> Guarantee:
         if value == g:
             return g
     raise ConfigurationError(f"--guarantee must be one of {', '.join(GUARANTEES)}, got {value!r}")
+
+
+def run_config(
+    *,
+    spec: str,
+    params: dict[str, str],
+    name: str,
+    bootstrap_servers: str | None,
+    kafka_config: Path | None,
+    workers: int,
+    state_dir: Path,
+    say: Callable[[str], None],
+    checkpoint_interval: float = 1.0,
+    checkpoint_timeout: float = 60.0,
+    max_in_flight: int = 1,
+    retained: int = 3,
+    liveness_timeout: float = 15.0,
+    tolerable_checkpoint_timeouts: int = 3,
+    concurrent: bool = False,
+    guarantee: str = "exactly-once",
+    transaction_timeout: float | None = None,
+    max_channel_lag: int | None = None,
+    alignment: str = "aligned",
+    alignment_timeout: float | None = None,
+    source_snapshot_interval: float | None = None,
+    fresh: bool = False,
+    accept_changes: bool = False,
+    create_topics: bool = False,
+    allow_feedback: bool = False,
+    spawn: bool = True,
+) -> RunConfig:
+    """The run configuration the options of `kstream run` and `kstream worker` give,
+    for job `name` loaded from `spec` with `params`. Each option keeps its
+    default when not given; the bootstrap servers are resolved here, once
+    (`kstream.infra.cluster`: possibly starting the local broker, so call this
+    once the job loaded).
+    """
+    from kstream.infra.cluster import bootstrap_servers as resolve
+    from kstream.protocol.coordination import CoordinatorConfig
+    from kstream.protocol.flow import FlowConfig
+    from kstream.runtime.config import JobRef, RunConfig, StartOptions
+
+    mode = parse_alignment(alignment, alignment_timeout)
+    return RunConfig(
+        job=JobRef(spec, params, name),
+        bootstrap=resolve(bootstrap_servers, say),
+        workers=workers,
+        state_dir=state_dir.resolve(),
+        kafka_config=kafka_config.expanduser().resolve() if kafka_config is not None else None,
+        checkpoints=CoordinatorConfig(
+            interval=checkpoint_interval,
+            timeout=checkpoint_timeout,
+            max_in_flight=max_in_flight,
+            retained=retained,
+            liveness_timeout=liveness_timeout,
+            tolerable_timeouts=tolerable_checkpoint_timeouts,
+            concurrent=concurrent,
+        ),
+        guarantee=parse_guarantee(guarantee),
+        transaction_timeout_s=transaction_timeout,
+        flow=FlowConfig() if max_channel_lag is None else FlowConfig(max_lag=max_channel_lag),
+        alignment=mode,
+        alignment_timeout_s=alignment_timeout,
+        source_snapshot_interval_s=source_snapshot_interval,
+        start=StartOptions(
+            fresh=fresh,
+            accept_changes=accept_changes,
+            create_topics=create_topics,
+            allow_feedback=allow_feedback,
+            spawn=spawn,
+        ),
+    )

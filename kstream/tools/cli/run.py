@@ -8,6 +8,7 @@ both commands load the job the same way and stop cleanly on SIGTERM or Ctrl-C.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import signal
@@ -39,7 +40,7 @@ from kstream.tools.cli.options import (
     SpecArgument,
     StateDirOption,
     parse_alignment,
-    parse_guarantee,
+    run_config,
 )
 
 #: Flow control's bound (see `kstream.protocol.flow`).
@@ -55,6 +56,7 @@ MaxChannelLagOption = Annotated[
 
 if TYPE_CHECKING:
     from kstream.dataflow.job import Job
+    from kstream.runtime.config import RunConfig
     from kstream.runtime.failure import Failure
 
 __all__ = ["run_command", "worker_command"]
@@ -174,48 +176,46 @@ def run_command(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
-    from kstream.infra.cluster import bootstrap_servers as resolve
-    from kstream.protocol.coordination import CoordinatorConfig
     from kstream.runtime.runner.runner import Runner
 
     _logging(verbose)
     if fresh and accept_changes:
         raise ConfigurationError("--fresh and --accept-changes exclude each other")
-    mode = parse_alignment(alignment, alignment_timeout)
+    # Refused before the job loads.
+    parse_alignment(alignment, alignment_timeout)
     job, values = _load(spec, param, job_name)
-    if allow_feedback:
-        job.allow_feedback = True
-    runner = Runner(
-        job,
+    config = run_config(
         spec=spec,
         params=values,
-        bootstrap=resolve(bootstrap_servers, say),
+        name=job.name,
+        bootstrap_servers=bootstrap_servers,
+        kafka_config=kafka_config,
         workers=workers,
         state_dir=state_dir,
-        config=CoordinatorConfig(
-            interval=checkpoint_interval,
-            timeout=checkpoint_timeout,
-            max_in_flight=max_in_flight,
-            retained=retained,
-            liveness_timeout=liveness_timeout,
-            tolerable_timeouts=tolerable_checkpoint_timeouts,
-            concurrent=concurrent,
-        ),
-        spawn=spawn,
         say=say,
-        guarantee=parse_guarantee(guarantee),
-        transaction_timeout_s=transaction_timeout,
+        checkpoint_interval=checkpoint_interval,
+        checkpoint_timeout=checkpoint_timeout,
+        max_in_flight=max_in_flight,
+        retained=retained,
+        liveness_timeout=liveness_timeout,
+        tolerable_checkpoint_timeouts=tolerable_checkpoint_timeouts,
+        concurrent=concurrent,
+        guarantee=guarantee,
+        transaction_timeout=transaction_timeout,
         max_channel_lag=max_channel_lag,
-        alignment=mode,
-        alignment_timeout_s=alignment_timeout,
-        source_snapshot_interval_s=source_snapshot_interval,
+        alignment=alignment,
+        alignment_timeout=alignment_timeout,
+        source_snapshot_interval=source_snapshot_interval,
         fresh=fresh,
         accept_changes=accept_changes,
         create_topics=create_topics,
+        allow_feedback=allow_feedback,
+        spawn=spawn,
     )
+    runner = Runner(config, job, say=say)
     stop = _stop_flag()
     runner.prepare()
-    runner.start()
+    running = runner.start()
     say(
         f"job {job.name}: {len(runner.plan.tasks)} subtasks on {workers} workers; "
         f"worker logs in {runner.log_path(0).parent}"
@@ -223,7 +223,7 @@ def run_command(
     last = None
     try:
         while not stop():
-            runner.step()
+            running.step()
             if runner.stats.latest != last and runner.stats.latest is not None:
                 last = runner.stats.latest
                 # Every tenth by count: ids are Lamport clocks, not 1, 2, 3, ...
@@ -233,17 +233,24 @@ def run_command(
                         f"(alignment {runner.stats.last_alignment_ms:.1f} ms)"
                     )
     finally:
-        runner.stop()
+        running.stop()
         for line in runner.report.summary(time.monotonic()):
             say(line)
 
 
 def worker_command(
-    spec: SpecArgument,
+    spec: Annotated[
+        str | None,
+        typer.Argument(help="Job: module:attribute or path.py:attribute (not with --standby)."),
+    ] = None,
     workers: Annotated[
-        int,
-        typer.Option("--workers", help="Number of workers in the job.", callback=AT_LEAST_ONE),
-    ],
+        int | None,
+        typer.Option(
+            "--workers",
+            help="Number of workers in the job (required without --standby).",
+            callback=AT_LEAST_ONE,
+        ),
+    ] = None,
     worker: Annotated[
         int | None,
         typer.Option(
@@ -279,8 +286,9 @@ def worker_command(
         bool,
         typer.Option(
             "--standby",
-            help="Load the job, then wait for a line on stdin naming the worker index and "
-            "the log file (how `kstream run` starts its workers and keeps a spare).",
+            help="Read the job to load from stdin (a line of JSON), load it, then wait for "
+            "a second line naming the worker index, the log file and the run configuration "
+            "(how `kstream run` starts its workers and keeps a spare; no other option applies).",
         ),
     ] = False,
 ) -> None:
@@ -307,6 +315,7 @@ def worker_command(
             worker=worker,
             param=param,
             bootstrap_servers=bootstrap_servers,
+            kafka_config=kafka_config,
             state_dir=state_dir,
             job_name=job_name,
             guarantee=guarantee,
@@ -368,11 +377,12 @@ def _worker(
     end: _WorkerEnd,
     stop: Callable[[], bool],
     *,
-    spec: str,
-    workers: int,
+    spec: str | None,
+    workers: int | None,
     worker: int | None,
     param: list[str] | None,
     bootstrap_servers: str | None,
+    kafka_config: Path | None,
     state_dir: Path,
     job_name: str | None,
     guarantee: str,
@@ -385,39 +395,47 @@ def _worker(
     verbose: bool,
     standby: bool,
 ) -> None:
-    from kstream.infra.cluster import bootstrap_servers as resolve
-    from kstream.protocol.flow import FlowConfig
     from kstream.runtime.worker.process import Worker
 
     # A worker's output is its log file, read after the fact: each line has its time.
     _logging(verbose, clock=True)
-    mode = parse_alignment(alignment, alignment_timeout)
-    job, _ = _load(spec, param, job_name)
     if standby:
-        assigned = _await_index()
-        if assigned is None:
+        told = _standby()
+        if told is None:
             return  # the runner stopped (or died) before it needed this standby
-        worker, end.log = assigned
-    if worker is None:
-        raise ConfigurationError("--worker is required (unless --standby)")
+        job, config, worker, end.log = told
+    else:
+        if spec is None or workers is None:
+            raise ConfigurationError("a job and --workers are required (unless --standby)")
+        parse_alignment(alignment, alignment_timeout)
+        job, values = _load(spec, param, job_name)
+        if worker is None:
+            raise ConfigurationError("--worker is required (unless --standby)")
+        # The same options give the same configuration as `kstream run`'s.
+        config = run_config(
+            spec=spec,
+            params=values,
+            name=job.name,
+            bootstrap_servers=bootstrap_servers,
+            kafka_config=kafka_config,
+            workers=workers,
+            state_dir=state_dir,
+            say=say,
+            max_in_flight=max(1, concurrent_snapshots),
+            concurrent=concurrent_snapshots > 0,
+            guarantee=guarantee,
+            transaction_timeout=transaction_timeout,
+            max_channel_lag=max_channel_lag,
+            alignment=alignment,
+            alignment_timeout=alignment_timeout,
+            source_snapshot_interval=source_snapshot_interval,
+            spawn=False,
+        )
+    workers = config.workers
     if not 0 <= worker < workers:
         raise ConfigurationError(f"--worker must be in 0..{workers - 1}, got {worker}")
-    _name_process(worker, workers, job.name, spec)
-    w = Worker(
-        job,
-        index=worker,
-        workers=workers,
-        bootstrap=resolve(bootstrap_servers, say),
-        state_dir=state_dir.resolve(),
-        guarantee=parse_guarantee(guarantee),
-        transaction_timeout_ms=int(transaction_timeout * 1000),
-        flow=FlowConfig(max_lag=max_channel_lag),
-        alignment=mode,
-        alignment_timeout_s=alignment_timeout,
-        source_snapshot_interval_s=source_snapshot_interval,
-        concurrent=concurrent_snapshots,
-    )
-    w.run(stop)
+    _name_process(worker, workers, job.name, config.job.spec)
+    Worker(config, worker, job).run(stop)
 
 
 def _name_process(index: int, workers: int, job: str, spec: str) -> None:
@@ -428,22 +446,40 @@ def _name_process(index: int, workers: int, job: str, spec: str) -> None:
     setproctitle(f"kstream worker {index} of job {job} ({workers} workers, {spec})")
 
 
-def _await_index() -> tuple[int, str] | None:
-    """A standby's wait: the worker index its runner names, output sent to the log named.
+def _standby() -> tuple[Job, RunConfig, int, str] | None:
+    """A standby's life before it is a worker: the job, then its index and settings.
 
-    The end of stdin without a line (the runner stopped, or died) is None: the
-    process then ends quietly, it never touched Kafka or the state directory.
+    Line 1 of stdin names the job (`kstream.runtime.config.JobRef`), written as
+    the process starts: the job loads while the runner still checks the
+    cluster. Line 2, written once the runner needs this process, is
+    ``{"index", "log", "config"}``: output goes to the log named from then on.
+    The end of stdin before either line (the runner stopped, or died) is None:
+    the process then ends quietly, it never touched Kafka or the state directory.
     """
-    line = sys.stdin.buffer.readline().decode().strip()
-    index, _, log = line.partition(" ")
-    if not index.isdecimal():
+    from kstream.infra.client_settings import use_settings
+    from kstream.runtime.config import JobRef, RunConfig
+
+    first = sys.stdin.buffer.readline().decode()
+    if not first.strip():
         return None
+    ref = JobRef.from_json(first)
+    job, _ = _load(ref.spec, [f"{k}={v}" for k, v in ref.params.items()], ref.name or None)
+    second = sys.stdin.buffer.readline().decode()
+    if not second.strip():
+        return None
+    told = json.loads(second)
+    index, log = told["index"], told["log"]
     if log:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(fd, sys.stdout.fileno())
         os.dup2(fd, sys.stderr.fileno())
         os.close(fd)
-    return int(index), log
+    config = RunConfig.from_form(told["config"])
+    if config.job != ref:
+        raise ConfigurationError(f"worker {index}: told job {config.job}, loaded {ref}")
+    if config.kafka_config is not None:
+        use_settings(config.kafka_config)
+    return job, config, int(index), str(log)
 
 
 def _logging(verbose: bool, *, clock: bool = False) -> None:

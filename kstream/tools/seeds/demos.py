@@ -45,8 +45,9 @@ from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.checkpoint_history import checkpoint_history
 from kstream.protocol.coordination import CoordinatorConfig
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.control import read_messages
-from kstream.runtime.runner.runner import Runner
+from kstream.runtime.runner.runner import Runner, RunningJob
 from kstream.testing import Feeder, run_until_consumed, unique_name
 from kstream.tools.demo import progress_bar
 from kstream.tools.seeds.ring import RingLayout, RingSnapshot, read_snapshots
@@ -213,15 +214,16 @@ def run_ring(
     params = {"p-input": p_topic, "q-input": q_topic, "name": run_id, "seed": str(seed)}
     state_dir = cache_dir() / "demo" / run_id
     runner = Runner(
+        RunConfig(
+            JobRef(spec, params),
+            servers,
+            WORKERS,  # p's stages on one, q's on the other: a kill crashes one
+            state_dir,
+            checkpoints=_trigger(initiator, interval, concurrent),
+            alignment=alignment,
+        ),
         job_fn(params),
-        spec=spec,
-        params=params,
-        bootstrap=servers,
-        workers=WORKERS,  # p's stages on one, q's on the other: a kill crashes one
-        state_dir=state_dir,
-        config=_trigger(initiator, interval, concurrent),
         say=say,
-        alignment=alignment,
     )
     runner.prepare()
     who = {
@@ -235,8 +237,9 @@ def run_ring(
     )
 
     pids: dict[str, list[int]] = {P: [], Q: []}
+    started_job: list[RunningJob] = []
 
-    def feed(r: Runner) -> None:
+    def feed(r: RunningJob) -> None:
         # Input flows only while the workers run: the token moves on its holder's
         # own ticks, and ticks written while a worker starts or restores would be
         # read in one go, leaving the token with a holder that has no ticks left.
@@ -246,6 +249,8 @@ def run_ring(
             else:
                 f.hold()
         note_pids(r, pids)
+        # What the run completed is read from the coordinator once it stopped.
+        started_job[:] = [r]
 
     started = time.monotonic()
     with progress_bar(console, "of p's records") as progress:
@@ -264,8 +269,7 @@ def run_ring(
             timeout=DEMO_TIMEOUT_S,
         )
     seconds = time.monotonic() - started
-    assert runner.coordinator is not None  # started by run_until_consumed
-    completed = list(runner.coordinator.completed)
+    completed = [n for job in started_job for n in job.coordinator.completed]
     say(f"reading back {len(completed)} completed checkpoints (state and recorded channel state)")
     # Who started each: the control topic's record of it (`Initiated.task`).
     history = checkpoint_history(read_messages(servers, run_id))
@@ -287,7 +291,7 @@ def run_ring(
     )
 
 
-def note_pids(runner: Runner, pids: dict[str, list[int]]) -> None:
+def note_pids(runner: RunningJob, pids: dict[str, list[int]]) -> None:
     """Add the pids of the workers running p and q now to `pids` (process -> pids seen)."""
     running = runner.worker_pids()
     for process, worker in ((P, P_WORKER), (Q, Q_WORKER)):

@@ -31,6 +31,7 @@ from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.runtime.channels.format import BatchFormat
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import Feeder, unique_name
 from kstream.tools.demo import progress_bar
@@ -243,17 +244,18 @@ def _naive_token_ring(
         f"naive-{Q}-input": _channel_param(layout.p_to_q),
     }
     runner = Runner(
+        RunConfig(
+            JobRef("kstream.tools.seeds.naive:naive_token_ring", params),
+            servers,
+            WORKERS,
+            state_dir,
+            checkpoints=CoordinatorConfig(interval=NO_CHECKPOINTS_S, timeout=60.0),
+            # The ring has no sink, so no transaction: none has to outlive an interval
+            # that never ends (exactly-once would size the sinks' transactions by it).
+            guarantee="at-least-once",
+        ),
         naive_token_ring(params),
-        spec="kstream.tools.seeds.naive:naive_token_ring",
-        params=params,
-        bootstrap=servers,
-        workers=WORKERS,
-        state_dir=state_dir,
-        config=CoordinatorConfig(interval=NO_CHECKPOINTS_S, timeout=60.0),
         say=say,
-        # The ring has no sink, so no transaction: none has to outlive an interval
-        # that never ends (exactly-once would size the sinks' transactions by it).
-        guarantee="at-least-once",
     )
     assert runner.storage.root == root  # the storage the real snapshots would use
     due = {process: len(recording_ticks(seed, process, NAIVE_EVERY, ticks)) for process in values}
@@ -269,18 +271,18 @@ def _naive_token_ring(
     )
     pids: dict[str, list[int]] = {P: [], Q: []}
     started = time.monotonic()
-    runner.start()
+    running = runner.start()
     try:
         with progress_bar(console, "local records") as progress:
             bar = progress.add_task("ring", total=sum(due.values()))
             while True:
-                runner.step()
+                running.step()
                 for f in feeders:
-                    if runner.running:
+                    if running.running:
                         f.feed()
                     else:
                         f.hold()
-                note_pids(runner, pids)
+                note_pids(running, pids)
                 if runner.stats.recoveries:
                     raise JobFailedError(
                         "a worker of the naive run was restarted; without checkpoints its "
@@ -296,7 +298,7 @@ def _naive_token_ring(
                         f"{DEMO_TIMEOUT_S:.0f}s"
                     )
     finally:
-        runner.stop()
+        running.stop()
     seconds = time.monotonic() - started
     fmt = BatchFormat(layout.plan.job.channel_serde)
     p_records, q_records = load_records(root, P), load_records(root, Q)

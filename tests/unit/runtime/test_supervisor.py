@@ -11,26 +11,33 @@ import pytest
 from kstream.errors import AlreadyRunningError
 from kstream.runtime.failure import Failure
 from kstream.runtime.lock import ProcessLock, worker_lock_path
-from kstream.runtime.runner.supervisor import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
+from kstream.runtime.runner.supervisor import Supervisor
 
 
 def python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-#: A stand-in for ``kstream worker --standby``: reads the line naming its index and
-#: log, then writes to that log (as the worker does) and runs `BODY` with `i` set.
-#: The end of stdin without a line: exit 0.
+#: A stand-in for ``kstream worker --standby``: reads the job line, then the line
+#: naming its index, log and configuration, then writes to that log (as the worker
+#: does) and runs `BODY` with `i` set. The end of stdin without a line: exit 0.
 STANDBY = """
-import os, sys
-line = sys.stdin.readline().split(maxsplit=1)
+import json, os, sys
+assert sys.stdin.readline() == "job\\n"
+line = sys.stdin.readline()
 if not line:
     raise SystemExit(0)
-i, log = int(line[0]), line[1].strip()
+told = json.loads(line)
+assert told["config"] == {{"run": 1}}
+i, log = told["index"], told["log"]
 fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 os.dup2(fd, 1)
 {body}
 """
+
+
+def CONFIG() -> str:  # noqa: N802 (stands for the runner's configuration)
+    return '{"run": 1}'
 
 
 def standby(body: str) -> list[str]:
@@ -45,6 +52,8 @@ def test_exits_report_each_exited_worker_with_its_code_and_output_goes_to_its_lo
         tmp_path / "j",
         lambda: standby("print(os.environ['WHO'], i); raise SystemExit({0: 0, 1: 3}[i])"),
         {"WHO": "worker"},
+        job_ref="job",
+        config=CONFIG,
     )
     sup.spawn(0)
     sup.spawn(1)
@@ -57,7 +66,14 @@ def test_exits_report_each_exited_worker_with_its_code_and_output_goes_to_its_lo
 
 
 def test_stop_ends_running_workers(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", lambda: standby("import time; time.sleep(600)"), {})
+    sup = Supervisor(
+        "j",
+        tmp_path / "j",
+        lambda: standby("import time; time.sleep(600)"),
+        {},
+        job_ref="job",
+        config=CONFIG,
+    )
     sup.spawn(0)
     assert list(sup.pids()) == [0]
     assert list(sup.exits()) == []
@@ -67,7 +83,9 @@ def test_stop_ends_running_workers(tmp_path: Path) -> None:
 
 
 def test_a_prestarted_standby_becomes_the_worker_of_its_index(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", lambda: standby("print('worker', i)"), {})
+    sup = Supervisor(
+        "j", tmp_path / "j", lambda: standby("print('worker', i)"), {}, job_ref="job", config=CONFIG
+    )
     sup.prestart(range(2))
     started = {i: p.pid for i, p in sup._waiting.items()}
     assert sup.pids() == {}  # not workers until told their index
@@ -84,7 +102,14 @@ def test_a_prestarted_standby_becomes_the_worker_of_its_index(tmp_path: Path) ->
 def test_the_spare_replaces_the_next_worker_started_and_a_new_spare_follows(
     tmp_path: Path,
 ) -> None:
-    sup = Supervisor("j", tmp_path / "j", lambda: standby("import time; time.sleep(600)"), {})
+    sup = Supervisor(
+        "j",
+        tmp_path / "j",
+        lambda: standby("import time; time.sleep(600)"),
+        {},
+        job_ref="job",
+        config=CONFIG,
+    )
     sup.keep_spare()
     assert sup.spare is not None
     spare = sup.spare.pid
@@ -100,7 +125,14 @@ def test_the_spare_replaces_the_next_worker_started_and_a_new_spare_follows(
 
 
 def test_a_dead_spare_is_not_a_worker_and_is_replaced(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", lambda: standby("import time; time.sleep(600)"), {})
+    sup = Supervisor(
+        "j",
+        tmp_path / "j",
+        lambda: standby("import time; time.sleep(600)"),
+        {},
+        job_ref="job",
+        config=CONFIG,
+    )
     sup.keep_spare()
     assert sup.spare is not None
     dead = sup.spare
@@ -116,7 +148,14 @@ def test_a_dead_spare_is_not_a_worker_and_is_replaced(tmp_path: Path) -> None:
 
 
 def test_stop_ends_standbys_never_told_their_index(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", lambda: standby("raise SystemExit(9)"), {})
+    sup = Supervisor(
+        "j",
+        tmp_path / "j",
+        lambda: standby("raise SystemExit(9)"),
+        {},
+        job_ref="job",
+        config=CONFIG,
+    )
     sup.prestart(range(2))
     sup.keep_spare()
     standbys = [*sup._waiting.values(), sup.spare]
@@ -125,16 +164,8 @@ def test_stop_ends_standbys_never_told_their_index(tmp_path: Path) -> None:
     assert [p.returncode for p in standbys] == [0, 0, 0]
 
 
-def test_restarts_beyond_the_budget_within_the_window_are_refused(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", list, {})
-    assert all(sup.restart_allowed(float(t)) for t in range(MAX_RESTARTS))
-    assert not sup.restart_allowed(float(MAX_RESTARTS))
-    # Restarts older than the window no longer count.
-    assert sup.restart_allowed(MAX_RESTARTS + RESTART_WINDOW_S)
-
-
 def test_a_worker_locked_by_another_process_is_not_started(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", list, {})
+    sup = Supervisor("j", tmp_path / "j", list, {}, job_ref="job", config=CONFIG)
     sup.check_free(0)  # free: no error, lock released again
     held = ProcessLock(worker_lock_path(tmp_path / "j", 0), "worker 0 of job j")
     held.acquire()
@@ -165,7 +196,7 @@ def test_failure_is_what_the_process_reported_else_its_exit_code(tmp_path: Path)
         return python(bodies[len(started)])
 
     started: list[int] = []
-    sup = Supervisor("j", tmp_path / "j", lambda: command(), {})
+    sup = Supervisor("j", tmp_path / "j", lambda: command(), {}, job_ref="job", config=CONFIG)
     for i in range(3):
         sup.spawn(i)
         started.append(i)
@@ -179,7 +210,14 @@ def test_failure_is_what_the_process_reported_else_its_exit_code(tmp_path: Path)
 
 
 def test_a_killed_worker_is_a_transient_failure_naming_its_log(tmp_path: Path) -> None:
-    sup = Supervisor("j", tmp_path / "j", lambda: standby("import time; time.sleep(600)"), {})
+    sup = Supervisor(
+        "j",
+        tmp_path / "j",
+        lambda: standby("import time; time.sleep(600)"),
+        {},
+        job_ref="job",
+        config=CONFIG,
+    )
     sup.spawn(0)
     # The worker's log exists once the standby read its index.
     deadline = time.monotonic() + 30

@@ -1,4 +1,4 @@
-"""`kstream.protocol.control_retention`: the kept suffix of a control topic reads as the whole."""
+"""`kstream.protocol.retention`: the kept suffix of a control topic reads as the whole."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 from test_messages import messages as any_message
 
 from kstream.errors import ConfigurationError
-from kstream.protocol.control_retention import ControlRetention, restatement
 from kstream.protocol.coordinator import replay
 from kstream.protocol.messages import (
     Acked,
@@ -20,6 +19,7 @@ from kstream.protocol.messages import (
     WorkerAlive,
 )
 from kstream.protocol.presence import last_presence
+from kstream.protocol.retention import ControlRetention, Positions, purge_points, restatement
 
 
 def latest_recover(messages: list[ControlMessage]) -> tuple[int, int | None] | None:
@@ -121,3 +121,32 @@ def test_a_restated_recover_lets_the_original_go() -> None:
 def test_retaining_no_checkpoint_is_refused() -> None:
     with pytest.raises(ConfigurationError):
         ControlRetention(0)
+
+
+def test_channels_are_purged_up_to_the_earliest_retained_position() -> None:
+    retained = [
+        {"c": {0: 10, 1: 5}, "d": {0: 7}},
+        # Concurrent snapshots: a later checkpoint may stand earlier on a channel.
+        {"c": {0: 8, 1: 9}, "d": {0: 0}},
+    ]
+    # A partition at 0 is not purged; one some checkpoint does not name is kept.
+    assert purge_points(retained) == {"c": {0: 8, 1: 5}}
+    assert purge_points([{"c": {0: 3}}, {"e": {0: 4}}]) == {}
+    assert purge_points([]) == {}
+
+
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from("ab"),
+            st.dictionaries(st.integers(0, 2), st.integers(0, 20), max_size=3),
+            max_size=2,
+        ),
+        max_size=4,
+    )
+)
+def test_no_retained_checkpoint_reads_before_a_purge_point(retained: list[Positions]) -> None:
+    for topic, parts in purge_points(retained).items():
+        for p, at in parts.items():
+            assert at > 0
+            assert all(at <= r[topic][p] for r in retained)

@@ -1,4 +1,16 @@
-"""Which prefix of a job's control topic no restart reads again (:ref:`internal-topics-bounded`).
+"""What a job's internal topics retain: the records a restart may read again.
+
+Two pure decisions (:ref:`internal-topics-bounded`): `purge_points`, where each
+channel partition may be purged up to (the retained checkpoints' positions),
+and `ControlRetention`, which prefix of the control topic no restart reads.
+
+**Channels.** A completed checkpoint records where each channel partition was
+consumed up to; a restore replays channels from the positions of the
+checkpoint it restores, and only retained checkpoints are restored. So the
+records before the earliest position of any retained checkpoint are never read
+again.
+
+**The control topic.**
 
 The control topic is the durable record of a job's checkpoints, but a restart
 reads only a little of it (`kstream.protocol.coordinator.replay`: the retained
@@ -13,6 +25,7 @@ of them what the whole topic gives. Pure: the runner feeds it and purges.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kstream.errors import ConfigurationError
@@ -25,7 +38,31 @@ from kstream.protocol.messages import (
     generation_of,
 )
 
-__all__ = ["ControlRetention", "restatement"]
+__all__ = ["ControlRetention", "Positions", "purge_points", "restatement"]
+
+#: Channel positions of one checkpoint: topic -> partition -> next offset.
+Positions = dict[str, dict[int, int]]
+
+
+def purge_points(retained: Sequence[Positions]) -> Positions:
+    """Per channel partition, the offset records before which no restore reads: the
+    earliest position any of the `retained` checkpoints names.
+
+    With concurrent snapshots a smaller id may stand later on a channel than a
+    larger one (in id order the oldest's are the earliest anyway), so the minimum
+    is taken over all. A partition some retained checkpoint does not name is
+    kept whole (absent from the result), and so is one whose point is 0.
+    """
+    if not retained:
+        return {}
+    first, rest = retained[0], retained[1:]
+    points: Positions = {}
+    for topic, parts in first.items():
+        for p, o in parts.items():
+            at = min([o] + [r.get(topic, {}).get(p, -1) for r in rest])
+            if at > 0:
+                points.setdefault(topic, {})[p] = at
+    return points
 
 
 def restatement(recover: Recovered) -> Recovered:
