@@ -12,7 +12,7 @@ topic), `LINEAGE_PARTITION_HEADER` and `LINEAGE_OFFSET_HEADER` (decimal text).
 pyspark (the ``audit`` extra) is imported only when an audit runs, so this
 package imports without it. `run_audit` and `AuditResult` themselves load on
 first access (PEP 562, as kstream's front door does): the command line, which
-every worker process loads, imports `kstream.audit.cli`, and a replacement
+every worker process loads, imports `kstream.tools.cli.audit`, and a replacement
 worker should not import the audit's Spark, progress and jar support before it
 can restore.
 """

@@ -66,11 +66,7 @@ RUNTIME_SIDES: dict[str, frozenset[str]] = {
 }
 
 #: Violations still to be mended: (importer, imported) module pairs.
-KNOWN: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("kstream.audit.cli", "kstream.tools.cli.options"),
-    }
-)
+KNOWN: frozenset[tuple[str, str]] = frozenset()
 
 #: Import cycles still to be opened.
 KNOWN_CYCLES: list[list[str]] = []

@@ -6,7 +6,7 @@ or a failed verification exits 1.
 
 One module per command group: `broker` (the local broker), `run` (``run`` and
 ``worker``), `checkpoints`, `plan`, `demo`, `chaos`; the audit's command lives with the audit
-(`kstream.audit.cli`). Option types the commands share are in `options`, the
+(`kstream.tools.cli.audit`). Option types the commands share are in `options`, the
 output consoles in `console`. This module assembles them into `app` and holds
 `main`, the console script's entry point (also what ``python -m kstream``,
 the way workers are spawned, runs).
@@ -18,8 +18,8 @@ import sys
 
 import typer
 
-from kstream.audit.cli import audit_command
 from kstream.errors import JobFailedError, KStreamError
+from kstream.tools.cli.audit import audit_command
 from kstream.tools.cli.broker import broker_app
 from kstream.tools.cli.chaos import chaos_command
 from kstream.tools.cli.checkpoints import checkpoints_command
