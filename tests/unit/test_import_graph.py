@@ -6,9 +6,7 @@ and so does a string constant that is exactly the dotted name of a kstream
 module (what ``importlib.import_module`` loads on first use). A cycle closed by
 an import inside a function is a cycle all the same.
 
-The tables are those of the internals docs ("Layers"). ``KNOWN`` lists the
-violations still to be mended, each by name: a new one fails, and so does a
-listed one that is gone, so the list only shrinks.
+The tables are those of the internals docs (:ref:`layers-layout`).
 """
 
 from __future__ import annotations
@@ -64,15 +62,6 @@ RUNTIME_SIDES: dict[str, frozenset[str]] = {
     "worker": frozenset({"channels", "checkpoint", "state", "root"}),
     "runner": frozenset({"checkpoint", "root"}),
 }
-
-#: Violations still to be mended: (importer, imported) module pairs.
-KNOWN: frozenset[tuple[str, str]] = frozenset()
-
-#: Import cycles still to be opened.
-KNOWN_CYCLES: list[list[str]] = []
-
-#: Modules still over `MAX_LINES`.
-KNOWN_LONG: frozenset[str] = frozenset()
 
 MAX_LINES = 700
 
@@ -203,19 +192,16 @@ def cycles(modules: Mapping[str, Module]) -> list[list[str]]:
 
 
 def test_imports_follow_the_layer_table() -> None:
-    found = violations(read_modules())
-    assert sorted(found - KNOWN) == [], "imports against the layer table"
-    assert sorted(KNOWN - found) == [], "mended: strike these from KNOWN"
+    assert sorted(violations(read_modules())) == [], "imports against the layer table"
 
 
 def test_no_import_cycle() -> None:
-    assert cycles(read_modules()) == KNOWN_CYCLES
+    assert cycles(read_modules()) == []
 
 
 def test_no_module_over_the_line_limit() -> None:
-    long = {m.name for m in read_modules().values() if m.lines > MAX_LINES}
-    assert sorted(long - KNOWN_LONG) == [], f"modules over {MAX_LINES} lines"
-    assert sorted(KNOWN_LONG - long) == [], "now short enough: strike these from KNOWN_LONG"
+    long = sorted(m.name for m in read_modules().values() if m.lines > MAX_LINES)
+    assert long == [], f"modules over {MAX_LINES} lines"
 
 
 def test_the_layer_check_can_fail() -> None:
