@@ -46,7 +46,7 @@ nitpick_ignore_regex = [
     # Internal classes and constants named bare in front-door docstrings.
     (
         r"py:.*",
-        r"Assigner|ErrorPolicy|Graph|LINEAGE_HEADERS|MIN_WATERMARK|Node|Runner|Stage"
+        r"Assigner|ErrorPolicy|Graph|LINEAGE_HEADERS|MIN_WATERMARK|Node|Runner|RunningJob|Stage"
         r"|SinkContext\..*",
     ),
 ]
