@@ -38,6 +38,7 @@ from confluent_kafka import (
 
 from kstream.dataflow import snapshot_request
 from kstream.dataflow.graph import Node
+from kstream.dataflow.inputs import snapshot_every_ms
 from kstream.dataflow.outputs import Guarantee, SinkContext, SinkSnapshot, SinkWriter
 from kstream.dataflow.plan import Plan, TaskSpec, input_topic
 from kstream.dataflow.state.timers import TimerDomain
@@ -624,7 +625,8 @@ class SourceTask(Subtask):
                     self.positions[tp.partition] = tp.offset
         self._triggered: list[int] = []
         sources = [t for t in rt.plan.tasks if rt.plan.stage(t).source is not None]
-        every = rt.source_snapshot_every or source.snapshot_every
+        every_ms = snapshot_every_ms(source)
+        every = rt.source_snapshot_every or (None if every_ms is None else every_ms / 1000)
         #: When this subtask snapshots (`kstream.protocol.initiation`). A source's
         #: interval is its first subtask's: one snapshot per interval, not one per subtask.
         self.initiation = SourceInitiation(
