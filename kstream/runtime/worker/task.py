@@ -4,7 +4,7 @@ Two kinds, by what feeds the stage:
 
 * `SourceTask` reads user topic partitions. It snapshots between two batches,
   recording its next offsets, when a checkpoint is triggered or when it starts
-  one itself (its source's `snapshot_every`, or `kstream.request_snapshot()`
+  one itself (its source's `snapshot_every_ms`, or `kstream.request_snapshot()`
   in its stage): `kstream.protocol.initiation` decides.
 * `ChannelTask` reads the channel partitions of every input of its stage and
   aligns barriers over all of them with one `kstream.protocol.barrier.Aligner`;
@@ -154,7 +154,7 @@ class TaskRuntime:
     #: The worker's snapshot clock: the largest checkpoint id it has seen.
     clock: LamportClock = field(default_factory=LamportClock)
     #: Seconds between the snapshots each source subtask starts itself, for every
-    #: source (``--source-snapshot-interval``; None: each source's `snapshot_every`).
+    #: source (``--source-snapshot-interval``; None: each source's `snapshot_every_ms`).
     source_snapshot_every: float | None = None
     #: Tells this worker's subtasks at once that a source subtask of it started a
     #: snapshot (`Subtask.announced`), before its `Initiated` comes back through the
