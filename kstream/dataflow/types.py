@@ -50,18 +50,6 @@ O = TypeVar("O", default=Any)  # noqa: E741 - the letter of house.md's KeyedFn[K
 
 ErrorPolicy = Literal["dead-letter", "skip", "fail"]
 
-#: ``fn(key, value, ctx)`` of a keyed `process`: yields (or returns) its outputs, or None.
-KeyedFn: TypeAlias = Callable[[K, V, KeyedContext], Iterable[O] | None]
-#: ``on_timer(key, timestamp, ctx)``: what a keyed operator emits when one of its timers fires.
-OnTimer: TypeAlias = Callable[[K, int, KeyedContext], Iterable[O] | None]
-#: A keyed function of any types, as the runtime holds it.
-ProcessFn: TypeAlias = KeyedFn[Any, Any, Any]
-#: A timer callback of any types, as the runtime holds it.
-TimerFn: TypeAlias = OnTimer[Any, Any]
-#: How a source stamps records with event time: the Kafka record's timestamp,
-#: a function of the decoded value returning milliseconds, or None (no event time).
-Timestamps = Literal["kafka"] | Callable[[Any], Any] | None
-
 
 @dataclass(frozen=True, slots=True)
 class Tagged:
@@ -75,6 +63,20 @@ class Tagged:
 
     tag: str
     value: Any
+
+
+#: ``fn(key, value, ctx)`` of a keyed `process`: yields (or returns) its outputs, or None.
+#: A `Tagged` output goes to a side output, so it is not one of the stream's values `O`.
+KeyedFn: TypeAlias = Callable[[K, V, KeyedContext], Iterable[O | Tagged] | None]
+#: ``on_timer(key, timestamp, ctx)``: what a keyed operator emits when one of its timers fires.
+OnTimer: TypeAlias = Callable[[K, int, KeyedContext], Iterable[O | Tagged] | None]
+#: A keyed function of any types, as the runtime holds it.
+ProcessFn: TypeAlias = KeyedFn[Any, Any, Any]
+#: A timer callback of any types, as the runtime holds it.
+TimerFn: TypeAlias = OnTimer[Any, Any]
+#: How a source stamps records with event time: the Kafka record's timestamp,
+#: a function of the decoded value returning milliseconds, or None (no event time).
+Timestamps = Literal["kafka"] | Callable[[Any], Any] | None
 
 
 #: The side output too-late records go to (`Stream.side_output(LATE)`); a job
