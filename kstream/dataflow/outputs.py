@@ -191,7 +191,7 @@ T_contra = TypeVar("T_contra", contravariant=True, default=Any)
 class Sink(ABC, Generic[T_contra]):
     """Where results go: a description from which the runtime opens one writer per subtask.
 
-    Its type parameter is what it takes (`Stream[T].sink` needs a ``Sink[T]``);
+    Its type parameter is what it takes (``Stream[T].sink`` needs a ``Sink[T]``);
     a bare `Sink` is ``Sink[Any]``, as `KafkaSink` is by default.
 
     ================= ========================================================
