@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from kstream.dataflow.inputs import Source, StartPosition, check_snapshot_every_ms, seconds_to_ms
+from kstream.dataflow.deprecated import seconds_to_ms
+from kstream.dataflow.inputs import Source, StartPosition, check_snapshot_every_ms
 from kstream.dataflow.serde import Serde, serde
 from kstream.dataflow.types import T, Timestamps
 from kstream.errors import ConfigurationError

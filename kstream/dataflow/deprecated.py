@@ -2,18 +2,19 @@
 
 Every duration of the job API is an int of milliseconds whose keyword ends in
 ``_ms`` (``tumbling(size_ms=...)``, ``window(..., allowed_lateness_ms=...)``);
-the keywords without the suffix still work, with a `DeprecationWarning` naming
-the new spelling. The release after refuses them with that line as a
+the keywords without the suffix (and `snapshot_every`, in seconds) still work,
+with a `DeprecationWarning` naming the new spelling. The release after refuses them with that line as a
 `ConfigurationError`, and this module goes.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 from kstream.errors import ConfigurationError
 
-__all__ = ["renamed", "required"]
+__all__ = ["renamed", "required", "seconds_to_ms"]
 
 
 def renamed(
@@ -49,3 +50,20 @@ def required(call: str, new: str, value: int | None) -> int:
     if value is None:
         raise ConfigurationError(f"{call} needs {new} (an int of ms)")
     return value
+
+
+def seconds_to_ms(every: object, stacklevel: int) -> int:
+    """The deprecated `snapshot_every` (seconds) in ms, with its `DeprecationWarning`
+    pointing `stacklevel` frames above the caller."""
+    if isinstance(every, bool) or not (isinstance(every, int | float) and 0 < every < math.inf):
+        raise ConfigurationError(
+            f"snapshot_every must be a positive number of seconds or None, got {every!r}"
+        )
+    # A positive interval stays positive: less than half a ms is one ms.
+    ms = max(1, round(every * 1000))
+    warnings.warn(
+        f"snapshot_every={every!r} is seconds; write snapshot_every_ms={ms}",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+    return ms

@@ -5,17 +5,16 @@ Pure: a source describes itself here; reading Kafka is the runtime's.
 
 from __future__ import annotations
 
-import math
-import warnings
 from abc import ABC, abstractmethod
 from typing import Generic, Literal
 
+from kstream.dataflow.deprecated import seconds_to_ms
 from kstream.dataflow.serde import Serde
 from kstream.dataflow.types import T, Timestamps
 from kstream.errors import ConfigurationError
 from kstream.protocol.watermarks import WatermarkConfig
 
-__all__ = ["Source", "StartPosition", "snapshot_every_ms"]
+__all__ = ["Source", "StartPosition", "check_snapshot_every_ms", "snapshot_every_ms"]
 
 #: Where a source starts reading when no checkpoint says where it was.
 StartPosition = Literal["earliest", "latest"]
@@ -92,23 +91,6 @@ def check_snapshot_every_ms(every: object) -> None:
         raise ConfigurationError(
             f"snapshot_every_ms must be a whole number of ms > 0 or None, got {every!r}"
         )
-
-
-def seconds_to_ms(every: object, stacklevel: int) -> int:
-    """The deprecated `snapshot_every` (seconds) in ms, with its `DeprecationWarning`
-    pointing `stacklevel` frames above the caller."""
-    if isinstance(every, bool) or not (isinstance(every, int | float) and 0 < every < math.inf):
-        raise ConfigurationError(
-            f"snapshot_every must be a positive number of seconds or None, got {every!r}"
-        )
-    # A positive interval stays positive: less than half a ms is one ms.
-    ms = max(1, round(every * 1000))
-    warnings.warn(
-        f"snapshot_every={every!r} is seconds; write snapshot_every_ms={ms}",
-        DeprecationWarning,
-        stacklevel=stacklevel + 1,
-    )
-    return ms
 
 
 def snapshot_every_ms(source: Source, stacklevel: int = 1) -> int | None:
