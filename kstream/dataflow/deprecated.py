@@ -3,8 +3,8 @@
 Every duration of the job API is an int of milliseconds whose keyword ends in
 ``_ms`` (``tumbling(size_ms=...)``, ``window(..., allowed_lateness_ms=...)``);
 the keywords without the suffix (and `snapshot_every`, in seconds) still work,
-with a `DeprecationWarning` naming the new spelling. The release after refuses them with that line as a
-`ConfigurationError`, and this module goes.
+with a `DeprecationWarning` naming the new spelling. The release after refuses
+them with that line as a `ConfigurationError`, and this module goes.
 """
 
 from __future__ import annotations
