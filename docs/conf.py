@@ -49,6 +49,8 @@ nitpick_ignore_regex = [
         r"Assigner|ErrorPolicy|Graph|LINEAGE_HEADERS|MIN_WATERMARK|Node|Runner|RunningJob|Stage"
         r"|SinkContext\..*",
     ),
+    # The type variables of the generic streams (`Stream[T]`, `KeyedStream[K, V]`).
+    (r"py:.*", r"[A-Z]|T_contra"),
 ]
 
 #: Where a bare name in a front-door docstring (`ConfigurationError`, `Stream`) is

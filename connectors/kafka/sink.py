@@ -10,10 +10,11 @@ the checkpoint protocol, :ref:`two-phase-commit`) or `PlainWriter`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kstream.connectors.kafka.plain import PlainWriter
 from kstream.connectors.kafka.transactional import TransactionalWriter
-from kstream.dataflow.outputs import Sink, SinkContext, SinkWriter
+from kstream.dataflow.outputs import Sink, SinkContext, SinkWriter, T_contra
 from kstream.dataflow.serde import Serde
 from kstream.errors import ConfigurationError
 from kstream.infra.admin import Admin
@@ -22,8 +23,12 @@ __all__ = ["KafkaSink"]
 
 
 @dataclass(frozen=True)
-class KafkaSink(Sink):
+class KafkaSink(Sink[T_contra]):
     """Write results to `topic` with key/value serdes (`str` by default).
+
+    ``KafkaSink("t")`` is a ``KafkaSink[Any]``: it takes results of any type (a
+    pair or a value, whatever the serdes write); annotate ``KafkaSink[X]`` to
+    have the type checker hold a job to results of type X.
 
     A result that is a 2-tuple is a (key, value) pair; anything else is a value
     without a key. The `str` serde writes text, bytes, numbers and values with
@@ -41,8 +46,8 @@ class KafkaSink(Sink):
     """
 
     topic: str
-    key_serde: str | Serde = "str"
-    value_serde: str | Serde = "str"
+    key_serde: str | Serde[Any] = "str"
+    value_serde: str | Serde[Any] = "str"
     lineage: bool = False
 
     @property

@@ -8,12 +8,13 @@ source and checks its settings; the reading is the runtime's.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-from kstream.dataflow.inputs import Source, StartPosition
+from kstream.dataflow.deprecated import seconds_to_ms
+from kstream.dataflow.inputs import Source, StartPosition, check_snapshot_every_ms
 from kstream.dataflow.serde import Serde, serde
-from kstream.dataflow.types import Timestamps
+from kstream.dataflow.types import T, Timestamps
 from kstream.errors import ConfigurationError
 from kstream.infra.admin import Admin
 from kstream.protocol.watermarks import (
@@ -27,8 +28,13 @@ __all__ = ["KafkaSource"]
 
 
 @dataclass(frozen=True)
-class KafkaSource(Source):
+class KafkaSource(Source[T]):
     """Read `topic`, decoding values with `value_serde` (`str`, `bytes`, `json` or a Serde).
+
+    Its type parameter is what the values decode to: ``KafkaSource("t")`` (the
+    `str` serde) is a ``KafkaSource[str]``, ``value_serde="bytes"`` a
+    ``KafkaSource[bytes]``, a ``Serde[X]`` a ``KafkaSource[X]``, and any other
+    serde by name (``"json"``) a ``KafkaSource[Any]``.
 
     `start` applies when there is no checkpoint to restore: from the earliest
     retained record or from the end.
@@ -42,28 +48,99 @@ class KafkaSource(Source):
     `max_future_ms` ahead of its partition's watermark (a partition's first
     record: ahead of the wall clock), is a record error (`TimestampError`).
 
-    `snapshot_every` (seconds): each subtask of the source starts a snapshot
-    of the whole job itself at that interval, besides the coordinator's
-    checkpoints (:ref:`barriers-snapshot-ids`).
+    `snapshot_every_ms`: each subtask of the source starts a snapshot of the
+    whole job itself at that interval, besides the coordinator's checkpoints
+    (:ref:`barriers-snapshot-ids`). `snapshot_every` (seconds) is its
+    deprecated spelling: it warns, and the source keeps it as
+    `snapshot_every_ms`.
     """
 
     topic: str
-    value_serde: str | Serde = "str"
+    value_serde: str | Serde[T] = "str"
     start: StartPosition = "earliest"
     timestamps: Timestamps = None
     out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS
     idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
     max_future_ms: int = DEFAULT_MAX_FUTURE_MS
     snapshot_every: float | None = None
+    snapshot_every_ms: int | None = field(default=None, kw_only=True)
+
+    if TYPE_CHECKING:
+        # What the values decode to, by serde; the dataclass makes the `__init__`.
+        @overload
+        def __init__(
+            self: KafkaSource[str],
+            topic: str,
+            value_serde: Literal["str"] = "str",
+            start: StartPosition = "earliest",
+            timestamps: Timestamps = None,
+            out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS,
+            idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS,
+            max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
+            snapshot_every: float | None = None,
+            *,
+            snapshot_every_ms: int | None = None,
+        ) -> None: ...
+
+        @overload
+        def __init__(
+            self: KafkaSource[bytes],
+            topic: str,
+            value_serde: Literal["bytes"],
+            start: StartPosition = "earliest",
+            timestamps: Timestamps = None,
+            out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS,
+            idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS,
+            max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
+            snapshot_every: float | None = None,
+            *,
+            snapshot_every_ms: int | None = None,
+        ) -> None: ...
+
+        @overload
+        def __init__(
+            self: KafkaSource[T],
+            topic: str,
+            value_serde: Serde[T],
+            start: StartPosition = "earliest",
+            timestamps: Timestamps = None,
+            out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS,
+            idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS,
+            max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
+            snapshot_every: float | None = None,
+            *,
+            snapshot_every_ms: int | None = None,
+        ) -> None: ...
+
+        @overload
+        def __init__(
+            self: KafkaSource[Any],
+            topic: str,
+            value_serde: str,
+            start: StartPosition = "earliest",
+            timestamps: Timestamps = None,
+            out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS,
+            idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS,
+            max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
+            snapshot_every: float | None = None,
+            *,
+            snapshot_every_ms: int | None = None,
+        ) -> None: ...
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
 
     def __post_init__(self) -> None:
-        every = self.snapshot_every
-        if every is not None and (
-            isinstance(every, bool) or not (isinstance(every, int | float) and 0 < every < math.inf)
-        ):
-            raise ConfigurationError(
-                f"snapshot_every must be a positive number of seconds or None, got {every!r}"
-            )
+        if self.snapshot_every is not None:
+            if self.snapshot_every_ms is not None:
+                raise ConfigurationError(
+                    "give snapshot_every_ms (ms) or the deprecated snapshot_every (seconds), "
+                    "not both"
+                )
+            # The warning points at the caller of the dataclass's `__init__`.
+            ms = seconds_to_ms(self.snapshot_every, stacklevel=3)
+            object.__setattr__(self, "snapshot_every", None)
+            object.__setattr__(self, "snapshot_every_ms", ms)
+        check_snapshot_every_ms(self.snapshot_every_ms)
         ts = self.timestamps
         if ts is not None and ts != "kafka" and not callable(ts):
             raise ConfigurationError(
@@ -80,7 +157,7 @@ class KafkaSource(Source):
         return f"kafka:{self.topic}"
 
     @property
-    def serde(self) -> Serde:
+    def serde(self) -> Serde[T]:
         return serde(self.value_serde)
 
     def partitions(self, bootstrap: str) -> int:

@@ -44,11 +44,11 @@ from collections.abc import Iterable
 from kstream.dataflow.channel_serde import ChannelSerde, RecordType
 from kstream.dataflow.channel_serde import channel_serde as channel_serde_named
 from kstream.dataflow.graph import Graph, Node, Stage, children
-from kstream.dataflow.inputs import Source
+from kstream.dataflow.inputs import Source, snapshot_every_ms
 from kstream.dataflow.state.serde import StateSerde
 from kstream.dataflow.state.serde import state_serde as state_serde_named
 from kstream.dataflow.stream import Stream
-from kstream.dataflow.types import ErrorPolicy
+from kstream.dataflow.types import ErrorPolicy, T
 from kstream.errors import ConfigurationError
 from kstream.protocol.names import check_job_name
 
@@ -106,12 +106,14 @@ class Job:
         """Give the job another name (e.g. from `--job-name`); before it runs."""
         self.graph.name = check_job_name(name)
 
-    def source(self, source: Source, *, parallelism: int | None = None) -> Stream:
-        """Start a stream reading `source`."""
+    def source(self, source: Source[T], *, parallelism: int | None = None) -> Stream[T]:
+        """Start a stream reading `source` (a ``Stream[T]`` of a ``Source[T]``)."""
         if not isinstance(source, Source):
             raise ConfigurationError(
                 f"{source!r} is not a kstream Source (subclass kstream.Source, e.g. KafkaSource)"
             )
+        # Refuses a bad interval now, and warns of the deprecated one in seconds.
+        snapshot_every_ms(source, stacklevel=2)
         node = Node("source", name=source.name)
         stage = Stage(len(self.stages), node, parallelism, source=source)
         self.stages.append(stage)

@@ -45,7 +45,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Generic, Literal, Protocol
+
+from typing_extensions import TypeVar
 
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 
@@ -182,8 +184,15 @@ class SinkWriter(ABC):
         """Release resources; nothing is committed."""
 
 
-class Sink(ABC):
+#: What a sink takes: contravariant, so a ``Sink[object]`` takes a ``Stream[int]``.
+T_contra = TypeVar("T_contra", contravariant=True, default=Any)
+
+
+class Sink(ABC, Generic[T_contra]):
     """Where results go: a description from which the runtime opens one writer per subtask.
+
+    Its type parameter is what it takes (``Stream[T].sink`` needs a ``Sink[T]``);
+    a bare `Sink` is ``Sink[Any]``, as `KafkaSink` is by default.
 
     ================= ========================================================
     member            read or called
@@ -224,7 +233,7 @@ class Sink(ABC):
         """
         return False
 
-    def check(self, bootstrap: str) -> None:  # noqa: B027 - optional hook
+    def check(self, bootstrap: str) -> None:
         """Raise `ConfigurationError` if the destination cannot be written (default: none).
 
         Called in the runner, so a missing destination refuses the run before any

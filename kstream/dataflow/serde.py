@@ -11,19 +11,21 @@ import json
 import pickle
 from typing import Any, Protocol
 
+from kstream.dataflow.types import T
 from kstream.errors import ConfigurationError, DecodeError, RecordError
 
 __all__ = ["BYTES", "JSON", "PICKLE", "STR", "DecodeError", "Serde", "serde"]
 
 
-class Serde(Protocol):
-    """Converts between Python values and bytes. Implementations must be picklable."""
+class Serde(Protocol[T]):
+    """Converts between Python values of type `T` and bytes. Implementations must be
+    picklable. A bare `Serde` is ``Serde[Any]`` (the built-in ones are)."""
 
     name: str
 
-    def dumps(self, value: Any) -> bytes | None: ...
+    def dumps(self, value: T) -> bytes | None: ...
 
-    def loads(self, data: bytes | None) -> Any: ...
+    def loads(self, data: bytes | None) -> T: ...
 
 
 class BytesSerde:

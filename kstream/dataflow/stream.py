@@ -1,14 +1,22 @@
 """The streams of the job API: what `Job.source` returns and every operator call
 chains on (`Stream`, `KeyedStream`, `ConnectedStreams`, `WindowedStream`,
 `IterationHead`). Each holds the job's `Graph` and grows it.
+
+They are generic in what they carry, so that a type checker follows a job from
+its source to its sinks: ``Stream[T]``, ``KeyedStream[K, V]`` (key, value),
+``ConnectedStreams[K, V, W]``, ``WindowedStream[K, V]``. A `KeyedStream` is not
+a `Stream`: it feeds one keyed function, and the type refuses ``map`` on it
+before the run would. Connecting or closing a loop is only offered where it
+works (`KeyedStream.connect`, `IterationHead.feed_back`).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Generic, Self, TypeVar, overload
 
+from kstream.dataflow.deprecated import renamed, required
 from kstream.dataflow.graph import Graph, Node, Stage, children
 from kstream.dataflow.operators.joins import enrichment_functions, interval_join_functions
 from kstream.dataflow.operators.window import (
@@ -21,45 +29,48 @@ from kstream.dataflow.operators.window import (
 from kstream.dataflow.operators.windows import Assigner, Session, Sliding, TimeWindow, Tumbling
 from kstream.dataflow.outputs import Sink
 from kstream.dataflow.state.api import KeyedContext
-from kstream.dataflow.types import ProcessFn, TimerFn
+from kstream.dataflow.types import K, KeyedFn, O, OnTimer, T, U, V, W
 from kstream.errors import ConfigurationError
 
+#: The accumulator of an aggregation.
+A = TypeVar("A")
 
-class Stream:
-    """A stream of values inside one stage."""
+
+class Stream(Generic[T]):
+    """A stream of values of type `T` inside one stage."""
 
     def __init__(self, graph: Graph, stage: Stage, node: Node) -> None:
         self._graph = graph
         self._stage = stage
         self._node = node
 
-    def _then(self, node: Node) -> Stream:
+    def _then(self, node: Node) -> Stream[Any]:
         self._node.children.append(node)
         return Stream(self._graph, self._stage, node)
 
-    def map(self, fn: Callable[[Any], Any], name: str = "map") -> Stream:
+    def map(self, fn: Callable[[T], U], name: str = "map") -> Stream[U]:
         """One output per value."""
         return self._then(Node("map", fn=fn, name=name))
 
-    def filter(self, fn: Callable[[Any], bool], name: str = "filter") -> Stream:
+    def filter(self, fn: Callable[[T], object], name: str = "filter") -> Stream[T]:
         """Keep the values for which `fn` is true."""
         return self._then(Node("filter", fn=fn, name=name))
 
-    def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: str = "flat_map") -> Stream:
+    def flat_map(self, fn: Callable[[T], Iterable[U]], name: str = "flat_map") -> Stream[U]:
         """Zero or more outputs per value."""
         return self._then(Node("flat_map", fn=fn, name=name))
 
-    def key_by(self, fn: Callable[[Any], Any], *, parallelism: int | None = None) -> KeyedStream:
+    def key_by(self, fn: Callable[[T], K], *, parallelism: int | None = None) -> KeyedStream[K, T]:
         """Partition by `fn(value)` into a new stage (crosses an internal Kafka topic)."""
         stage = self._graph.edge(self._stage, self._node, fn, parallelism)
         return KeyedStream(self._graph, stage, stage.root)
 
-    def rebalance(self, *, parallelism: int | None = None) -> Stream:
+    def rebalance(self, *, parallelism: int | None = None) -> Stream[T]:
         """Spread values round-robin over a new stage (crosses an internal Kafka topic)."""
         stage = self._graph.edge(self._stage, self._node, None, parallelism)
         return Stream(self._graph, stage, stage.root)
 
-    def union(self, *others: Stream, parallelism: int | None = None) -> Stream:
+    def union(self, *others: Stream[T], parallelism: int | None = None) -> Stream[T]:
         """The values of this stream and of `others`, in a new stage fed round-robin.
 
         Each member is its own input (its own channel topic); the order between
@@ -81,14 +92,7 @@ class Stream:
             self._graph.connect(other._stage, other._node, stage, None)
         return Stream(self._graph, stage, stage.root)
 
-    def connect(self, other: Any) -> ConnectedStreams:
-        """Refused: only keyed streams connect (`a.key_by(f).connect(b.key_by(g))`)."""
-        raise ConfigurationError(
-            "connect needs two keyed streams: a.key_by(f).connect(b.key_by(g)), "
-            "so that both sides of a key meet in one subtask and share its state"
-        )
-
-    def side_output(self, tag: str) -> Stream:
+    def side_output(self, tag: str) -> Stream[Any]:
         """The values this process function yielded as `Tagged(tag, value)`, in this stage."""
         if self._node.kind not in ("process", "co_process"):
             raise ConfigurationError(
@@ -101,7 +105,7 @@ class Stream:
             node = self._node.side_outputs[tag] = Node("side", name=tag)
         return Stream(self._graph, self._stage, node)
 
-    def iterate(self, name: str, *, parallelism: int | None = None) -> IterationHead:
+    def iterate(self, name: str, *, parallelism: int | None = None) -> IterationHead[T]:
         """The head of a loop: a new stage (fed round-robin, like `rebalance`) whose
         values are this stream's and those `feed_back` returns to it.
 
@@ -119,14 +123,7 @@ class Stream:
         stage.root.name = f"iterate {name}"
         return IterationHead(self._graph, stage, stage.root)
 
-    def feed_back(self, stream: Stream) -> None:
-        """Refused: only the stream `iterate` returned takes a feedback edge."""
-        raise ConfigurationError(
-            "feed_back closes a loop: call it on the stream iterate(...) returned, "
-            "not on a stream derived from it"
-        )
-
-    def on_worker(self, worker: int) -> Stream:
+    def on_worker(self, worker: int) -> Self:
         """Place this stream's stage: its subtask i runs on worker ``(worker + i) % workers``
         instead of ``i % workers``; returns this stream.
 
@@ -139,7 +136,7 @@ class Stream:
         self._stage.worker = worker
         return self
 
-    def sink(self, sink: Sink) -> None:
+    def sink(self, sink: Sink[T]) -> None:
         """Write every value to `sink`."""
         if not isinstance(sink, Sink):
             raise ConfigurationError(
@@ -148,10 +145,14 @@ class Stream:
         self._node.children.append(Node("sink", sink=sink, name=sink.name))
 
 
-class IterationHead(Stream):
-    """The head of a loop (`Stream.iterate`): its values, then `feed_back` to close it."""
+class IterationHead(Stream[T]):
+    """The head of a loop (`Stream.iterate`): its values, then `feed_back` to close it.
 
-    def feed_back(self, stream: Stream) -> None:
+    Only the head takes a feedback edge: a stream derived from it has no
+    `feed_back` (it is a plain `Stream`).
+    """
+
+    def feed_back(self, stream: Stream[T]) -> None:
         """Send every value of `stream` back into this head (the loop's feedback edge).
 
         `stream` must be downstream of the head: in the head's stage or in a
@@ -209,8 +210,9 @@ def _not_unkeyed(other: object) -> str:
     return f"union takes streams, got {other!r}"
 
 
-class KeyedStream:
-    """A stream partitioned by key: the input of keyed, stateful operators.
+class KeyedStream(Generic[K, V]):
+    """A stream of values of type `V` partitioned by keys of type `K`: the input of
+    keyed, stateful operators. Not a `Stream`: it feeds one keyed function.
 
     `union` and `connect` merge keyed streams into one stage whose inputs keep
     their own key functions; a keyed stream that was merged is spent (use what
@@ -249,20 +251,23 @@ class KeyedStream:
             other._spent = True
         self._spent = True
 
-    def union(self, *others: KeyedStream) -> KeyedStream:
+    def union(self, *others: KeyedStream[K, V]) -> KeyedStream[K, V]:
         """One keyed stream of the values of this and `others`, each keyed by its own key
         function: one hop into one stage, not a union followed by another `key_by`."""
         self._absorb(others, "union", 0)
         return KeyedStream(self._graph, self._stage, self._node)
 
-    def connect(self, other: KeyedStream) -> ConnectedStreams:
+    def connect(self, other: KeyedStream[K, W]) -> ConnectedStreams[K, V, W]:
         """This stream (side 0) and `other` (side 1) into one co-process sharing keyed state."""
         self._absorb((other,), "connect", None)
         return ConnectedStreams(self._graph, self._stage, self._node)
 
     def process(
-        self, fn: ProcessFn, on_timer: TimerFn | None = None, name: str = "process"
-    ) -> Stream:
+        self,
+        fn: KeyedFn[K, V, O],
+        on_timer: OnTimer[K, O] | None = None,
+        name: str = "process",
+    ) -> Stream[O]:
         """Call `fn(key, value, ctx)` per value; it yields outputs (or returns None) and may
         change the key's state through `ctx` (a `KeyedContext`).
 
@@ -282,14 +287,14 @@ class KeyedStream:
         self._node.children.append(node)
         return Stream(self._graph, self._stage, node)
 
-    def reduce(self, fn: Callable[[Any, Any], Any], name: str = "reduce") -> Stream:
+    def reduce(self, fn: Callable[[V, V], V], name: str = "reduce") -> Stream[tuple[K, V]]:
         """Per value, emit ``(key, r)`` where r folds the key's values with ``fn(r, value)``.
 
         The key's first value is its first result. `fn` must return a new value,
         not mutate its arguments (an emitted result is the stored one).
         """
 
-        def reduce_values(key: Any, value: Any, ctx: KeyedContext) -> tuple[tuple[Any, Any]]:
+        def reduce_values(key: K, value: V, ctx: KeyedContext) -> tuple[tuple[K, V]]:
             current = ctx.get(_NONE)
             result = value if current is _NONE else fn(current, value)
             ctx.set(result)
@@ -298,8 +303,8 @@ class KeyedStream:
         return self.process(reduce_values, name=name)
 
     def aggregate(
-        self, initial: Any, add: Callable[[Any, Any], Any], name: str = "aggregate"
-    ) -> Stream:
+        self, initial: A, add: Callable[[A, V], A], name: str = "aggregate"
+    ) -> Stream[tuple[K, A]]:
         """Per value, emit ``(key, acc)`` where ``acc = add(acc, value)`` starting at `initial`.
 
         `add` gets a copy of the accumulator (of `initial` for a key's first
@@ -307,7 +312,7 @@ class KeyedStream:
         emitted before.
         """
 
-        def aggregate_values(key: Any, value: Any, ctx: KeyedContext) -> tuple[tuple[Any, Any]]:
+        def aggregate_values(key: K, value: V, ctx: KeyedContext) -> tuple[tuple[K, A]]:
             current = ctx.get(_NONE)
             result = add(copy.deepcopy(initial if current is _NONE else current), value)
             ctx.set(result)
@@ -315,25 +320,76 @@ class KeyedStream:
 
         return self.process(aggregate_values, name=name)
 
-    def count(self, name: str = "count") -> Stream:
+    def count(self, name: str = "count") -> Stream[tuple[K, int]]:
         """Per value, emit ``(key, n)``: the number of values of the key so far."""
-        return self.process(_count, name=name)
+        counted: KeyedFn[K, V, tuple[K, int]] = _count
+        return self.process(counted, name=name)
 
-    def window(self, assigner: Assigner, *, allowed_lateness: int = 0) -> WindowedStream:
+    def window(
+        self,
+        assigner: Assigner,
+        *,
+        allowed_lateness_ms: int = 0,
+        allowed_lateness: int | None = None,
+    ) -> WindowedStream[K, V]:
         """Event-time windows of each key: `tumbling`, `sliding` or `session`; finish with
-        ``.aggregate(...)``, ``.apply(fn)`` or ``.count()`` (`WindowedStream`)."""
-        return WindowedStream(self, assigner, allowed_lateness)
+        ``.aggregate(...)``, ``.apply(fn)`` or ``.count()`` (`WindowedStream`).
+
+        A record up to `allowed_lateness_ms` behind the watermark still updates its
+        windows. `allowed_lateness` is its deprecated spelling.
+        """
+        lateness_ms = renamed(
+            "window",
+            "allowed_lateness_ms",
+            allowed_lateness_ms,
+            "allowed_lateness",
+            allowed_lateness,
+            default=0,
+            stacklevel=2,
+        )
+        return WindowedStream(
+            self, assigner, required("window", "allowed_lateness_ms", lateness_ms)
+        )
+
+    @overload
+    def interval_join(
+        self,
+        other: KeyedStream[K, W],
+        lower_ms: int,
+        upper_ms: int,
+        name: str = "interval_join",
+    ) -> Stream[dict[str, Any]]: ...
+
+    @overload
+    def interval_join(
+        self, other: KeyedStream[K, W], *, lower: int, upper: int, name: str = "interval_join"
+    ) -> Stream[dict[str, Any]]: ...
 
     def interval_join(
-        self, other: KeyedStream, lower: int, upper: int, name: str = "interval_join"
-    ) -> Stream:
+        self,
+        other: KeyedStream[K, W],
+        lower_ms: int | None = None,
+        upper_ms: int | None = None,
+        name: str = "interval_join",
+        *,
+        lower: int | None = None,
+        upper: int | None = None,
+    ) -> Stream[dict[str, Any]]:
         """Pairs of this stream's records l and `other`'s r of one key with
-        ``l.ts - lower <= r.ts <= l.ts + upper``, as ``{"key", "left", "right",
-        "timestamp"}``; too-late records go to ``side_output("late")``."""
-        left, right, on_timer = interval_join_functions(lower, upper)
+        ``l.ts - lower_ms <= r.ts <= l.ts + upper_ms``, as ``{"key", "left", "right",
+        "timestamp"}``; too-late records go to ``side_output("late")``. `lower=` and
+        `upper=` are deprecated spellings."""
+        lower_ms = renamed("interval_join", "lower_ms", lower_ms, "lower", lower, stacklevel=2)
+        upper_ms = renamed("interval_join", "upper_ms", upper_ms, "upper", upper, stacklevel=2)
+        left, right, on_timer = interval_join_functions(
+            required("interval_join", "lower_ms", lower_ms),
+            required("interval_join", "upper_ms", upper_ms),
+        )
         return self.connect(other).process(left, right, on_timer=on_timer, name=name)
 
-    def enrich(self, table: KeyedStream, *, compacted: bool = True, name: str = "enrich") -> Stream:
+    def enrich(
+        self, table: KeyedStream[K, Any], *, compacted: bool = True, name: str = "enrich"
+    ) -> Stream[dict[str, Any]]:
         """Each record with `table`'s value of its key as of the record's event time, as
         ``{"key", "value", "table", "timestamp"}``. `table` reads a table topic (latest
         value per key, None a tombstone), which must be compacted unless `compacted` is
@@ -350,8 +406,9 @@ class KeyedStream:
         return self.connect(table).process(stream, table_fn, on_timer=on_timer, name=name)
 
 
-class ConnectedStreams:
-    """Two keyed streams meeting in one stage: the input of a co-process."""
+class ConnectedStreams(Generic[K, V, W]):
+    """Two keyed streams, of values `V` and `W` with keys `K`, meeting in one stage:
+    the input of a co-process."""
 
     def __init__(self, graph: Graph, stage: Stage, node: Node) -> None:
         self._graph = graph
@@ -360,11 +417,11 @@ class ConnectedStreams:
 
     def process(
         self,
-        first: ProcessFn,
-        second: ProcessFn,
-        on_timer: TimerFn | None = None,
+        first: KeyedFn[K, V, O],
+        second: KeyedFn[K, W, O],
+        on_timer: OnTimer[K, O] | None = None,
         name: str = "co_process",
-    ) -> Stream:
+    ) -> Stream[O]:
         """Call `first(key, value, ctx)` for the first stream's values and `second(...)`
         for the second's; both see the same state of the key (one `KeyedContext`)
         and yield outputs. `on_timer(key, ts, ctx)` serves the timers of both."""
@@ -385,46 +442,46 @@ def _count(key: Any, _: Any, ctx: KeyedContext) -> tuple[tuple[Any, int]]:
     return ((key, n),)
 
 
-class WindowedStream:
+class WindowedStream(Generic[K, V]):
     """A keyed stream cut into event-time windows: finish it with a window function.
 
-    ``keyed.window(tumbling(60_000), allowed_lateness=5_000).count()`` emits
+    ``keyed.window(tumbling(60_000), allowed_lateness_ms=5_000).count()`` emits
     `window_result` dicts; too-late records go to ``.side_output("late")`` of
     the stream returned.
     """
 
-    def __init__(self, keyed: KeyedStream, assigner: Assigner, allowed_lateness: int) -> None:
+    def __init__(self, keyed: KeyedStream[K, V], assigner: Assigner, allowed_lateness: int) -> None:
         if not isinstance(assigner, Tumbling | Sliding | Session):
             raise ConfigurationError(
-                f"window takes tumbling(size), sliding(size, slide) or session(gap), "
-                f"got {assigner!r}"
+                f"window takes tumbling(size_ms), sliding(size_ms, slide_ms) or "
+                f"session(gap_ms), got {assigner!r}"
             )
         self._keyed = keyed
         self._assigner = assigner
         self._allowed_lateness = allowed_lateness
 
-    def _run(self, function: WindowFunction, name: str) -> Stream:
+    def _run(self, function: WindowFunction, name: str) -> Stream[dict[str, Any]]:
         process, on_timer = window_functions(self._assigner, self._allowed_lateness, function)
         return self._keyed.process(process, on_timer=on_timer, name=name)
 
     def aggregate(
         self,
-        initial: Any,
-        add: Callable[[Any, Any], Any],
-        result: Callable[[Any], Any] | None = None,
-        merge: Callable[[Any, Any], Any] | None = None,
+        initial: A,
+        add: Callable[[A, V], A],
+        result: Callable[[A], Any] | None = None,
+        merge: Callable[[A, A], A] | None = None,
         name: str = "window",
-    ) -> Stream:
+    ) -> Stream[dict[str, Any]]:
         """Per window, ``result(acc)`` (or ``acc``) with ``acc = add(acc, value)`` from
         `initial`; session windows need ``merge(acc, other)``."""
         return self._run(Aggregation(initial, add, result, merge), name)
 
     def apply(
-        self, fn: Callable[[Any, TimeWindow, tuple[Any, ...]], Any], name: str = "window"
-    ) -> Stream:
+        self, fn: Callable[[K, TimeWindow, tuple[V, ...]], Any], name: str = "window"
+    ) -> Stream[dict[str, Any]]:
         """Per window, ``fn(key, window, values)`` over all its values (kept in state)."""
         return self._run(Apply(fn), name)
 
-    def count(self, name: str = "window") -> Stream:
+    def count(self, name: str = "window") -> Stream[dict[str, Any]]:
         """Per window, the number of its values."""
         return self._run(counting(), name)

@@ -35,7 +35,8 @@ def job(params: dict[str, str]) -> Job:
         j.source(source(topic, params, OUT_OF_ORDERNESS_MS))
         .key_by(key_of)
         .window(
-            session(int(params.get("gap", 30_000))), allowed_lateness=int(params.get("lateness", 0))
+            session(int(params.get("gap", 30_000))),
+            allowed_lateness_ms=int(params.get("lateness", 0)),
         )
         .apply(summary)
     )

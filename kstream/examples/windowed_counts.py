@@ -35,7 +35,7 @@ def job(params: dict[str, str]) -> Job:
     counts = (
         j.source(source(topic, params, OUT_OF_ORDERNESS_MS))
         .key_by(key_of)
-        .window(assigner(params), allowed_lateness=int(params.get("lateness", 0)))
+        .window(assigner(params), allowed_lateness_ms=int(params.get("lateness", 0)))
         .count()
     )
     counts.sink(output_sink(params, "counts"))

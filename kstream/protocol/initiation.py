@@ -3,7 +3,7 @@
 A source subtask has no input channels, so no barrier reaches it: it
 snapshots when told (a `Triggered` of the coordinator, its own or relayed
 from another source) or when it starts a snapshot itself, on its own
-interval (`KafkaSource(snapshot_every=S)`) or because user code asked
+interval (`KafkaSource(snapshot_every_ms=MS)`) or because user code asked
 (`kstream.request_snapshot()`). `SourceInitiation` decides, as a pure state
 machine (no I/O; the caller passes the time and the worker's `LamportClock`).
 

@@ -88,13 +88,13 @@ def _append(state: Any, ts: int, value: Any) -> None:
 
 def interval_join_functions(lower: int, upper: int) -> tuple[ProcessFn, ProcessFn, TimerFn]:
     """``(left, right, on_timer)`` of an inner interval join (see the module's doc)."""
-    for name, bound in (("lower", lower), ("upper", upper)):
+    for name, bound in (("lower_ms", lower), ("upper_ms", upper)):
         if isinstance(bound, bool) or not isinstance(bound, int):
-            raise ConfigurationError(f"an interval join's {name} bound is whole ms, got {bound!r}")
+            raise ConfigurationError(f"an interval join's {name} is whole ms, got {bound!r}")
     if lower + upper < 0:
         raise ConfigurationError(
-            f"an interval join matches l.ts - lower <= r.ts <= l.ts + upper: lower {lower} "
-            f"and upper {upper} leave no room (lower + upper must be >= 0)"
+            f"an interval join matches l.ts - lower_ms <= r.ts <= l.ts + upper_ms: lower_ms "
+            f"{lower} and upper_ms {upper} leave no room (lower_ms + upper_ms must be >= 0)"
         )
 
     def side(mine: str, other: str, name: str, low: int, high: int, drop_after: int) -> ProcessFn:

@@ -174,9 +174,9 @@ def window_functions(
 ) -> tuple[ProcessFn, TimerFn]:
     """The keyed ``(process, on_timer)`` pair of a window operator (see the module's doc)."""
     if isinstance(allowed_lateness, bool) or not isinstance(allowed_lateness, int):
-        raise ConfigurationError(f"allowed_lateness must be whole ms, got {allowed_lateness!r}")
+        raise ConfigurationError(f"allowed_lateness_ms must be whole ms, got {allowed_lateness!r}")
     if allowed_lateness < 0:
-        raise ConfigurationError(f"allowed_lateness must be >= 0 ms, got {allowed_lateness}")
+        raise ConfigurationError(f"allowed_lateness_ms must be >= 0 ms, got {allowed_lateness}")
     merging = isinstance(assigner, Session)
     # The one size of a non-merging assigner's windows (sessions have none).
     size = 0 if isinstance(assigner, Session) else assigner.size

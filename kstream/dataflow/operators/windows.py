@@ -31,7 +31,9 @@ import enum
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import overload
 
+from kstream.dataflow.deprecated import renamed, required
 from kstream.errors import ConfigurationError
 
 __all__ = [
@@ -81,7 +83,7 @@ class TimeWindow:
 def _positive(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigurationError(
-            f"a window's {name} must be a whole number of ms > 0, got {value!r}"
+            f"a window's {name}_ms must be a whole number of ms > 0, got {value!r}"
         )
 
 
@@ -218,16 +220,74 @@ def window_phase(window: TimeWindow, watermark: int, allowed_lateness: int) -> W
     return WindowPhase.OPEN
 
 
-def tumbling(size: int, offset: int = 0) -> Tumbling:
-    """Tumbling windows of `size` ms (the job API's spelling of `Tumbling`)."""
-    return Tumbling(size, offset)
+@overload
+def tumbling(size_ms: int, offset_ms: int = 0) -> Tumbling: ...
 
 
-def sliding(size: int, slide: int, offset: int = 0) -> Sliding:
-    """Windows of `size` ms every `slide` ms (the job API's spelling of `Sliding`)."""
-    return Sliding(size, slide, offset)
+@overload
+def tumbling(*, size: int, offset: int = 0) -> Tumbling: ...
 
 
-def session(gap: int) -> Session:
-    """Sessions closed by `gap` ms without a record (the job API's spelling of `Session`)."""
-    return Session(gap)
+def tumbling(
+    size_ms: int | None = None,
+    offset_ms: int = 0,
+    *,
+    size: int | None = None,
+    offset: int | None = None,
+) -> Tumbling:
+    """Tumbling windows of `size_ms` ms aligned to `offset_ms` (the job API's spelling
+    of `Tumbling`). `size=` and `offset=` are deprecated spellings."""
+    size_ms = renamed("tumbling", "size_ms", size_ms, "size", size, stacklevel=2)
+    start = renamed("tumbling", "offset_ms", offset_ms, "offset", offset, default=0, stacklevel=2)
+    return Tumbling(required("tumbling", "size_ms", size_ms), _ms("offset_ms", start))
+
+
+@overload
+def sliding(size_ms: int, slide_ms: int, offset_ms: int = 0) -> Sliding: ...
+
+
+@overload
+def sliding(*, size: int, slide: int, offset: int = 0) -> Sliding: ...
+
+
+def sliding(
+    size_ms: int | None = None,
+    slide_ms: int | None = None,
+    offset_ms: int = 0,
+    *,
+    size: int | None = None,
+    slide: int | None = None,
+    offset: int | None = None,
+) -> Sliding:
+    """Windows of `size_ms` ms every `slide_ms` ms aligned to `offset_ms` (the job API's
+    spelling of `Sliding`). `size=`, `slide=` and `offset=` are deprecated spellings."""
+    size_ms = renamed("sliding", "size_ms", size_ms, "size", size, stacklevel=2)
+    slide_ms = renamed("sliding", "slide_ms", slide_ms, "slide", slide, stacklevel=2)
+    start = renamed("sliding", "offset_ms", offset_ms, "offset", offset, default=0, stacklevel=2)
+    return Sliding(
+        required("sliding", "size_ms", size_ms),
+        required("sliding", "slide_ms", slide_ms),
+        _ms("offset_ms", start),
+    )
+
+
+@overload
+def session(gap_ms: int) -> Session: ...
+
+
+@overload
+def session(*, gap: int) -> Session: ...
+
+
+def session(gap_ms: int | None = None, *, gap: int | None = None) -> Session:
+    """Sessions closed by `gap_ms` ms without a record (the job API's spelling of
+    `Session`). `gap=` is a deprecated spelling."""
+    gap_ms = renamed("session", "gap_ms", gap_ms, "gap", gap, stacklevel=2)
+    return Session(required("session", "gap_ms", gap_ms))
+
+
+def _ms(name: str, value: object) -> int:
+    """`value`, refused unless it is a whole number of ms."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"a window's {name} must be a whole number of ms, got {value!r}")
+    return value

@@ -86,7 +86,7 @@ class TaskContext:
     #: The worker's snapshot clock: the largest checkpoint id it has seen.
     clock: LamportClock = field(default_factory=LamportClock)
     #: Seconds between the snapshots each source subtask starts itself, for every
-    #: source (``--source-snapshot-interval``; None: each source's `snapshot_every`).
+    #: source (``--source-snapshot-interval``; None: each source's `snapshot_every_ms`).
     source_snapshot_every: float | None = None
     #: Concurrent snapshots (unaligned; `--concurrent`): up to this many in flight,
     #: taken in any id order where no sink needs id order (0: off).

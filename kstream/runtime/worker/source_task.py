@@ -2,7 +2,7 @@
 
 It snapshots between two batches, recording its next offsets, when a
 checkpoint is triggered or when it starts one itself (its source's
-`snapshot_every`, or `kstream.request_snapshot()` in its stage):
+`snapshot_every_ms`, or `kstream.request_snapshot()` in its stage):
 `kstream.protocol.initiation` decides.
 """
 
@@ -21,6 +21,7 @@ from confluent_kafka import (
 )
 
 from kstream.dataflow import snapshot_request
+from kstream.dataflow.inputs import snapshot_every_ms
 from kstream.dataflow.plan import TaskSpec
 from kstream.errors import TimestampError
 from kstream.protocol.counters import WorkerCounters
@@ -70,7 +71,8 @@ class SourceTask(Subtask):
                     self.positions[tp.partition] = tp.offset
         self._triggered: list[int] = []
         sources = [t for t in rt.plan.tasks if rt.plan.stage(t).source is not None]
-        every = rt.source_snapshot_every or source.snapshot_every
+        every_ms = snapshot_every_ms(source)
+        every = rt.source_snapshot_every or (None if every_ms is None else every_ms / 1000)
         #: When this subtask snapshots (`kstream.protocol.initiation`). A source's
         #: interval is its first subtask's: one snapshot per interval, not one per subtask.
         self.initiation = SourceInitiation(

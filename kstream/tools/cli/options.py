@@ -187,7 +187,7 @@ SourceSnapshotIntervalOption = Annotated[
     typer.Option(
         "--source-snapshot-interval",
         help="Seconds between the snapshots each source (its first subtask) starts itself, besides "
-        "the coordinator's checkpoints (default: the sources' own snapshot_every).",
+        "the coordinator's checkpoints (default: the sources' own snapshot_every_ms).",
         callback=POSITIVE,
     ),
 ]

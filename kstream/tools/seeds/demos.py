@@ -14,7 +14,7 @@ process's input (`kstream.examples.seed_ring.REQUEST`, `mark_requests`);
 reading one, the process's source stage calls `kstream.request_snapshot()`
 and its source subtask starts a snapshot, which the coordinator relays to
 the other source. Marking records rather than giving each source a
-`snapshot_every` keeps each process's clock its own ticks, seeded and the
+`snapshot_every_ms` keeps each process's clock its own ticks, seeded and the
 same on every replay, and lets the two take turns instead of starting
 snapshots together (where one aborts the other). The coordinator's own
 interval is then only a fallback (`FALLBACK_INTERVAL_S`). Who started each

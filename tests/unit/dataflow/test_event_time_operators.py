@@ -534,7 +534,7 @@ def _keyed(job: Job, topic: str) -> Any:
 
 def test_window_builds_a_process_node_with_a_timer_callback() -> None:
     job = Job("w")
-    out = _keyed(job, "in").window(tumbling(1_000), allowed_lateness=10).count()
+    out = _keyed(job, "in").window(tumbling(1_000), allowed_lateness_ms=10).count()
     out.sink(KafkaSink("counts"))
     out.side_output(LATE).sink(KafkaSink("late"))
     node = job.stages[1].root.children[0]
@@ -547,7 +547,7 @@ def test_window_builds_a_process_node_with_a_timer_callback() -> None:
     ("build", "message"),
     [
         (lambda k: k.window(session(5)).aggregate(0, lambda a, v: a + 1), "merge"),
-        (lambda k: k.window(tumbling(5), allowed_lateness=-1).count(), ">= 0"),
+        (lambda k: k.window(tumbling(5), allowed_lateness_ms=-1).count(), ">= 0"),
         (lambda k: k.window(3).count(), "tumbling"),
         (lambda k: k.window(sliding(5, 0)).count(), "slide"),
     ],
@@ -562,7 +562,7 @@ def test_interval_join_and_enrich_build_co_processes() -> None:
     pairs = _keyed(job, "orders").interval_join(_keyed(job, "payments"), 0, 60_000)
     assert pairs._node.kind == "co_process"
     assert pairs._node.on_timer is not None
-    with pytest.raises(ConfigurationError, match="lower \\+ upper"):
+    with pytest.raises(ConfigurationError, match="lower_ms \\+ upper_ms"):
         _keyed(job, "a").interval_join(_keyed(job, "b"), -10, 5)
     job2 = Job("e")
     rows = _keyed(job2, "visits").enrich(_keyed(job2, "profiles"), compacted=False)

@@ -10,7 +10,7 @@ import pytest
 from kstream import ConfigurationError, Job, KafkaSink, KafkaSource, Tagged
 from kstream.dataflow.graph import sink_nodes
 from kstream.dataflow.plan import plan, started_with
-from kstream.dataflow.stream import KeyedStream, Stream
+from kstream.dataflow.stream import ConnectedStreams, KeyedStream, Stream
 
 
 def echo(key: Any, value: Any, state: Any) -> list[Any]:
@@ -158,10 +158,6 @@ def test_a_stage_with_only_a_side_output_sink_is_complete() -> None:
     ("build", "message"),
     [
         (
-            lambda j, a, b: a.connect(b),
-            "connect needs two keyed streams",
-        ),
-        (
             lambda j, a, b: a.key_by(first).connect(b),
             "connect of a keyed stream with an unkeyed one",
         ),
@@ -207,6 +203,16 @@ def test_what_cannot_run_is_refused_with_one_line(build: Any, message: str) -> N
     ) as caught:
         build(j, a, b)
     assert "\n" not in str(caught.value)
+
+
+def test_only_keyed_streams_connect() -> None:
+    # The type checker refuses it before the run: a Stream has no connect.
+    j = Job("bad")
+    a, b = j.source(KafkaSource("a")), j.source(KafkaSource("b"))
+    assert not hasattr(a, "connect")
+    with pytest.raises(AttributeError, match="connect"):
+        a.connect(b)  # type: ignore[attr-defined]
+    assert isinstance(a.key_by(first).connect(b.key_by(first)), ConnectedStreams)
 
 
 def test_a_merged_keyed_stream_is_spent() -> None:
