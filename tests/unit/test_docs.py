@@ -77,3 +77,13 @@ def test_the_command_parser_sees_a_changed_command() -> None:
     # The check above can fail: a step CI does not run is found missing.
     assert _steps("A=1 x -q && y 'b c'") == ["x -q", "y 'b c'"]
     assert "scripts/check --fast" not in ci_steps()
+
+
+def test_the_readmes_python_examples_run() -> None:
+    # The README's code is what a reader copies: each Python block that runs a job
+    # through the testing kit runs here, assertions included.
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    runnable = [b for b in blocks if "kstream.testing" in b]
+    assert runnable, "the README shows a job's unit test"
+    for block in runnable:
+        exec(compile(block, str(README), "exec"), {})
