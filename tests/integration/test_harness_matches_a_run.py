@@ -15,6 +15,7 @@ from kstream.examples import wordcount
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.names import dead_letter_topic
+from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner
 from kstream.testing import (
     Record,
@@ -52,13 +53,14 @@ def test_the_word_count_gives_the_same_output_in_the_harness_and_on_kafka(
     harness = run_job(wordcount.job, {params["input"]: [Record(s) for s in lines]}, params)
 
     runner = Runner(
+        RunConfig(
+            JobRef("kstream.examples.wordcount:job", params),
+            bootstrap,
+            1,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+        ),
         wordcount.job(params),
-        spec="kstream.examples.wordcount:job",
-        params=params,
-        bootstrap=bootstrap,
-        workers=1,
-        state_dir=tmp_path / "state",
-        config=CoordinatorConfig(interval=0.5, timeout=60.0),
         say=lambda _: None,
     )
     runner.prepare()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kstream.errors import ConfigurationError
@@ -233,6 +233,9 @@ def test_reads_are_not_sized_while_paused_blind_or_off() -> None:
 
 
 @settings(max_examples=300)
+# Found by a run: at the bound, the least read (what fills one channel record at a
+# fan-out of 0.4: three input records) ends in a partial batch as well, two records.
+@example(max_lag=40, made=(0.0, 4.0), cap=10, asked=100, reader=[0])
 @given(
     max_lag=st.integers(1, 40),
     # Stream records one input record makes in each channel, and stream records
@@ -247,8 +250,9 @@ def test_a_writer_that_reads_as_allowed_stays_within_the_bound_plus_one_record(
 ) -> None:
     """Turns of one writer, each ending with a flush of its partial batches, against
     a reader that reads `reader[i]` channel records per turn, a probe answering every
-    turn: every channel stays within the bound plus one input record's records, once
-    the first reads (made before any fan-out is known) drained."""
+    turn: every channel stays within the bound plus one input record's records and
+    the turn's partial batch (`FlowGate.read_limit`'s contract), once the first
+    reads (made before any fan-out is known) drained."""
     gate = FlowGate(FlowConfig(max_lag=max_lag))
     written = dict.fromkeys(CHANNELS, 0)
     positions = dict.fromkeys(CHANNELS, 0)
@@ -269,7 +273,7 @@ def test_a_writer_that_reads_as_allowed_stays_within_the_bound_plus_one_record(
             held = written[ch] - positions[ch]
             if learning:
                 blind[ch] = max(blind[ch], held)
-            assert held <= max(max_lag + one, blind[ch]), (ch, held, n, gate.fanout)
+            assert held <= max(max_lag + one + 1, blind[ch]), (ch, held, n, gate.fanout)
         gate.handle(Wrote(dict(written), read=read))
         for ch in CHANNELS:
             positions[ch] = min(written[ch], positions[ch] + drained)
