@@ -1,1 +1,1 @@
-"""kstream's benchmark suite: ``python -m benchmarks`` (see the README's "Performance")."""
+"""kstream's benchmark suite: ``python -m benchmarks`` (the method: docs/benchmarks/method.md)."""

@@ -1,4 +1,5 @@
-"""The protocol, pure (no I/O; a test forbids I/O imports): barrier alignment, the checkpoint
-coordinator, the two-phase-commit ledger, liveness, checkpoint history, counters, record limits
+"""The protocol, pure (no I/O; a test forbids I/O imports): barrier alignment and the input
+processor, the checkpoint coordinator, the two-phase-commit ledger, recovery and resume
+decisions, watermarks, flow control, control messages, the job identity, record limits
 and the names of topics, groups, transactional ids and headers.
 """

@@ -1,1 +1,2 @@
-"""User tools: the CLI, the demo, fault injection, CLI option types and the SPEC loader."""
+"""User tools: the CLI (`cli/`), the demos (`demo.py`, `seeds/`), fault campaigns (`chaos/`)
+and the SPEC loader."""
