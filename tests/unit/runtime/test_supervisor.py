@@ -44,6 +44,11 @@ def standby(body: str) -> list[str]:
     return python(STANDBY.format(body=body))
 
 
+def supervisor(tmp_path: Path, code: str) -> Supervisor:
+    """A supervisor of job "j" whose standbys run `code` once told their index."""
+    return Supervisor("j", tmp_path / "j", lambda: standby(code), {}, job_ref="job", config=CONFIG)
+
+
 def test_exits_report_each_exited_worker_with_its_code_and_output_goes_to_its_log(
     tmp_path: Path,
 ) -> None:
@@ -66,14 +71,7 @@ def test_exits_report_each_exited_worker_with_its_code_and_output_goes_to_its_lo
 
 
 def test_stop_ends_running_workers(tmp_path: Path) -> None:
-    sup = Supervisor(
-        "j",
-        tmp_path / "j",
-        lambda: standby("import time; time.sleep(600)"),
-        {},
-        job_ref="job",
-        config=CONFIG,
-    )
+    sup = supervisor(tmp_path, "import time; time.sleep(600)")
     sup.spawn(0)
     assert list(sup.pids()) == [0]
     assert list(sup.exits()) == []
@@ -83,9 +81,7 @@ def test_stop_ends_running_workers(tmp_path: Path) -> None:
 
 
 def test_a_prestarted_standby_becomes_the_worker_of_its_index(tmp_path: Path) -> None:
-    sup = Supervisor(
-        "j", tmp_path / "j", lambda: standby("print('worker', i)"), {}, job_ref="job", config=CONFIG
-    )
+    sup = supervisor(tmp_path, "print('worker', i)")
     sup.prestart(range(2))
     started = {i: p.pid for i, p in sup._waiting.items()}
     assert sup.pids() == {}  # not workers until told their index
@@ -102,14 +98,7 @@ def test_a_prestarted_standby_becomes_the_worker_of_its_index(tmp_path: Path) ->
 def test_the_spare_replaces_the_next_worker_started_and_a_new_spare_follows(
     tmp_path: Path,
 ) -> None:
-    sup = Supervisor(
-        "j",
-        tmp_path / "j",
-        lambda: standby("import time; time.sleep(600)"),
-        {},
-        job_ref="job",
-        config=CONFIG,
-    )
+    sup = supervisor(tmp_path, "import time; time.sleep(600)")
     sup.keep_spare()
     assert sup.spare is not None
     spare = sup.spare.pid
@@ -125,14 +114,7 @@ def test_the_spare_replaces_the_next_worker_started_and_a_new_spare_follows(
 
 
 def test_a_dead_spare_is_not_a_worker_and_is_replaced(tmp_path: Path) -> None:
-    sup = Supervisor(
-        "j",
-        tmp_path / "j",
-        lambda: standby("import time; time.sleep(600)"),
-        {},
-        job_ref="job",
-        config=CONFIG,
-    )
+    sup = supervisor(tmp_path, "import time; time.sleep(600)")
     sup.keep_spare()
     assert sup.spare is not None
     dead = sup.spare
@@ -148,14 +130,7 @@ def test_a_dead_spare_is_not_a_worker_and_is_replaced(tmp_path: Path) -> None:
 
 
 def test_stop_ends_standbys_never_told_their_index(tmp_path: Path) -> None:
-    sup = Supervisor(
-        "j",
-        tmp_path / "j",
-        lambda: standby("raise SystemExit(9)"),
-        {},
-        job_ref="job",
-        config=CONFIG,
-    )
+    sup = supervisor(tmp_path, "raise SystemExit(9)")
     sup.prestart(range(2))
     sup.keep_spare()
     standbys = [*sup._waiting.values(), sup.spare]
@@ -210,14 +185,7 @@ def test_failure_is_what_the_process_reported_else_its_exit_code(tmp_path: Path)
 
 
 def test_a_killed_worker_is_a_transient_failure_naming_its_log(tmp_path: Path) -> None:
-    sup = Supervisor(
-        "j",
-        tmp_path / "j",
-        lambda: standby("import time; time.sleep(600)"),
-        {},
-        job_ref="job",
-        config=CONFIG,
-    )
+    sup = supervisor(tmp_path, "import time; time.sleep(600)")
     sup.spawn(0)
     # The worker's log exists once the standby read its index.
     deadline = time.monotonic() + 30
