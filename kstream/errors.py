@@ -51,6 +51,7 @@ __all__ = [
     "BrokerError",
     "CheckpointDamagedError",
     "CheckpointError",
+    "CheckpointStorageError",
     "ConfigurationError",
     "DecodeError",
     "DependencyResolutionError",
@@ -121,6 +122,11 @@ class AuthenticationError(ConfigurationError):
 
 class AuthorizationError(ConfigurationError):
     """The cluster's ACLs do not allow the principal an operation the job needs (named)."""
+
+
+class CheckpointStorageError(ConfigurationError):
+    """The checkpoint storage (``--checkpoint-storage``) is malformed, unreachable or
+    refuses kstream's requests: found at start-up, before anything runs."""
 
 
 class EnvironmentSetupError(KStreamError):

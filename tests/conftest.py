@@ -31,6 +31,9 @@ from kstream.infra.admin import Admin
 from kstream.infra.broker import LocalBroker
 from kstream.testing import unique_name
 
+#: The object store's fixtures (`object_store`, `bucket`): S3Proxy, started when used.
+pytest_plugins = ["object_store"]
+
 # Property tests judge answers, never speed: on a loaded 2-core machine an example
 # can take longer than hypothesis's default 200 ms deadline and fail for that alone.
 settings.register_profile("kstream", deadline=None)

@@ -108,6 +108,11 @@ class RunConfig:
     alignment_timeout_s: float | None = None
     #: Every source subtask starts a snapshot itself this often (None: as its source says).
     source_snapshot_interval_s: float | None = None
+    #: Where checkpoints are stored: a URL (``file:///path``, ``s3://bucket/prefix``;
+    #: `kstream.runtime.checkpoint.url`), or "" for ``<state_dir>/<job>/checkpoints``.
+    checkpoint_storage: str = ""
+    #: The S3 endpoint (an S3-compatible store), overriding ``AWS_ENDPOINT_URL``; "" if none.
+    s3_endpoint_url: str = ""
     start: StartOptions = field(default_factory=StartOptions)
 
     def __post_init__(self) -> None:

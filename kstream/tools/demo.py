@@ -185,6 +185,7 @@ def wordcount_demo(
     alignment_timeout_s: float | None = None,
     source_snapshot_interval_s: float | None = None,
     hold_input_while_recovering: bool = False,
+    checkpoint_storage: str = "",
 ) -> WordcountOutcome:
     """Run the word count with `workers` workers, SIGKILL a random worker `kills` times,
     wait until every input line is processed, and check the counts against the input.
@@ -199,7 +200,7 @@ def wordcount_demo(
     worker runs the current generation: the input's end is then reached after
     as much running time, however long starts and recoveries take (a test
     whose kills are due after some checkpoints needs the input still flowing
-    then).
+    then). `checkpoint_storage`: a ``--checkpoint-storage`` URL ("": the state directory).
     """
     servers = bootstrap_servers(bootstrap, say)
     admin = Admin(servers)
@@ -230,6 +231,7 @@ def wordcount_demo(
             alignment=alignment,
             alignment_timeout_s=alignment_timeout_s,
             source_snapshot_interval_s=source_snapshot_interval_s,
+            checkpoint_storage=checkpoint_storage,
         ),
         job,
         say=say,

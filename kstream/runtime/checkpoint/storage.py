@@ -15,9 +15,9 @@ every checkpoint sharing it, including the one a recovery falls back to.
 `benchmarks/checkpoint_store_bench.py` measures what copying and checksums cost.
 `validate` checks a stored checkpoint against its manifests before it is restored.
 
-A shared file system or an object store can implement `CheckpointStorage`
-later; workers on other machines need one of those to restore each other's
-subtasks.
+A shared file system implements it too (``--checkpoint-storage file:///mnt/...``);
+an object store does in `kstream.runtime.checkpoint.objects` (``s3://``), and
+`kstream.runtime.checkpoint.open` builds the one a run's configuration names.
 """
 
 from __future__ import annotations
@@ -33,20 +33,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from kstream.errors import CheckpointError
+from kstream.errors import CheckpointError, CheckpointStorageError
 
 __all__ = [
     "CheckpointStorage",
     "LocalCheckpointStorage",
+    "ManagedCheckpointStorage",
     "SnapshotMeta",
     "check_state_serde",
     "storage_failure",
 ]
 
 #: Marshal's format version, fixed so that a newer Python writes what this one reads.
-_MARSHAL_VERSION = 4
+MARSHAL_VERSION = 4
 #: First bytes of a sink payload file: the format and its version.
-_WAL_MAGIC = b"KSWAL\x01"
+WAL_MAGIC = b"KSWAL\x01"
 #: Name of the per-snapshot manifest; written last, so its presence means complete.
 MANIFEST = "manifest.json"
 #: Format version of meta.json. 1: before versions (and key formats) were
@@ -257,6 +258,33 @@ class CheckpointStorage(Protocol):
     def discard(self, checkpoint: int) -> None:
         """Delete a checkpoint (retention)."""
 
+    def note_complete(self, checkpoint: int) -> None:
+        """Checkpoint `checkpoint` completed (the control topic said so): what this
+        process stored for it may be referenced by later snapshots without a copy."""
+
+    def forget(self) -> None:
+        """A new generation begins: trust nothing stored before (until a restore)."""
+
+
+class ManagedCheckpointStorage(CheckpointStorage, Protocol):
+    """What the runner does with checkpoint storage besides what workers do."""
+
+    #: Where the job's checkpoints are, for people (a directory or a URL).
+    location: str
+
+    def probe(self) -> None:
+        """Raise `CheckpointStorageError` (one line) unless the storage takes writes."""
+
+    def completed(self) -> list[int]:
+        """Ids of the checkpoints that have anything stored (complete or not)."""
+
+    def validate(self, checkpoint: int, tasks: Iterable[str], identity: str = "") -> list[str]:
+        """What is wrong with stored checkpoint `checkpoint` (empty: restorable)."""
+
+    def sweep(self, retained: Collection[int], below: int | None = None) -> list[int]:
+        """Delete stored checkpoints older than the newest of `retained` (or `below`)
+        and not in it, and what only they used; return the ids deleted."""
+
 
 def _link_or_copy(src: str, dst: str) -> str:
     # Only for measuring: links share inodes, so damage to one copy is damage to all.
@@ -321,9 +349,27 @@ class LocalCheckpointStorage:
 
     def __init__(self, root: Path, *, link_files: bool = False, checksums: bool = True) -> None:
         self.root = root
+        self.location = str(root)
         self.link_files = link_files
         self.checksums = checksums
         root.mkdir(parents=True, exist_ok=True)
+
+    def probe(self) -> None:
+        """Raise `CheckpointStorageError` unless a file can be written in the root."""
+        probe = self.root / f".probe-{os.getpid()}"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise CheckpointStorageError(
+                f"checkpoint storage {self.root} is not writable: {storage_failure(exc, probe)}"
+            ) from None
+
+    def note_complete(self, checkpoint: int) -> None:
+        """Nothing: every local snapshot is a full copy."""
+
+    def forget(self) -> None:
+        """Nothing: every local snapshot is a full copy."""
 
     def _dir(self, checkpoint: int, task: str) -> Path:
         return self.root / f"chk-{checkpoint}" / task
@@ -368,8 +414,8 @@ class LocalCheckpointStorage:
                 continue
             path = target / f"sink-{i}.wal"
             with path.open("wb") as f:
-                f.write(_WAL_MAGIC)
-                marshal.dump((name, payload), f, _MARSHAL_VERSION)
+                f.write(WAL_MAGIC)
+                marshal.dump((name, payload), f, MARSHAL_VERSION)
                 f.flush()
                 os.fsync(f.fileno())
         with (target / "meta.json").open("w") as f:
@@ -450,7 +496,7 @@ class LocalCheckpointStorage:
     def load_payload(self, checkpoint: int, task: str, name: str) -> Any:
         for path in sorted(self._dir(checkpoint, task).glob("sink-*.wal")):
             with path.open("rb") as f:
-                if f.read(len(_WAL_MAGIC)) != _WAL_MAGIC:
+                if f.read(len(WAL_MAGIC)) != WAL_MAGIC:
                     raise CheckpointError(f"{path} is not a write-ahead file of this kstream")
                 try:
                     stored, payload = marshal.load(f)

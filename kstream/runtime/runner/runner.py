@@ -32,7 +32,8 @@ from kstream.protocol.coordinator import Coordinator, replay
 from kstream.protocol.identity import resume_problems
 from kstream.protocol.names import commit_topic, runner_group, task_group
 from kstream.protocol.resume import Refuse, Resume, StartFresh, decide_resume
-from kstream.runtime.checkpoint.storage import LocalCheckpointStorage, check_state_serde
+from kstream.runtime.checkpoint.open import open_storage
+from kstream.runtime.checkpoint.storage import check_state_serde
 from kstream.runtime.config import RunConfig
 from kstream.runtime.control import ControlReader, ControlWriter, read_log
 from kstream.runtime.lock import ProcessLock, runner_lock_path
@@ -92,7 +93,8 @@ class Runner:
         #: Console notices and the exit summary (see `kstream.runtime.runner.report`).
         self.report = RunReport(job.name)
         job_dir = self.config.state_dir / job.name
-        self.storage = LocalCheckpointStorage(job_dir / "checkpoints")
+        #: Checked by `prepare` (`ManagedCheckpointStorage.probe`).
+        self.storage = open_storage(self.config, job.name, probe=False)
         self.lock = ProcessLock(runner_lock_path(job_dir), f"job {job.name}")
         #: The worker processes this runner starts (with ``start.spawn``).
         self.supervisor = Supervisor(
@@ -120,6 +122,8 @@ class Runner:
         """
         self.lock.acquire()
         try:
+            # First: an unreachable store stops the run before a worker starts.
+            self.storage.probe()
             if self.config.start.spawn:
                 # All checked before any starts: a refusal then leaves no orphaned worker.
                 for w in range(self.config.workers):

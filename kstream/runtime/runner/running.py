@@ -69,7 +69,7 @@ from kstream.protocol.pause import PauseWatch
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.restarts import RestartBudget
 from kstream.protocol.retention import ControlRetention, restatement
-from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
+from kstream.runtime.checkpoint.storage import ManagedCheckpointStorage
 from kstream.runtime.config import RunConfig
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.lock import ProcessLock
@@ -97,7 +97,7 @@ TOPIC_CHECK_TIMEOUT_S = 2.0
 
 
 def validate(
-    storage: LocalCheckpointStorage, plan: Plan, identity: JobIdentity, config: RunConfig, n: int
+    storage: ManagedCheckpointStorage, plan: Plan, identity: JobIdentity, config: RunConfig, n: int
 ) -> list[str]:
     """Why checkpoint `n` cannot be restored (empty: it can)."""
     tasks = [t.id for t in plan.tasks]
@@ -106,11 +106,11 @@ def validate(
     return storage.validate(n, tasks, fingerprint)
 
 
-def halt_advice(storage: LocalCheckpointStorage) -> str:
+def halt_advice(storage: ManagedCheckpointStorage) -> str:
     """The way on when no intact checkpoint remains."""
     return (
         "Start it from scratch with --fresh (state is dropped and the input is read "
-        f"again, so output is written again), or restore {storage.root} from a backup"
+        f"again, so output is written again), or restore {storage.location} from a backup"
     )
 
 
@@ -127,7 +127,7 @@ class RunningJob:
         *,
         plan: Plan,
         identity: JobIdentity,
-        storage: LocalCheckpointStorage,
+        storage: ManagedCheckpointStorage,
         stats: RunStats,
         report: RunReport,
         supervisor: Supervisor,

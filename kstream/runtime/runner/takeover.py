@@ -36,7 +36,7 @@ from kstream.protocol.resume_check import (
     refusal,
     unmet,
 )
-from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
+from kstream.runtime.checkpoint.storage import ManagedCheckpointStorage
 from kstream.runtime.control import ControlReader
 
 __all__ = [
@@ -82,7 +82,7 @@ def refuse_if_coordinated_elsewhere(
 
 
 def refuse_if_history_lost(
-    storage: LocalCheckpointStorage,
+    storage: ManagedCheckpointStorage,
     plan: Plan,
     completed: tuple[int, ...],
     messages: list[ControlMessage],
@@ -109,7 +109,7 @@ def refuse_if_history_lost(
 
 
 def refuse_if_topics_lost(
-    storage: LocalCheckpointStorage, plan: Plan, admin: Admin, checkpoint: int | None
+    storage: ManagedCheckpointStorage, plan: Plan, admin: Admin, checkpoint: int | None
 ) -> None:
     """Raise `InternalTopicLostError` if a channel or commit-marker topic lost records
     `checkpoint`, the one to resume, reads (`kstream.protocol.resume_check.unmet`)."""

@@ -60,7 +60,7 @@ from kstream.protocol.recovery import (
     WorkerAction,
     WorkerRecovery,
 )
-from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
+from kstream.runtime.checkpoint.open import open_storage
 from kstream.runtime.config import DEFAULT_TRANSACTION_TIMEOUT_S, RunConfig
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.failure import classify
@@ -110,7 +110,8 @@ class Worker:
         self.specs = self.plan.tasks_of(index)
         self.bootstrap = bootstrap
         root = state_dir / job.name
-        self.storage = LocalCheckpointStorage(root / "checkpoints")
+        # Checked at once (one request): a worker that cannot store checkpoints stops now.
+        self.storage = open_storage(config, job.name)
         self.state_root = root / f"worker-{index}"
         self.lock = ProcessLock(worker_lock_path(root, index), f"worker {index} of job {job.name}")
         self.identity = identity_of(self.plan).fingerprint
@@ -230,6 +231,8 @@ class Worker:
     def _restore(self, generation: int, checkpoint: int | None) -> None:
         started = time.monotonic()
         self._retire_tasks()
+        # Only this generation's completions (and the restored tables) are trusted.
+        self.storage.forget()
         rt = TaskContext(
             bootstrap=self.bootstrap,
             plan=self.plan,
@@ -297,6 +300,8 @@ class Worker:
                     self.faults.hit("completed-before-commit", n)
                     for t in self.tasks:
                         t.on_complete(n)
+                    # Its tables are referenced, not uploaded, by the next snapshots.
+                    self.storage.note_complete(n)
                     self.faults.hit("committed", n)
                 case Abort(checkpoint=n):
                     for t in self.tasks:

@@ -37,12 +37,14 @@ __all__ = [
     "AlignmentOption",
     "AlignmentTimeoutOption",
     "BootstrapOption",
+    "CheckpointStorageOption",
     "GuaranteeOption",
     "JobNameOption",
     "KafkaConfigOption",
     "ParamsOption",
     "PortOption",
     "RequiredJobNameOption",
+    "S3EndpointOption",
     "SourceSnapshotIntervalOption",
     "SpecArgument",
     "StateDirOption",
@@ -182,6 +184,22 @@ AlignmentTimeoutOption = Annotated[
 ]
 
 
+CheckpointStorageOption = Annotated[
+    str,
+    typer.Option(
+        "--checkpoint-storage",
+        help="Where checkpoints are stored: file:///abs/path or s3://bucket/prefix "
+        "(credentials from the AWS environment); default: <state-dir>/<job>/checkpoints.",
+    ),
+]
+S3EndpointOption = Annotated[
+    str,
+    typer.Option(
+        "--s3-endpoint-url",
+        help="The S3 endpoint for s3:// checkpoint storage (an S3-compatible store); "
+        "default: AWS_ENDPOINT_URL, else AWS's.",
+    ),
+]
 SourceSnapshotIntervalOption = Annotated[
     float | None,
     typer.Option(
@@ -241,6 +259,8 @@ def run_config(
     alignment: str = "aligned",
     alignment_timeout: float | None = None,
     source_snapshot_interval: float | None = None,
+    checkpoint_storage: str = "",
+    s3_endpoint_url: str = "",
     fresh: bool = False,
     accept_changes: bool = False,
     create_topics: bool = False,
@@ -280,6 +300,8 @@ def run_config(
         alignment=mode,
         alignment_timeout_s=alignment_timeout,
         source_snapshot_interval_s=source_snapshot_interval,
+        checkpoint_storage=checkpoint_storage,
+        s3_endpoint_url=s3_endpoint_url,
         start=StartOptions(
             fresh=fresh,
             accept_changes=accept_changes,

@@ -32,10 +32,12 @@ from kstream.tools.cli.options import (
     AlignmentOption,
     AlignmentTimeoutOption,
     BootstrapOption,
+    CheckpointStorageOption,
     GuaranteeOption,
     JobNameOption,
     KafkaConfigOption,
     ParamsOption,
+    S3EndpointOption,
     SourceSnapshotIntervalOption,
     SpecArgument,
     StateDirOption,
@@ -131,6 +133,8 @@ def run_command(
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
     source_snapshot_interval: SourceSnapshotIntervalOption = None,
+    checkpoint_storage: CheckpointStorageOption = "",
+    s3_endpoint_url: S3EndpointOption = "",
     concurrent: Annotated[
         bool,
         typer.Option(
@@ -176,6 +180,7 @@ def run_command(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
+    from kstream.runtime.checkpoint.url import parse_storage_url
     from kstream.runtime.runner.runner import Runner
 
     _logging(verbose)
@@ -183,6 +188,8 @@ def run_command(
         raise ConfigurationError("--fresh and --accept-changes exclude each other")
     # Refused before the job loads.
     parse_alignment(alignment, alignment_timeout)
+    if checkpoint_storage:
+        parse_storage_url(checkpoint_storage)
     job, values = _load(spec, param, job_name)
     config = run_config(
         spec=spec,
@@ -206,6 +213,8 @@ def run_command(
         alignment=alignment,
         alignment_timeout=alignment_timeout,
         source_snapshot_interval=source_snapshot_interval,
+        checkpoint_storage=checkpoint_storage,
+        s3_endpoint_url=s3_endpoint_url,
         fresh=fresh,
         accept_changes=accept_changes,
         create_topics=create_topics,
@@ -272,6 +281,8 @@ def worker_command(
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
     source_snapshot_interval: SourceSnapshotIntervalOption = None,
+    checkpoint_storage: CheckpointStorageOption = "",
+    s3_endpoint_url: S3EndpointOption = "",
     concurrent_snapshots: Annotated[
         int,
         typer.Option(
@@ -324,6 +335,8 @@ def worker_command(
             alignment=alignment,
             alignment_timeout=alignment_timeout,
             source_snapshot_interval=source_snapshot_interval,
+            checkpoint_storage=checkpoint_storage,
+            s3_endpoint_url=s3_endpoint_url,
             concurrent_snapshots=concurrent_snapshots,
             verbose=verbose,
             standby=standby,
@@ -391,6 +404,8 @@ def _worker(
     alignment: str,
     alignment_timeout: float | None,
     source_snapshot_interval: float | None,
+    checkpoint_storage: str,
+    s3_endpoint_url: str,
     concurrent_snapshots: int,
     verbose: bool,
     standby: bool,
@@ -429,6 +444,8 @@ def _worker(
             alignment=alignment,
             alignment_timeout=alignment_timeout,
             source_snapshot_interval=source_snapshot_interval,
+            checkpoint_storage=checkpoint_storage,
+            s3_endpoint_url=s3_endpoint_url,
             spawn=False,
         )
     workers = config.workers

@@ -32,7 +32,7 @@ from kstream.runtime.channels.format import (
     barrier_checkpoint,
     decode_header,
 )
-from kstream.runtime.checkpoint.storage import LocalCheckpointStorage, SnapshotMeta
+from kstream.runtime.checkpoint.storage import CheckpointStorage, SnapshotMeta
 from kstream.testing import ReadRecord, read_all
 from kstream.tools.seeds.tables import Element, q_cut_on
 
@@ -231,7 +231,7 @@ def recorded_range(
 
 
 def _state(
-    storage: LocalCheckpointStorage, checkpoint: int, task: TaskSpec, op: str, plan: Plan
+    storage: CheckpointStorage, checkpoint: int, task: TaskSpec, op: str, plan: Plan
 ) -> dict[str, Any]:
     """Operator `op`'s value state per key in the checkpoint's copy of the task's database."""
     loads = plan.job.state_serde.loads
@@ -257,7 +257,7 @@ def _state(
 
 def read_snapshots(
     layout: RingLayout,
-    storage: LocalCheckpointStorage,
+    storage: CheckpointStorage,
     bootstrap: str,
     checkpoints: Iterable[int],
     alignment: Alignment,

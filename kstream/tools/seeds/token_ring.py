@@ -257,7 +257,7 @@ def _naive_token_ring(
         naive_token_ring(params),
         say=say,
     )
-    assert runner.storage.root == root  # the storage the real snapshots would use
+    assert runner.storage.location == str(root)  # the storage the real snapshots would use
     due = {process: len(recording_ticks(seed, process, NAIVE_EVERY, ticks)) for process in values}
     if not all(due.values()):
         raise ConfigurationError(

@@ -1,0 +1,511 @@
+"""Checkpoint storage in an S3 bucket (``--checkpoint-storage s3://bucket/prefix``).
+
+Layout under ``<prefix>/<job>/``::
+
+    shared/<sha256>.sst             immutable RocksDB tables (and .blob files),
+                                    content-addressed: put once, shared by checkpoints
+    chk-<n>/<task>/db/<name>        the database's other files (MANIFEST-*, CURRENT, OPTIONS-*)
+    chk-<n>/<task>/sink-<i>.wal     a sink's payload, if any
+    chk-<n>/<task>/meta.json        `SnapshotMeta`
+    chk-<n>/<task>/manifest.json    size and SHA-256 of every file above, put last
+
+A manifest lists a table as ``db/<name>`` with ``"shared": "shared/<sha256>.sst"``.
+It is put only after every other object of the snapshot was (a PUT that
+returned is durable), so a snapshot without one is incomplete and never chosen.
+
+**Incremental.** Per subtask, the tables of the newest checkpoint this process
+knows completed (`note_complete`, from the control topic's ``Complete``) or
+restored (`fetch_db`) are referenced without upload, by (name, size); every
+other table is hashed and put. Tables of an aborted checkpoint are put again
+when used: only completions are trusted. `forget` (a new generation) drops it all.
+
+**Retention** (`sweep`, the runner): a checkpoint's ``chk-<n>/`` objects go as
+for a local directory; then a shared table that no retained checkpoint's
+manifest references and that is older than the checkpoint timeout plus a minute
+(`shared_grace_s`) is deleted (`unreferenced`): younger ones may belong to a
+checkpoint in flight, older ones to one aborted by its timeout.
+
+**Checks.** Every file fetched is checked against its manifest's size and SHA-256;
+a mismatch or a missing object raises `CheckpointError`, so the coordinator
+falls back to an earlier checkpoint as for a damaged local one.
+
+Puts and gets run on `TRANSFER_THREADS` threads (boto3 releases the GIL while
+sending); `store` itself runs on the worker's snapshot thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kstream.errors import CheckpointError, CheckpointStorageError
+from kstream.runtime.checkpoint.storage import (
+    IMMUTABLE_DB_FILES,
+    MANIFEST,
+    MARSHAL_VERSION,
+    WAL_MAGIC,
+    SnapshotMeta,
+)
+from kstream.runtime.checkpoint.url import StorageURL
+
+__all__ = [
+    "TRANSFER_THREADS",
+    "FileEntry",
+    "ObjectCheckpointStorage",
+    "build_manifest",
+    "parse_manifest",
+    "s3_client",
+    "unreferenced",
+]
+
+#: Parallel puts and gets of one store, fetch or sweep.
+TRANSFER_THREADS = 8
+#: Bytes read from a response at a time while it is written and hashed.
+_CHUNK = 1 << 20
+#: Shared tables younger than this (plus the checkpoint timeout) are never swept.
+SWEEP_MARGIN_S = 60.0
+
+T = TypeVar("T")
+
+
+def s3_client(endpoint_url: str | None = None, *, probe: bool = False) -> Any:
+    """A boto3 S3 client; `endpoint_url` overrides ``AWS_ENDPOINT_URL`` (None: as configured).
+
+    Checksums only when an operation requires them: S3-compatible stores
+    (S3Proxy, older MinIO) answer the newer default checksum headers with
+    ``NotImplemented``, and every file's SHA-256 is checked anyway. `probe`:
+    short timeouts and no retries, for the start-up check.
+    """
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+        connect_timeout=3 if probe else 5,
+        read_timeout=5 if probe else 20,
+        retries={"max_attempts": 1 if probe else 3, "mode": "standard"},
+        max_pool_connections=TRANSFER_THREADS * 2,
+    )
+    return boto3.session.Session().client("s3", endpoint_url=endpoint_url or None, config=config)
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One file of a snapshot: its size, SHA-256, and the shared key of a table ("" if none)."""
+
+    size: int
+    sha256: str
+    shared: str = ""
+
+
+def build_manifest(files: Mapping[str, FileEntry]) -> bytes:
+    """The manifest listing `files` (path in the snapshot -> entry), as JSON bytes."""
+    out: dict[str, dict[str, Any]] = {}
+    for rel, e in sorted(files.items()):
+        entry: dict[str, Any] = {"size": e.size, "sha256": e.sha256}
+        if e.shared:
+            entry["shared"] = e.shared
+        out[rel] = entry
+    return json.dumps({"files": out}, sort_keys=True).encode()
+
+
+def parse_manifest(data: bytes, where: str) -> dict[str, FileEntry]:
+    """The files `build_manifest` listed; `CheckpointError` naming `where` if malformed."""
+    try:
+        raw = json.loads(data)
+        files = {}
+        for rel, e in raw["files"].items():
+            shared = e.get("shared", "")
+            if not (
+                isinstance(rel, str)
+                and type(e["size"]) is int
+                and isinstance(e["sha256"], str)
+                and isinstance(shared, str)
+            ):
+                raise TypeError(rel)
+            if ".." in rel.split("/") or rel.startswith("/"):
+                raise ValueError(f"path {rel!r}")
+            if shared and not shared.startswith("shared/"):
+                raise ValueError(f"shared key {shared!r}")
+            files[rel] = FileEntry(e["size"], e["sha256"], shared)
+        return files
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise CheckpointError(f"{where} is unreadable: {exc}") from None
+
+
+def unreferenced(
+    shared: Mapping[str, float], referenced: Collection[str], now: float, grace_s: float
+) -> list[str]:
+    """The shared tables the sweep deletes: of `shared` (key -> last modified, epoch
+    seconds), those no retained manifest references (`referenced`) and older than
+    `grace_s` at `now`."""
+    return sorted(k for k, t in shared.items() if k not in referenced and now - t > grace_s)
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _cause(exc: BaseException) -> str:
+    """One line for a failed request: the store's error code and message, or the exception."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict) and "Error" in response:
+        err = response["Error"]
+        return f"{err.get('Code', '?')}: {err.get('Message', '')}".strip()
+    return f"{type(exc).__name__}: {exc}".split("\n", 1)[0]
+
+
+def _is_missing(exc: BaseException) -> bool:
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return False
+    code = str(response.get("Error", {}).get("Code", ""))
+    return code in ("NoSuchKey", "404", "NotFound")
+
+
+class ObjectCheckpointStorage:
+    """Job `job`'s snapshots in the bucket and prefix `url` names, through `client`
+    (`s3_client`). `shared_grace_s`: the sweep's age rule (checkpoint timeout + a minute)."""
+
+    def __init__(
+        self, url: StorageURL, job: str, client: Any, *, shared_grace_s: float = 660.0
+    ) -> None:
+        self.bucket = url.bucket
+        self.base = url.job_prefix(job)
+        self.location = f"s3://{self.bucket}/{self.base}"
+        self.client = client
+        self.shared_grace_s = shared_grace_s
+        self._lock = threading.Lock()
+        #: Task -> (table name, size) -> shared key: tables referenced without upload.
+        self._trusted: dict[str, dict[tuple[str, int], FileEntry]] = {}
+        #: (checkpoint, task) -> the tables stored with it, trusted once it completes.
+        self._stored: dict[tuple[int, str], dict[tuple[str, int], FileEntry]] = {}
+        #: Manifests read (immutable once put): (checkpoint, task) -> files.
+        self._manifests: dict[tuple[int, str], dict[str, FileEntry]] = {}
+        #: Bytes put by the last `store` (measured by the benchmark).
+        self.last_put_bytes = 0
+
+    # -- keys and requests --------------------------------------------------
+
+    def _key(self, checkpoint: int, task: str, rel: str) -> str:
+        return f"{self.base}chk-{checkpoint}/{task}/{rel}"
+
+    def _parallel(self, fn: Callable[[T], Any], items: Iterable[T]) -> list[Any]:
+        items = list(items)
+        if len(items) <= 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(min(TRANSFER_THREADS, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    def _put(self, key: str, body: bytes | Path) -> int:
+        try:
+            if isinstance(body, Path):
+                with body.open("rb") as f:
+                    self.client.put_object(Bucket=self.bucket, Key=key, Body=f)
+                return body.stat().st_size
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body)
+            return len(body)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot read {exc.filename or key} to store it: {exc.strerror}"
+            ) from None
+        except Exception as exc:
+            raise CheckpointError(f"{self.location}: putting {key} failed: {_cause(exc)}") from None
+
+    def _get(self, key: str, entry: FileEntry, sink: Callable[[bytes], object]) -> None:
+        """Stream object `key` into `sink`, checking it against `entry`."""
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            for chunk in iter(lambda: body.read(_CHUNK), b""):
+                digest.update(chunk)
+                size += len(chunk)
+                sink(chunk)
+        except Exception as exc:
+            if _is_missing(exc):
+                raise CheckpointError(f"s3://{self.bucket}/{key} is missing") from None
+            raise CheckpointError(f"s3://{self.bucket}/{key}: get failed: {_cause(exc)}") from None
+        if size != entry.size or digest.hexdigest() != entry.sha256:
+            raise CheckpointError(
+                f"s3://{self.bucket}/{key} does not match its checksum"
+                f" ({size} bytes, the manifest says {entry.size})"
+            )
+
+    def _get_bytes(self, key: str, entry: FileEntry) -> bytes:
+        parts: list[bytes] = []
+        self._get(key, entry, parts.append)
+        return b"".join(parts)
+
+    def _list(self, prefix: str) -> Iterator[dict[str, Any]]:
+        token: dict[str, str] = {}
+        while True:
+            page = self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, **token)
+            yield from page.get("Contents", [])
+            if not page.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+
+    def _delete(self, keys: Iterable[str]) -> None:
+        # One request per key: DeleteObjects needs a Content-MD5 or checksum header
+        # that S3-compatible stores differ on.
+        self._parallel(lambda k: self.client.delete_object(Bucket=self.bucket, Key=k), keys)
+
+    # -- start-up -------------------------------------------------------------
+
+    def probe(self) -> None:
+        """Head the bucket, then put and delete a probe object under the prefix;
+        `CheckpointStorageError` naming the URL and the cause if any request fails."""
+        key = f"{self.base}probe-{uuid.uuid4().hex}"
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=b"")
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            raise CheckpointStorageError(
+                f"checkpoint storage {self.location} is unreachable: {_cause(exc)}"
+            ) from None
+
+    # -- worker side --------------------------------------------------------
+
+    def store(
+        self, meta: SnapshotMeta, staged_db: Path | None, payloads: dict[str, Any] | None = None
+    ) -> None:
+        """Put one subtask's snapshot, the manifest last; `staged_db` is removed.
+
+        A failed request raises `CheckpointError` naming the key and the cause:
+        the checkpoint is declined. What was put before stays until the sweep.
+        """
+        try:
+            self._store(meta, staged_db, payloads)
+        finally:
+            if staged_db is not None:
+                shutil.rmtree(staged_db, ignore_errors=True)
+
+    def _store(
+        self, meta: SnapshotMeta, staged_db: Path | None, payloads: dict[str, Any] | None
+    ) -> None:
+        n, task = meta.checkpoint, meta.task
+        with self._lock:
+            trusted = dict(self._trusted.get(task, {}))
+        files: dict[str, FileEntry] = {}
+        tables: dict[tuple[str, int], FileEntry] = {}
+        #: (key, body) to put before the manifest.
+        puts: list[tuple[str, bytes | Path]] = []
+        hashing: list[Path] = []
+        if staged_db is not None:
+            for path in sorted(p for p in staged_db.iterdir() if p.is_file()):
+                rel = f"db/{path.name}"
+                size = path.stat().st_size
+                known = trusted.get((path.name, size))
+                if path.name.endswith(IMMUTABLE_DB_FILES) and known is not None:
+                    files[rel] = known
+                    tables[path.name, size] = known
+                else:
+                    hashing.append(path)
+        for path, digest in zip(hashing, self._parallel(_sha256, hashing), strict=True):
+            rel, size = f"db/{path.name}", path.stat().st_size
+            if path.name.endswith(IMMUTABLE_DB_FILES):
+                shared = f"shared/{digest}{path.suffix}"
+                files[rel] = tables[path.name, size] = FileEntry(size, digest, shared)
+                puts.append((self.base + shared, path))
+            else:
+                files[rel] = FileEntry(size, digest)
+                puts.append((self._key(n, task, rel), path))
+        for i, (name, payload) in enumerate(sorted((payloads or {}).items())):
+            if payload is None:
+                continue
+            data = WAL_MAGIC + marshal.dumps((name, payload), MARSHAL_VERSION)
+            rel = f"sink-{i}.wal"
+            files[rel] = FileEntry(len(data), hashlib.sha256(data).hexdigest())
+            puts.append((self._key(n, task, rel), data))
+        data = meta.to_json().encode()
+        files["meta.json"] = FileEntry(len(data), hashlib.sha256(data).hexdigest())
+        puts.append((self._key(n, task, "meta.json"), data))
+        put = sum(self._parallel(lambda kb: self._put(*kb), puts))
+        self._put(self._key(n, task, MANIFEST), build_manifest(files))
+        self.last_put_bytes = put
+        with self._lock:
+            self._stored[n, task] = tables
+
+    def note_complete(self, checkpoint: int) -> None:
+        with self._lock:
+            for n, task in sorted(self._stored):
+                if n == checkpoint:
+                    self._trusted[task] = self._stored[n, task]
+            self._stored = {k: v for k, v in self._stored.items() if k[0] > checkpoint}
+
+    def forget(self) -> None:
+        with self._lock:
+            self._trusted.clear()
+            self._stored.clear()
+
+    def _manifest(self, checkpoint: int, task: str) -> dict[str, FileEntry]:
+        with self._lock:
+            cached = self._manifests.get((checkpoint, task))
+        if cached is not None:
+            return cached
+        key = self._key(checkpoint, task, MANIFEST)
+        try:
+            data = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except Exception as exc:
+            if _is_missing(exc):
+                raise CheckpointError(
+                    f"checkpoint {checkpoint} has no complete snapshot of {task} in {self.location}"
+                ) from None
+            raise CheckpointError(f"s3://{self.bucket}/{key}: get failed: {_cause(exc)}") from None
+        files = parse_manifest(data, f"s3://{self.bucket}/{key}")
+        with self._lock:
+            self._manifests[checkpoint, task] = files
+        return files
+
+    def _object(self, checkpoint: int, task: str, rel: str, entry: FileEntry) -> str:
+        return self.base + entry.shared if entry.shared else self._key(checkpoint, task, rel)
+
+    def load(self, checkpoint: int, task: str) -> SnapshotMeta:
+        files = self._manifest(checkpoint, task)
+        entry = files.get("meta.json")
+        where = self._key(checkpoint, task, "meta.json")
+        if entry is None:
+            raise CheckpointError(f"the manifest of s3://{self.bucket}/{where} lists no meta.json")
+        try:
+            return SnapshotMeta.from_json(self._get_bytes(where, entry).decode())
+        except (ValueError, TypeError) as exc:
+            raise CheckpointError(f"s3://{self.bucket}/{where} is unreadable: {exc}") from None
+
+    def load_payload(self, checkpoint: int, task: str, name: str) -> Any:
+        files = self._manifest(checkpoint, task)
+        for rel in sorted(r for r in files if r.startswith("sink-") and r.endswith(".wal")):
+            key = self._key(checkpoint, task, rel)
+            data = self._get_bytes(key, files[rel])
+            if not data.startswith(WAL_MAGIC):
+                raise CheckpointError(f"s3://{self.bucket}/{key} is not a write-ahead file")
+            try:
+                stored, payload = marshal.loads(data[len(WAL_MAGIC) :])
+            except (EOFError, ValueError, TypeError) as exc:
+                raise CheckpointError(f"s3://{self.bucket}/{key} is unreadable: {exc}") from None
+            if stored == name:
+                return payload
+        return None
+
+    def fetch_db(self, checkpoint: int, task: str, target: Path) -> bool:
+        """Get the snapshot's database into `target`, every file checked; its tables
+        are then referenced without upload by this process's next snapshots."""
+        files = self._manifest(checkpoint, task)
+        db = {rel[3:]: e for rel, e in files.items() if rel.startswith("db/")}
+        shutil.rmtree(target, ignore_errors=True)
+        if not db:
+            return False
+        if any("/" in name for name in db):
+            raise CheckpointError(f"checkpoint {checkpoint} of {task} lists a nested db file")
+        target.mkdir(parents=True)
+
+        def fetch(item: tuple[str, FileEntry]) -> None:
+            name, entry = item
+            with (target / name).open("wb") as f:
+                self._get(self._object(checkpoint, task, f"db/{name}", entry), entry, f.write)
+
+        try:
+            self._parallel(fetch, sorted(db.items()))
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        with self._lock:
+            self._trusted[task] = {(name, e.size): e for name, e in db.items() if e.shared}
+        return True
+
+    # -- runner side ----------------------------------------------------------
+
+    def completed(self) -> list[int]:
+        ids: set[int] = set()
+        token: dict[str, str] = {}
+        while True:
+            page = self.client.list_objects_v2(
+                Bucket=self.bucket, Prefix=self.base, Delimiter="/", **token
+            )
+            for p in page.get("CommonPrefixes", []):
+                name = p["Prefix"][len(self.base) :].rstrip("/")
+                if name.startswith("chk-") and name[4:].isdigit():
+                    ids.add(int(name[4:]))
+            if not page.get("IsTruncated"):
+                return sorted(ids)
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+
+    def validate(self, checkpoint: int, tasks: Iterable[str], identity: str = "") -> list[str]:
+        """What is wrong with checkpoint `checkpoint` (empty: restorable, as far as a
+        listing tells): every task's manifest and meta.json readable and right, and
+        every listed object present with its size. Contents are checked on restore."""
+        try:
+            sizes = {
+                o["Key"]: int(o["Size"])
+                for prefix in (f"{self.base}chk-{checkpoint}/", f"{self.base}shared/")
+                for o in self._list(prefix)
+            }
+        except Exception as exc:
+            return [f"{self.location} cannot be listed: {_cause(exc)}"]
+        for task in sorted(tasks):
+            try:
+                files = self._manifest(checkpoint, task)
+                meta = self.load(checkpoint, task)
+            except CheckpointError as exc:
+                return [str(exc)]
+            for rel, entry in sorted(files.items()):
+                key = self._object(checkpoint, task, rel, entry)
+                if key not in sizes:
+                    return [f"s3://{self.bucket}/{key} is missing"]
+                if sizes[key] != entry.size:
+                    return [
+                        f"s3://{self.bucket}/{key} has {sizes[key]} bytes,"
+                        f" the manifest says {entry.size}"
+                    ]
+            where = f"{self.location}chk-{checkpoint}/{task}"
+            if meta.checkpoint != checkpoint or meta.task != task:
+                return [f"{where}/meta.json describes {meta.task} of checkpoint {meta.checkpoint}"]
+            if identity and meta.identity != identity:
+                return [f"{where} was taken by another job (identity {meta.identity or 'none'})"]
+        return []
+
+    def discard(self, checkpoint: int) -> None:
+        self._delete([o["Key"] for o in self._list(f"{self.base}chk-{checkpoint}/")])
+        with self._lock:
+            self._manifests = {k: v for k, v in self._manifests.items() if k[0] != checkpoint}
+
+    def sweep(self, retained: Collection[int], below: int | None = None) -> list[int]:
+        """Delete checkpoints as `LocalCheckpointStorage.sweep` does, then the shared
+        tables `unreferenced` names. A failed request is logged by the caller's
+        next sweep's success: nothing here is needed for correctness but space."""
+        if not retained:
+            return []
+        newest = max(retained) if below is None else below
+        gone = [n for n in self.completed() if n < newest and n not in retained]
+        for n in gone:
+            self.discard(n)
+        referenced: set[str] = set()
+        for n in retained:
+            prefix = f"{self.base}chk-{n}/"
+            for o in self._list(prefix):
+                task, _, rel = o["Key"][len(prefix) :].partition("/")
+                if rel != MANIFEST:
+                    continue
+                try:
+                    files = self._manifest(n, task)
+                except CheckpointError:
+                    continue  # unreadable: restoring it fails anyway
+                referenced.update(self.base + e.shared for e in files.values() if e.shared)
+        shared = {
+            o["Key"]: o["LastModified"].timestamp() for o in self._list(f"{self.base}shared/")
+        }
+        self._delete(unreferenced(shared, referenced, time.time(), self.shared_grace_s))
+        return gone
