@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import marshal
 import shutil
 import threading
@@ -76,6 +77,8 @@ _CHUNK = 1 << 20
 SWEEP_MARGIN_S = 60.0
 
 T = TypeVar("T")
+
+log = logging.getLogger("kstream.checkpoints")
 
 
 def s3_client(endpoint_url: str | None = None, *, probe: bool = False) -> Any:
@@ -478,16 +481,33 @@ class ObjectCheckpointStorage:
         return []
 
     def discard(self, checkpoint: int) -> None:
-        self._delete([o["Key"] for o in self._list(f"{self.base}chk-{checkpoint}/")])
+        """Delete checkpoint `checkpoint`'s own objects (not the shared tables: `sweep`).
+
+        A store that fails meanwhile is logged (one line), not raised: deleting
+        frees space, nothing depends on it, and the next sweep tries again.
+        """
         with self._lock:
             self._manifests = {k: v for k, v in self._manifests.items() if k[0] != checkpoint}
+        try:
+            self._delete([o["Key"] for o in self._list(f"{self.base}chk-{checkpoint}/")])
+        except Exception as exc:
+            log.warning(
+                "cannot delete checkpoint %d from %s: %s", checkpoint, self.location, _cause(exc)
+            )
 
     def sweep(self, retained: Collection[int], below: int | None = None) -> list[int]:
         """Delete checkpoints as `LocalCheckpointStorage.sweep` does, then the shared
-        tables `unreferenced` names. A failed request is logged by the caller's
-        next sweep's success: nothing here is needed for correctness but space."""
+        tables `unreferenced` names. A store that fails meanwhile is logged (one
+        line), not raised: what is left is deleted by a later sweep."""
         if not retained:
             return []
+        try:
+            return self._sweep(retained, below)
+        except Exception as exc:
+            log.warning("cannot sweep %s: %s", self.location, _cause(exc))
+            return []
+
+    def _sweep(self, retained: Collection[int], below: int | None) -> list[int]:
         newest = max(retained) if below is None else below
         gone = [n for n in self.completed() if n < newest and n not in retained]
         for n in gone:
