@@ -73,7 +73,7 @@ def test_a_snapshot_round_trips_with_its_state_and_sink_payload(
     assert other.fetch_db(1, TASK, tmp_path / "restored")
     restored = Rdict(str(tmp_path / "restored"), Options(raw_mode=True))
     assert restored[b"k001999"] == db.db[b"k001999"]
-    assert sum(1 for _ in restored) == 2000
+    assert sum(1 for _ in restored.items()) == 2000
     restored.close()
     # Tables are content-addressed and shared; the rest are under the checkpoint.
     assert tables(bucket)
@@ -117,7 +117,7 @@ def test_a_second_checkpoint_uploads_only_new_tables_once_the_first_completed(
     fresh = storage(bucket)
     assert fresh.fetch_db(3, TASK, tmp_path / "r")
     restored = Rdict(str(tmp_path / "r"), Options(raw_mode=True))
-    assert sum(1 for _ in restored) == 3020
+    assert sum(1 for _ in restored.items()) == 3020
     restored.close()
 
 

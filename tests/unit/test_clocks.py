@@ -53,6 +53,10 @@ ALLOWED = {
     # Time retention deletes by the wall clock: the input's event time is judged
     # against it to warn that results would be deleted.
     ("kstream/runtime/runner/preflight.py", "_warn_of_retention"),
+    # An object store stamps objects with its wall clock (LastModified): the sweep's
+    # age rule compares against it, with a margin of a minute beyond the checkpoint
+    # timeout for skew.
+    ("kstream/runtime/checkpoint/objects.py", "_sweep"),
 }
 
 
