@@ -185,15 +185,23 @@ def _is_missing(exc: BaseException) -> bool:
 
 class ObjectCheckpointStorage:
     """Job `job`'s snapshots in the bucket and prefix `url` names, through `client`
-    (`s3_client`). `shared_grace_s`: the sweep's age rule (checkpoint timeout + a minute)."""
+    (`s3_client`). `shared_grace_s`: the sweep's age rule (checkpoint timeout + a minute);
+    `probe_client`: the client `probe` uses (short timeouts; default `client`)."""
 
     def __init__(
-        self, url: StorageURL, job: str, client: Any, *, shared_grace_s: float = 660.0
+        self,
+        url: StorageURL,
+        job: str,
+        client: Any,
+        *,
+        probe_client: Any = None,
+        shared_grace_s: float = 660.0,
     ) -> None:
         self.bucket = url.bucket
         self.base = url.job_prefix(job)
         self.location = f"s3://{self.bucket}/{self.base}"
         self.client = client
+        self.probe_client = probe_client if probe_client is not None else client
         self.shared_grace_s = shared_grace_s
         self._lock = threading.Lock()
         #: Task -> (table name, size) -> shared key: tables referenced without upload.
@@ -277,10 +285,11 @@ class ObjectCheckpointStorage:
         """Head the bucket, then put and delete a probe object under the prefix;
         `CheckpointStorageError` naming the URL and the cause if any request fails."""
         key = f"{self.base}probe-{uuid.uuid4().hex}"
+        client = self.probe_client
         try:
-            self.client.head_bucket(Bucket=self.bucket)
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=b"")
-            self.client.delete_object(Bucket=self.bucket, Key=key)
+            client.head_bucket(Bucket=self.bucket)
+            client.put_object(Bucket=self.bucket, Key=key, Body=b"")
+            client.delete_object(Bucket=self.bucket, Key=key)
         except Exception as exc:
             raise CheckpointStorageError(
                 f"checkpoint storage {self.location} is unreachable: {_cause(exc)}"
@@ -314,7 +323,9 @@ class ObjectCheckpointStorage:
         puts: list[tuple[str, bytes | Path]] = []
         hashing: list[Path] = []
         if staged_db is not None:
-            for path in sorted(p for p in staged_db.iterdir() if p.is_file()):
+            if any(not p.is_file() for p in staged_db.iterdir()):
+                raise CheckpointError(f"{staged_db} holds a directory: not a RocksDB checkpoint")
+            for path in sorted(staged_db.iterdir()):
                 rel = f"db/{path.name}"
                 size = path.stat().st_size
                 known = trusted.get((path.name, size))

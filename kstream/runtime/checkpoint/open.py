@@ -36,19 +36,19 @@ def open_storage(config: RunConfig, job: str, *, probe: bool = True) -> ManagedC
         else:
             try:
                 client = s3_client(config.s3_endpoint_url or None)
+                # Short timeouts and no retries: a wrong endpoint fails in seconds.
+                probe_client = s3_client(config.s3_endpoint_url or None, probe=True)
             except Exception as exc:  # botocore: a bad region, endpoint or profile
                 raise CheckpointStorageError(
                     f"checkpoint storage {url} cannot be used: {type(exc).__name__}: {exc}"
                 ) from None
             storage = ObjectCheckpointStorage(
-                url, job, client, shared_grace_s=config.checkpoints.timeout + SWEEP_MARGIN_S
+                url,
+                job,
+                client,
+                probe_client=probe_client,
+                shared_grace_s=config.checkpoints.timeout + SWEEP_MARGIN_S,
             )
-            if probe:
-                # Short timeouts and no retries: a wrong endpoint fails in seconds.
-                ObjectCheckpointStorage(
-                    url, job, s3_client(config.s3_endpoint_url or None, probe=True)
-                ).probe()
-            return storage
     if probe:
         storage.probe()
     return storage
