@@ -38,7 +38,7 @@ class Bucket:
     def url(self, prefix: str = "chk") -> str:
         return f"s3://{self.name}/{prefix}"
 
-    def keys(self, prefix: str = "") -> list[str]:
+    def listing(self, prefix: str = "") -> list[str]:
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.name, Prefix=prefix
         )

@@ -44,7 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -210,6 +210,9 @@ class ObjectCheckpointStorage:
         self._stored: dict[tuple[int, str], dict[tuple[str, int], FileEntry]] = {}
         #: Manifests read (immutable once put): (checkpoint, task) -> files.
         self._manifests: dict[tuple[int, str], dict[str, FileEntry]] = {}
+        #: Runs deletes and sweeps, one at a time, off the caller's thread.
+        self._janitor = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-sweep")
+        self._queued_sweep: Future[None] | None = None
         #: Bytes put by the last `store` (measured by the benchmark).
         self.last_put_bytes = 0
 
@@ -499,11 +502,16 @@ class ObjectCheckpointStorage:
     def discard(self, checkpoint: int) -> None:
         """Delete checkpoint `checkpoint`'s own objects (not the shared tables: `sweep`).
 
-        A store that fails meanwhile is logged (one line), not raised: deleting
-        frees space, nothing depends on it, and the next sweep tries again.
+        Returns at once: deletes run on a thread of their own, in order with
+        sweeps (`settle` waits for them), so the runner's loop never waits for
+        the store. A store that fails meanwhile is logged (one line), not raised:
+        deleting frees space, nothing depends on it, and the next sweep tries again.
         """
         with self._lock:
             self._manifests = {k: v for k, v in self._manifests.items() if k[0] != checkpoint}
+        self._janitor.submit(self._discard_now, checkpoint)
+
+    def _discard_now(self, checkpoint: int) -> None:
         try:
             self._delete([o["Key"] for o in self._list(f"{self.base}chk-{checkpoint}/")])
         except Exception as exc:
@@ -513,21 +521,36 @@ class ObjectCheckpointStorage:
 
     def sweep(self, retained: Collection[int], below: int | None = None) -> list[int]:
         """Delete checkpoints as `LocalCheckpointStorage.sweep` does, then the shared
-        tables `unreferenced` names. A store that fails meanwhile is logged (one
-        line), not raised: what is left is deleted by a later sweep."""
+        tables `unreferenced` names.
+
+        Returns at once, with an empty list: the sweep runs after the deletes
+        queued before it, on their thread, and replaces a sweep still queued. A
+        store that fails meanwhile is logged (one line), not raised: what is
+        left is deleted by a later sweep.
+        """
         if not retained:
             return []
+        with self._lock:
+            if self._queued_sweep is not None:
+                self._queued_sweep.cancel()  # not yet started: this one supersedes it
+            self._queued_sweep = self._janitor.submit(self._sweep_now, tuple(retained), below)
+        return []
+
+    def settle(self) -> None:
+        """Wait until every delete and sweep asked for so far is done."""
+        self._janitor.submit(lambda: None).result()
+
+    def _sweep_now(self, retained: Collection[int], below: int | None) -> None:
         try:
-            return self._sweep(retained, below)
+            self._sweep(retained, below)
         except Exception as exc:
             log.warning("cannot sweep %s: %s", self.location, _cause(exc))
-            return []
 
     def _sweep(self, retained: Collection[int], below: int | None) -> list[int]:
         newest = max(retained) if below is None else below
         gone = [n for n in self.completed() if n < newest and n not in retained]
         for n in gone:
-            self.discard(n)
+            self._discard_now(n)
         referenced: set[str] = set()
         for n in retained:
             prefix = f"{self.base}chk-{n}/"
