@@ -566,5 +566,22 @@ class ObjectCheckpointStorage:
         shared = {
             o["Key"]: o["LastModified"].timestamp() for o in self._list(f"{self.base}shared/")
         }
-        self._delete(unreferenced(shared, referenced, time.time(), self.shared_grace_s))
+        # Taken once: the recheck below judges by the same (earlier, so safer) time.
+        now = time.time()
+        garbage = unreferenced(shared, referenced, now, self.shared_grace_s)
+
+        def still_garbage(key: str) -> bool:
+            # A worker may have put the same table again since the listing (it was
+            # in an aborted checkpoint, and is in one in flight): checked again
+            # just before the delete, the window is one request long.
+            try:
+                head = self.client.head_object(Bucket=self.bucket, Key=key)
+            except Exception:
+                return False
+            age = {key: head["LastModified"].timestamp()}
+            return bool(unreferenced(age, referenced, now, self.shared_grace_s))
+
+        self._delete(
+            k for k, ok in zip(garbage, self._parallel(still_garbage, garbage), strict=True) if ok
+        )
         return gone
