@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,20 @@ def test_an_unreachable_store_fails_the_probe_with_one_line(bucket: Bucket) -> N
     with pytest.raises(CheckpointStorageError, match="unreachable"):
         ObjectCheckpointStorage(parse_storage_url(bucket.url()), JOB, closed).probe()
     storage(bucket).probe()
+
+
+def test_a_store_that_stops_answering_fails_the_probe_within_its_timeouts(
+    bucket: Bucket,
+) -> None:
+    s = ObjectCheckpointStorage(
+        parse_storage_url(bucket.url()), JOB, s3_client(), probe_client=s3_client(probe=True)
+    )
+    bucket.store.pause()  # SIGSTOP: connections are accepted, nothing is answered
+    try:
+        started = time.monotonic()
+        with pytest.raises(CheckpointStorageError, match=r"unreachable.*timeout"):
+            s.probe()
+        assert time.monotonic() - started < 30
+    finally:
+        bucket.store.resume()
+    s.probe()
