@@ -186,14 +186,26 @@ def plan(job: Job, workers: int) -> Plan:
     """Plan `job` on `workers` workers; a stage without parallelism gets `job.parallelism`
     or, failing that, one subtask per worker.
 
-    Raises `ConfigurationError` when the job's internal topics would need more
-    than `MAX_INTERNAL_PARTITIONS` partitions, naming the largest worker count
-    that fits.
+    Raises `ConfigurationError` when a stage would have more subtasks than the
+    job's max parallelism (its key groups), or when the job's internal topics
+    would need more than `MAX_INTERNAL_PARTITIONS` partitions, naming the
+    largest worker count that fits.
     """
     if workers < 1:
         raise ConfigurationError(f"--workers must be >= 1, got {workers}")
     job.validate()
     p = _plan(job, workers)
+    k = job.max_parallelism
+    for stage, n in zip(job.stages, p.parallelism, strict=True):
+        if n > k:
+            why = f"--workers {workers}" if stage.parallelism is None else f"parallelism {n}"
+            if stage.parallelism is None and job.parallelism is not None:
+                why = f"Job(parallelism={n})"
+            raise ConfigurationError(
+                f"stage {stage.index} of job {job.name} would run {n} subtasks ({why}), "
+                f"more than its max parallelism {k}: lower it, or start the job fresh "
+                "with a larger Job(max_parallelism=...)"
+            )
     need = sum(p.internal_topics().values())
     if need > MAX_INTERNAL_PARTITIONS:
         fits = _most_workers(job, workers)
