@@ -248,8 +248,15 @@ def started_with(job: Job, existing: dict[str, int], workers: int) -> str | None
     wanted = p.internal_topics()
     channels = p.channel_topics()
     # A channel topic tells the layout best (upstream x downstream subtasks): name it first.
+    # The commit-marker topic may have more partitions than the plan needs: a job
+    # rescaled to fewer sink subtasks keeps the markers of the old ones.
+    commits = commit_topic(job.name)
     wrong = sorted(
-        (t for t, n in existing.items() if t in wanted and wanted[t] != n),
+        (
+            t
+            for t, n in existing.items()
+            if t in wanted and (n < wanted[t] if t == commits else n != wanted[t])
+        ),
         key=lambda t: (t not in channels, t),
     )
     if not wrong:

@@ -1,0 +1,95 @@
+"""Rescaling: a job with keyed state (value, map, list, reducing) stopped and resumed
+with other --workers, 2 -> 3 -> 1, the last step with a worker SIGKILLed; its
+read_committed output equals a pure reference, record for record, as an
+uninterrupted run's does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_keyed_state_recovery import JOB_FILE, PARTITIONS, user_lines
+
+from kstream.errors import ConfigurationError
+from kstream.infra.admin import Admin
+from kstream.protocol.coordination import CoordinatorConfig
+from kstream.protocol.names import dead_letter_topic
+from kstream.runtime.config import JobRef, RunConfig
+from kstream.runtime.runner.runner import Runner
+from kstream.testing import Feeder, read_all, run_until_consumed, unique_name, wait_settled
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+LINES = 3_000
+
+
+def runner(bootstrap: str, tmp_path: Path, params: dict[str, str], workers: int) -> Runner:
+    from keyed_state_job import job
+
+    return Runner(
+        RunConfig(
+            JobRef(f"{JOB_FILE}:job", params),
+            bootstrap,
+            workers,
+            tmp_path / "state",
+            checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+        ),
+        job(params),
+        say=lambda _: None,
+    )
+
+
+def test_keyed_state_rescaled_2_3_1_is_exactly_once(bootstrap: str, tmp_path: Path) -> None:
+    from keyed_state_job import reference
+
+    run = unique_name("rescale")
+    src, dst = f"{run}-in", f"{run}-out"
+    Admin(bootstrap).create_topics({src: PARTITIONS, dst: PARTITIONS})
+    lines = user_lines(LINES, seed=17)
+    params = {"input": src, "output": dst, "name": f"rs-{run}"}
+    messages: list[str] = []
+    # Slices start at multiples of PARTITIONS: line i stays in partition i % PARTITIONS.
+    cuts = [0, 1_200, 2_100, LINES]
+    for step, workers in enumerate([2, 3, 1]):
+        part = [s.encode() for s in lines[cuts[step] : cuts[step + 1]]]
+        feeder = Feeder(bootstrap, src, part, PARTITIONS, rate=None if step < 2 else 600.0)
+        ends = {p: len(range(p, cuts[step + 1], PARTITIONS)) for p in range(PARTITIONS)}
+        r = runner(bootstrap, tmp_path, params, workers)
+        r.prepare()
+        assert r.rescaled_from is not None or step == 0
+        kills = run_until_consumed(
+            r,
+            src,
+            ends,
+            kills=1 if step == 2 else 0,
+            seed=5,
+            say=messages.append,
+            chaos=lambda _, f=feeder: f.feed(),  # type: ignore[misc]
+            timeout=300,
+        )
+        assert kills == (1 if step == 2 else 0), messages
+    wait_settled(bootstrap, dst)
+    got: dict[str, list[object]] = {}
+    for rec in read_all(bootstrap, dst):
+        got.setdefault((rec.key or b"").decode(), []).append(json.loads(rec.value or b"null"))
+    expected = reference(lines)
+    assert sorted(got) == sorted(expected)
+    for user, summaries in expected.items():
+        assert got[user] == summaries, user
+    assert read_all(bootstrap, dead_letter_topic(params["name"])) == []
+
+
+def test_more_workers_than_key_groups_are_refused_with_one_line(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    from keyed_state_job import job
+
+    run = unique_name("rescale-k")
+    params = {"input": f"{run}-in", "output": f"{run}-out", "name": f"rk-{run}"}
+    with pytest.raises(ConfigurationError, match="more than its max parallelism 128"):
+        Runner(
+            RunConfig(JobRef(f"{JOB_FILE}:job", params), bootstrap, 129, tmp_path / "state"),
+            job(params),
+            say=lambda _: None,
+        )
