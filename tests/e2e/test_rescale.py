@@ -93,3 +93,60 @@ def test_more_workers_than_key_groups_are_refused_with_one_line(
             job(params),
             say=lambda _: None,
         )
+
+
+def test_windowed_counts_rescaled_2_to_3_are_the_reference(bootstrap: str, tmp_path: Path) -> None:
+    from test_event_time_examples import (
+        JOB_OOO_MS,
+        late_set,
+        outputs,
+        padded,
+        real,
+        ref_late,
+        shifted,
+        topics,
+        write,
+    )
+
+    from kstream.examples import inputs, references, windowed_counts
+
+    run = unique_name("rescale-counts")
+    src, dst, late = topics(bootstrap, run, "in", "out", "late")
+    lateness = 1_500
+    records = shifted(inputs.keyed_events(7, partitions=PARTITIONS, allowed_lateness=lateness))
+    params = {
+        "input": src,
+        "output": dst,
+        "late": late,
+        "name": f"c-{run}",
+        "window": "tumbling",
+        "lateness": str(lateness),
+        "ooo": str(JOB_OOO_MS),
+    }
+    spec = "kstream.examples.windowed_counts:job"
+    half = len(records) // 2
+    first = write(bootstrap, src, records[:half])
+    rest = write(bootstrap, src, padded(records[half:], max(r[1] for r in records)))
+    total = {p: first.get(p, 0) + rest.get(p, 0) for p in range(PARTITIONS)}
+    messages: list[str] = []
+    for workers, ends in ((2, first), (3, total)):
+        r = Runner(
+            RunConfig(
+                JobRef(spec, params),
+                bootstrap,
+                workers,
+                tmp_path / "state",
+                checkpoints=CoordinatorConfig(interval=0.5, timeout=60.0),
+            ),
+            windowed_counts.job(params),
+            say=messages.append,
+        )
+        r.prepare()
+        run_until_consumed(r, src, ends, say=messages.append, timeout=300)
+    assert any("rescaling from parallelism [2, 2] to [3, 3]" in m for m in messages), messages
+    ref = references.windowed_counts(
+        records, windowed_counts.assigner(params), JOB_OOO_MS, lateness
+    )
+    got = real(outputs(bootstrap, dst))
+    assert references.final_results(got) == ref.results
+    assert late_set(outputs(bootstrap, late)) == ref_late(ref.late)
