@@ -245,15 +245,22 @@ def test_the_channel_topic_is_named_before_the_others() -> None:
     assert "run it again with --workers 2" in problem
 
 
-def test_a_changed_commit_topic_alone_still_names_the_worker_count() -> None:
-    job = pipeline(1, 1, name="wc")  # fixed parallelism: the channel never changes
-    existing = {**plan(job, 1).internal_topics(), "kstream.wc.commits": 5}
+def test_a_commit_topic_too_small_alone_still_names_the_worker_count() -> None:
+    job = pipeline(2, 2, name="wc")  # fixed parallelism: the channel never changes
+    existing = {**plan(job, 1).internal_topics(), "kstream.wc.commits": 1}
     problem = started_with(job, existing, 1)
     assert problem is not None
     assert problem.startswith("job wc was started with another parallelism")
-    assert "(kstream.wc.commits has 5 partitions, 1 with the parallelism the job sets now)" in (
+    assert "(kstream.wc.commits has 1 partitions, 2 with the parallelism the job sets now)" in (
         problem
     )
+
+
+def test_a_commit_topic_larger_than_needed_is_kept() -> None:
+    # A job rescaled to fewer sink subtasks keeps the old subtasks' markers.
+    job = pipeline(1, 1, name="wc")
+    existing = {**plan(job, 1).internal_topics(), "kstream.wc.commits": 5}
+    assert started_with(job, existing, 1) is None
 
 
 def test_a_parallelism_the_job_fixes_is_not_blamed_on_the_worker_count() -> None:
