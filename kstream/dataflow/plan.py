@@ -269,7 +269,7 @@ def started_with(job: Job, existing: dict[str, int], workers: int) -> str | None
     else:
         need = f"{wanted[topic]} with the parallelism the job sets now"
     have = f"{topic} has {existing[topic]} partitions, {need}"
-    advice = "or start it under a new --job-name; rescaling a running job is not supported yet"
+    advice = "or start it under a new --job-name; it has no checkpoint with key groups to rescale"
     fits = _most_workers(job, MAX_INTERNAL_PARTITIONS + 1) or 0
     for w in range(1, fits + 1):
         topics = _plan(job, w).internal_topics()

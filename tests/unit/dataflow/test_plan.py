@@ -270,7 +270,7 @@ def test_a_parallelism_the_job_fixes_is_not_blamed_on_the_worker_count() -> None
     assert problem == (
         "job wc was started with another parallelism (kstream.wc.s1 has 4 partitions, 9 with "
         "the parallelism the job sets now); run it with the parallelism it was started with, "
-        "or start it under a new --job-name; rescaling a running job is not supported yet"
+        "or start it under a new --job-name; it has no checkpoint with key groups to rescale"
     )
 
 
@@ -280,7 +280,7 @@ def test_a_layout_no_worker_count_produces_means_the_parallelism_changed() -> No
     assert problem == (
         "job wc was started with another parallelism (kstream.wc.s1 has 7 partitions, 4 with "
         "2 workers); run it with the parallelism it was started with, or start it under a new "
-        "--job-name; rescaling a running job is not supported yet"
+        "--job-name; it has no checkpoint with key groups to rescale"
     )
 
 
