@@ -150,3 +150,58 @@ def test_windowed_counts_rescaled_2_to_3_are_the_reference(bootstrap: str, tmp_p
     got = real(outputs(bootstrap, dst))
     assert references.final_results(got) == ref.results
     assert late_set(outputs(bootstrap, late)) == ref_late(ref.late)
+
+
+def test_a_job_sigkilled_whole_is_rescaled_from_its_checkpoint_exactly_once(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    from keyed_state_job import reference
+    from test_cli_run import job_processes, kstream, wait_for
+
+    from kstream.runtime.control import read_history
+
+    run = unique_name("rescale-kill")
+    src, dst = f"{run}-in", f"{run}-out"
+    Admin(bootstrap).create_topics({src: PARTITIONS, dst: PARTITIONS})
+    lines = user_lines(LINES, seed=23)
+    params = {"input": src, "output": dst, "name": f"rk-{run}"}
+    # A live stream at 2 workers, killed whole (runner and workers) mid-stream.
+    feeder = Feeder(bootstrap, src, [s.encode() for s in lines], PARTITIONS, rate=1_000.0)
+    args = [f"-p{k}={v}" for k, v in params.items()]
+    first = kstream(
+        "run", f"{JOB_FILE}:job", *args, "--workers", "2", "--checkpoint-interval", "0.5",
+        "--bootstrap-servers", bootstrap, "--state-dir", str(tmp_path / "state"),
+    )  # fmt: skip
+
+    def completed_twice() -> bool:
+        feeder.feed()
+        if first.poll() is not None:
+            raise AssertionError(first.communicate()[1])
+        return sum(m["type"] == "complete" for m in read_history(bootstrap, params["name"])) >= 2
+
+    try:
+        wait_for(completed_twice, 120, "two completed checkpoints")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=60)
+    for pid in job_processes(params["name"]):
+        os.kill(pid, signal.SIGKILL)  # what a killed host takes with it
+    wait_for(lambda: not job_processes(params["name"]), 60, "the workers to be gone")
+    while feeder.sent < len(lines):
+        feeder.feed()
+    r = runner(bootstrap, tmp_path, params, 3)
+    r.prepare()
+    assert r.rescaled_from is not None
+    ends = {p: len(range(p, LINES, PARTITIONS)) for p in range(PARTITIONS)}
+    run_until_consumed(r, src, ends, timeout=300)
+    wait_settled(bootstrap, dst)
+    got: dict[str, list[object]] = {}
+    for rec in read_all(bootstrap, dst):
+        got.setdefault((rec.key or b"").decode(), []).append(json.loads(rec.value or b"null"))
+    expected = reference(lines)
+    assert sorted(got) == sorted(expected)
+    for user, summaries in expected.items():
+        assert got[user] == summaries, user

@@ -66,7 +66,7 @@ class OperatorTimers:
             return
         # One seek per key group holding anything: after a group's timers the
         # iterator stands on the next group with keys, which is where to look next.
-        g, it = 0, db.iter()
+        g = 0
         while g < len(groups):
             start = groups[g] + self._prefix
             it = self._load(db, start, groups[g], serde)

@@ -140,8 +140,10 @@ class Ends:
         subtask's name and commit-marker partition: what their completed
         checkpoint sealed is committed once, what they left open is aborted.
         """
-        for j, kept in restored.inherited:
-            self._settle(restored, j, kept)
+        if self.ctx.guarantee == "exactly-once":
+            # Only two-phase sinks hold epochs to settle (or transactions to fence).
+            for j, kept in restored.inherited:
+                self._settle(restored, j, kept)
         for name, writer in self.sinks.items():
             writer.recover(restored.checkpoint, restored.kept(name))
             writer.begin_epoch(restored.epoch)
