@@ -22,7 +22,6 @@ from kstream.infra.admin import Admin
 from kstream.protocol.coordination import History
 from kstream.protocol.names import commit_topic
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
-from kstream.runtime.state.store import KEY_FORMAT
 
 __all__ = ["relayout_topics", "rescaled_from"]
 
@@ -50,7 +49,8 @@ def check_rescalable(storage: LocalCheckpointStorage, before: Plan, checkpoint: 
     name = before.job.name
     for task in before.tasks:
         meta = storage.load(checkpoint, task.id)
-        if meta.key_format != KEY_FORMAT:
+        # Only key format 3 records a max parallelism (its key groups).
+        if not meta.max_parallelism:
             raise ConfigurationError(
                 f"job {name}: checkpoint {checkpoint} has no key groups (key format "
                 f"{meta.key_format}) and cannot be rescaled: run it with its parallelism "

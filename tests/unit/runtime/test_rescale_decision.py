@@ -64,7 +64,7 @@ def test_a_checkpoint_with_key_groups_and_aligned_can_be_rescaled(tmp_path: Path
     ("fields", "why"),
     [
         (
-            {"key_format": 2},
+            {"key_format": 2, "max_parallelism": 0},
             "job wc: checkpoint 7 has no key groups (key format 2) and cannot be rescaled: run "
             "it with its parallelism [2, 2], or start it fresh (--fresh)",
         ),
