@@ -144,7 +144,7 @@ def restore_times(keys: int, tmp: Path) -> tuple[float, float, int]:
                 state_db=tmp / f"new-{new}-{i}-{time.monotonic_ns()}" / "db",
                 state_serde=MSGPACK,
                 max_parallelism=K,
-                layout=(1, i, new),
+                layout=(1, i, (1, new)),
             )
             worst = max(worst, time.perf_counter() - t0)
             assert r.state is not None
@@ -174,15 +174,21 @@ def main(argv: list[str] | None = None) -> None:
             results["state2"].append(state(words, 0, tmp))
             results["state3"].append(state(words, K, tmp))
     med: dict[str, Any] = {k: statistics.median(v) for k, v in results.items()}
-    print(f"routing ns/record: format 2 {med['route2']:.0f}, format 3 {med['route3']:.0f}, "
-          f"ratio {med['route3'] / med['route2']:.3f}")
-    print(f"state   ns/word:   format 2 {med['state2']:.0f}, format 3 {med['state3']:.0f}, "
-          f"ratio {med['state3'] / med['state2']:.3f}")
+    print(
+        f"routing ns/record: format 2 {med['route2']:.0f}, format 3 {med['route3']:.0f}, "
+        f"ratio {med['route3'] / med['route2']:.3f}"
+    )
+    print(
+        f"state   ns/word:   format 2 {med['state2']:.0f}, format 3 {med['state3']:.0f}, "
+        f"ratio {med['state3'] / med['state2']:.3f}"
+    )
     for keys in (int(k) for k in args.keys.split(",")):
         with tempfile.TemporaryDirectory() as d:
             rescaled, unchanged, n = restore_times(keys, Path(d))
-        print(f"restore of {n:,} keys: 2 -> 3 subtasks {rescaled:.2f} s (slowest subtask), "
-              f"unchanged 2 {unchanged:.2f} s")
+        print(
+            f"restore of {n:,} keys: 2 -> 3 subtasks {rescaled:.2f} s (slowest subtask), "
+            f"unchanged 2 {unchanged:.2f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ database is lost or damaged, or that replays a channel the subtask does not read
 The worker reports that error to the coordinator, which falls back to an older
 checkpoint.
 
-**At another parallelism** (`rescaled`: the stage's snapshots record another
-parallelism; key format 3 only) a subtask reads what its key groups need
+**At another parallelism** (`rescaled`: some stage's snapshots record another
+parallelism than the job has now; key format 3 only) a subtask reads what its key groups need
 (`kstream.protocol.key_groups.restore_plan`): each overlapping old subtask's
 database is fetched into a temporary directory and the entries of the key
 groups it now owns are copied into a fresh database. Its meta is merged from
@@ -18,7 +18,10 @@ reads, no channel offsets (the runner recreated the channel topics at the new
 layout), watermarks held back to the minimum of the old ones. The sinks' kept
 epochs of old subtask `j` are settled by new subtask ``j % P_new``
 (`Restored.inherited`). A snapshot that recorded channel state (unaligned) is
-refused: those channels no longer exist.
+refused: those channels no longer exist. A subtask of a stage whose own
+parallelism is unchanged in a rescaled job takes the same path (its channels
+are new too, its sinks' commit markers may be numbered otherwise), but
+fetches its database whole.
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ def restore(
     state_serde: StateSerde,
     inputs: Collection[tuple[str, int]] | None = None,
     max_parallelism: int = 0,
-    layout: tuple[int, int, int] | None = None,
+    layout: tuple[int, int, tuple[int, ...]] | None = None,
 ) -> Restored:
     """Read subtask `task`'s snapshot of `checkpoint` (None: start from scratch).
 
@@ -110,8 +113,8 @@ def restore(
     partition); a snapshot that replays another is refused (None: a source,
     which reads none, is not checked). `max_parallelism`: the job's key groups
     (a fresh or key-format-3 state is opened with them). `layout`: the
-    subtask's (stage, index, parallelism); a snapshot of another parallelism is
-    then restored by `rescaled` (None: never).
+    subtask's stage and index and the job's parallelism per stage; a checkpoint
+    taken at another is then restored by `rescaled` (None: never).
 
     Raises `CheckpointError` when the snapshot cannot be resumed from; a failure
     of RocksDB opening a damaged copy is reported as one, naming the checkpoint.
@@ -119,14 +122,15 @@ def restore(
     meta: SnapshotMeta | None = None
     state: StateStore | None = None
     if checkpoint is not None and layout is not None:
-        stage, _, parallelism = layout
-        old = _load(storage, checkpoint, f"s{stage}-0").parallelism
-        if old and old != parallelism:
+        stage, index, parallelism = layout
+        # Each stage's subtask 0 records the stage's parallelism (0: before key groups).
+        old = tuple(_recorded(storage, checkpoint, k, p) for k, p in enumerate(parallelism))
+        if old != parallelism:
             return rescaled(
                 storage,
                 checkpoint,
-                layout,
-                old,
+                (stage, index, parallelism[stage]),
+                old[stage],
                 state_db=state_db,
                 state_serde=state_serde,
                 max_parallelism=max_parallelism,
@@ -193,6 +197,16 @@ def _load(storage: CheckpointStorage, checkpoint: int, task: str) -> SnapshotMet
         ) from exc
 
 
+def _recorded(storage: CheckpointStorage, checkpoint: int, stage: int, now: int) -> int:
+    """The parallelism of stage `stage` when checkpoint `checkpoint` was taken: what its
+    subtask 0 recorded; `now` if it records none (before key groups) or cannot be read
+    (the subtasks that read it report that)."""
+    try:
+        return storage.load(checkpoint, f"s{stage}-0").parallelism or now
+    except Exception:
+        return now
+
+
 def rescaled(
     storage: CheckpointStorage,
     checkpoint: int,
@@ -236,10 +250,16 @@ def rescaled(
             )
     state: StateStore | None = None
     if state_db is not None:
-        StateStore.wipe(state_db)
+        if old == new:
+            # Its own stage keeps its layout: its database whole, as always.
+            StateStore.wipe(state_db)
+            if not storage.fetch_db(checkpoint, task, state_db) and metas[index].has_state:
+                raise CheckpointError(f"checkpoint {checkpoint} lost the state database of {task}")
+        else:
+            StateStore.wipe(state_db)
         state = StateStore(state_db, state_serde, max_parallelism)
         try:
-            for j, groups in restore_plan(max_parallelism, old, new)[index]:
+            for j, groups in restore_plan(max_parallelism, old, new)[index] if old != new else ():
                 _copy(storage, checkpoint, metas[j], groups, state, state_db.parent)
         except CheckpointError:
             state.close()

@@ -88,7 +88,7 @@ class Subtask:
             if self.stage.source is not None
             else {(t, p) for t, parts in rt.plan.input_channels(spec) for p in parts},
             max_parallelism=self.job.max_parallelism,
-            layout=(spec.stage, spec.index, spec.parallelism),
+            layout=(spec.stage, spec.index, rt.plan.parallelism),
         )
         self.restored: SnapshotMeta | None = self.restored_from.meta
         self.state: StateStore | None = self.restored_from.state

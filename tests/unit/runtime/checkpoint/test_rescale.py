@@ -107,7 +107,7 @@ def test_each_new_subtask_gets_exactly_the_state_and_timers_of_its_key_groups(
             state_serde=MSGPACK,
             inputs={("t", 0)},
             max_parallelism=K,
-            layout=(1, i, new),
+            layout=(1, i, (1, new)),
         )
         assert r.state is not None
         assert r.meta is not None
@@ -143,7 +143,7 @@ def test_sinks_kept_epochs_go_to_the_new_subtask_j_mod_p(tmp_path: Path) -> None
             state_db=None,
             state_serde=MSGPACK,
             max_parallelism=K,
-            layout=(1, i, 2),
+            layout=(1, i, (1, 2)),
         )
         inherited.append([j for j, _ in r.inherited])
         assert r.kept("out#0") is not None
@@ -162,7 +162,7 @@ def test_a_checkpoint_without_key_groups_is_not_rescaled(tmp_path: Path) -> None
             state_db=tmp_path / "new" / "db",
             state_serde=MSGPACK,
             max_parallelism=K,
-            layout=(1, 0, 3),
+            layout=(1, 0, (1, 3)),
         )
     assert "has no key groups (key format 2) and cannot be restored at parallelism 3" in str(
         caught.value
@@ -183,7 +183,7 @@ def test_recorded_channel_state_is_not_rescaled(tmp_path: Path) -> None:
             state_db=None,
             state_serde=MSGPACK,
             max_parallelism=K,
-            layout=(1, 0, 3),
+            layout=(1, 0, (1, 3)),
         )
 
 
@@ -214,3 +214,34 @@ def test_source_offsets_and_watermarks_follow_their_partitions() -> None:
     assert _watermarks(metas, 1, 3, 0) == {
         "source": {"max": {"4": 1004, "1": 1001}, "idle": [4], "watermark": 900}
     }
+
+
+def test_a_stage_keeping_its_parallelism_in_a_rescaled_job_drops_its_channel_offsets(
+    tmp_path: Path,
+) -> None:
+    storage = LocalCheckpointStorage(tmp_path / "checkpoints")
+    store_old(tmp_path, storage, 2)
+    # Stage 0 ran 1 subtask then, 2 now: the channels into stage 1 are laid out anew.
+    storage.store(SnapshotMeta(5, 1, "s0-0", key_format=3, max_parallelism=K, parallelism=1), None)
+    seen: list[Any] = []
+    for i in range(2):
+        r = restore(
+            storage,
+            5,
+            f"s1-{i}",
+            state_db=tmp_path / f"same-{i}" / "db",
+            state_serde=MSGPACK,
+            inputs={("t", 0), ("t", 2)},
+            max_parallelism=K,
+            layout=(1, i, (2, 2)),
+        )
+        assert r.meta is not None
+        assert r.state is not None
+        assert r.meta.channel_offsets == {}
+        assert r.meta.watermarks["input"]["channels"] == [100, 100]  # the lowest: held back
+        assert [j for j, _ in r.inherited] == [i]
+        _, timers, out = chain(r.state)
+        fire_due(timers, TimerDomain.PROCESSING, 10**6, lambda e, k, t: pytest.fail(str(e)))
+        seen += out
+        r.state.close()
+    assert sorted(seen) == sorted((key, 1_000 + len(key), 3, [1, 2]) for key in KEYS)
