@@ -37,6 +37,7 @@ def identity_of(p: Plan) -> JobIdentity:
         tuple(sinks),
         tuple(operators),
         _edges(p.job),
+        p.job.max_parallelism,
     )
 
 

@@ -50,6 +50,7 @@ from kstream.dataflow.state.serde import state_serde as state_serde_named
 from kstream.dataflow.stream import Stream
 from kstream.dataflow.types import ErrorPolicy, T
 from kstream.errors import ConfigurationError
+from kstream.protocol.key_groups import DEFAULT_MAX_PARALLELISM, MAX_PARALLELISM_LIMIT
 from kstream.protocol.names import check_job_name
 
 __all__ = ["Job"]
@@ -63,6 +64,7 @@ class Job:
         name: str,
         *,
         parallelism: int | None = None,
+        max_parallelism: int = DEFAULT_MAX_PARALLELISM,
         on_error: ErrorPolicy = "dead-letter",
         state_serde: str | StateSerde = "msgpack",
         channel_serde: str | ChannelSerde | Iterable[RecordType] = "msgpack",
@@ -71,8 +73,17 @@ class Job:
         check_job_name(name)
         if on_error not in ("dead-letter", "skip", "fail"):
             raise ConfigurationError(f"on_error must be dead-letter, skip or fail: {on_error!r}")
+        if type(max_parallelism) is not int or not 1 <= max_parallelism <= MAX_PARALLELISM_LIMIT:
+            raise ConfigurationError(
+                f"max_parallelism must be an int from 1 to {MAX_PARALLELISM_LIMIT},"
+                f" got {max_parallelism!r}"
+            )
         self.graph = Graph(name)
         self.parallelism = parallelism
+        #: The number of key groups (`kstream.protocol.key_groups`): no stage may have
+        #: more subtasks, and it is fixed for the life of the job's state (a job
+        #: with another is another job: its checkpoints are refused).
+        self.max_parallelism = max_parallelism
         self.on_error: ErrorPolicy = on_error
         #: How keyed state is encoded: "msgpack" (default), "json", "trusted-pickle"
         #: or a `StateSerde`; snapshots record its name and refuse another.

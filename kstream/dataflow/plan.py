@@ -186,14 +186,26 @@ def plan(job: Job, workers: int) -> Plan:
     """Plan `job` on `workers` workers; a stage without parallelism gets `job.parallelism`
     or, failing that, one subtask per worker.
 
-    Raises `ConfigurationError` when the job's internal topics would need more
-    than `MAX_INTERNAL_PARTITIONS` partitions, naming the largest worker count
-    that fits.
+    Raises `ConfigurationError` when a stage would have more subtasks than the
+    job's max parallelism (its key groups), or when the job's internal topics
+    would need more than `MAX_INTERNAL_PARTITIONS` partitions, naming the
+    largest worker count that fits.
     """
     if workers < 1:
         raise ConfigurationError(f"--workers must be >= 1, got {workers}")
     job.validate()
     p = _plan(job, workers)
+    k = job.max_parallelism
+    for stage, n in zip(job.stages, p.parallelism, strict=True):
+        if n > k:
+            why = f"--workers {workers}" if stage.parallelism is None else f"parallelism {n}"
+            if stage.parallelism is None and job.parallelism is not None:
+                why = f"Job(parallelism={n})"
+            raise ConfigurationError(
+                f"stage {stage.index} of job {job.name} would run {n} subtasks ({why}), "
+                f"more than its max parallelism {k}: lower it, or start the job fresh "
+                "with a larger Job(max_parallelism=...)"
+            )
     need = sum(p.internal_topics().values())
     if need > MAX_INTERNAL_PARTITIONS:
         fits = _most_workers(job, workers)
@@ -236,8 +248,15 @@ def started_with(job: Job, existing: dict[str, int], workers: int) -> str | None
     wanted = p.internal_topics()
     channels = p.channel_topics()
     # A channel topic tells the layout best (upstream x downstream subtasks): name it first.
+    # The commit-marker topic may have more partitions than the plan needs: a job
+    # rescaled to fewer sink subtasks keeps the markers of the old ones.
+    commits = commit_topic(job.name)
     wrong = sorted(
-        (t for t, n in existing.items() if t in wanted and wanted[t] != n),
+        (
+            t
+            for t, n in existing.items()
+            if t in wanted and (n < wanted[t] if t == commits else n != wanted[t])
+        ),
         key=lambda t: (t not in channels, t),
     )
     if not wrong:
@@ -250,7 +269,7 @@ def started_with(job: Job, existing: dict[str, int], workers: int) -> str | None
     else:
         need = f"{wanted[topic]} with the parallelism the job sets now"
     have = f"{topic} has {existing[topic]} partitions, {need}"
-    advice = "or start it under a new --job-name; rescaling a running job is not supported yet"
+    advice = "or start it under a new --job-name; it has no checkpoint with key groups to rescale"
     fits = _most_workers(job, MAX_INTERNAL_PARTITIONS + 1) or 0
     for w in range(1, fits + 1):
         topics = _plan(job, w).internal_topics()

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from kstream.errors import (
     AuthenticationError,
@@ -331,6 +331,20 @@ class Admin:
                     raise KafkaUnavailableError(
                         f"cannot delete topic {name}: {err.str()}"
                     ) from None
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow `topic` to `total` partitions (its records stay where they are)."""
+        fut = self._client.create_partitions(
+            [NewPartitions(topic, total)], operation_timeout=ADMIN_TIMEOUT_S
+        )[topic]
+        try:
+            fut.result()
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            raise KafkaUnavailableError(
+                f"cannot grow topic {topic} to {total} partitions: {err.str()}"
+            ) from None
+        self._await_visible({topic: total})
 
     def delete_groups(self, names: Iterable[str]) -> None:
         """Delete consumer groups (their committed offsets); missing ones are ignored."""

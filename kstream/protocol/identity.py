@@ -8,8 +8,13 @@ completed checkpoint (in the control topic's ``complete`` message) and its
 fingerprint in every snapshot's metadata. `resume_problems` compares a recorded
 identity with the job being started and says what differs; the runner refuses
 to resume when anything does, unless told to accept compatible changes.
-A parallelism change is never accepted: channel layouts and the partitions a
-source subtask owns depend on it, and rescaling does not exist.
+
+A job with a max parallelism (`max_parallelism`, key format 3 state:
+`kstream.protocol.key_groups`) may resume at another parallelism (rescaling);
+another max parallelism is another job. A job resumed from a checkpoint of
+key format 1 or 2 (recorded without a max parallelism) keeps its parallelism:
+its keys were routed by ``crc32 % parallelism`` and its state is not split
+by key group.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ class JobIdentity:
     sinks: tuple[str, ...]
     operators: tuple[str, ...]
     edges: tuple[str, ...] = ()
+    #: The job's number of key groups; 0: not recorded (a checkpoint of key
+    #: format 1 or 2, which cannot be rescaled).
+    max_parallelism: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -56,6 +64,8 @@ class JobIdentity:
         }
         if self.edges:
             out["edges"] = list(self.edges)
+        if self.max_parallelism:
+            out["max_parallelism"] = self.max_parallelism
         return out
 
     @classmethod
@@ -69,14 +79,22 @@ class JobIdentity:
                 tuple(str(x) for x in raw["sinks"]),
                 tuple(str(x) for x in raw["operators"]),
                 tuple(str(x) for x in raw.get("edges", ())),
+                int(raw.get("max_parallelism", 0)),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed job identity {raw!r}") from exc
 
     @property
     def fingerprint(self) -> str:
-        """A short digest of the identity, stored in every snapshot's metadata."""
-        text = json.dumps(self.to_json(), sort_keys=True)
+        """A short digest of the identity, stored in every snapshot's metadata.
+
+        With a max parallelism it leaves the parallelism out: a rescaled job's
+        snapshots are of the same job. Without one it is what it always was.
+        """
+        form = self.to_json()
+        if self.max_parallelism:
+            del form["parallelism"]
+        text = json.dumps(form, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -86,7 +104,8 @@ def resume_problems(
     """What differs between a checkpoint's job and the job resuming it.
 
     Returns ``(fatal, acceptable)``: `fatal` differences can never be resumed
-    across (parallelism, checkpoint format, no recorded identity); `acceptable`
+    across (checkpoint format, max parallelism, no recorded identity, and the
+    parallelism of a checkpoint without key groups); `acceptable`
     ones (sources, sinks, operators) may be resumed on purpose when the user
     knows the change is compatible. Both empty: the same job.
     """
@@ -96,10 +115,19 @@ def resume_problems(
     acceptable: list[str] = []
     if recorded.format != current.format:
         fatal.append(f"checkpoint format {recorded.format}, this kstream writes {current.format}")
-    if recorded.parallelism != current.parallelism:
+    if not recorded.max_parallelism:
+        # Key format 1 or 2: routed by crc32 % parallelism, no key groups to split by.
+        if recorded.parallelism != current.parallelism:
+            fatal.append(
+                f"parallelism per stage {list(recorded.parallelism)} -> "
+                f"{list(current.parallelism)}: the checkpoint was taken by a kstream "
+                "without key groups and cannot be rescaled; run with its parallelism, "
+                "or start it fresh (--fresh)"
+            )
+    elif recorded.max_parallelism != current.max_parallelism:
         fatal.append(
-            f"parallelism per stage {list(recorded.parallelism)} -> {list(current.parallelism)} "
-            "(rescaling a checkpoint is not supported)"
+            f"max parallelism {recorded.max_parallelism} -> {current.max_parallelism} "
+            "(the number of key groups is fixed for the life of the state)"
         )
     for what, old, new in (
         ("sources", recorded.sources, current.sources),

@@ -130,7 +130,7 @@ class _Subtask:
         )
         self.state: StateStore | None = None
         if has_process(stage.root):
-            self.state = StateStore(run._dir / self.id / "db", job.state_serde)
+            self.state = StateStore(run._dir / self.id / "db", job.state_serde, job.max_parallelism)
         self.format = BatchFormat(job.channel_serde)
         self.writers: list[ChannelWriter] = []
         self.timer_operators: list[TimerOperator] = []

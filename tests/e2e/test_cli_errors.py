@@ -210,7 +210,7 @@ def stop(proc: subprocess.Popen[str]) -> str:
     return stderr
 
 
-def test_a_restart_with_another_worker_count_says_what_to_do(
+def test_a_restart_with_another_worker_count_rescales_up_to_the_max_parallelism(
     bootstrap: str, tmp_path: Path
 ) -> None:
     src, dst, name = unique_name("in"), unique_name("out"), unique_name("rescale")
@@ -218,16 +218,31 @@ def test_a_restart_with_another_worker_count_says_what_to_do(
     (tmp_path / "myjob.py").write_text(JOB_FILE)
     common = ["-p", f"input={src}", "-p", f"output={dst}", "--job-name", name,
               "--bootstrap-servers", bootstrap, "--state-dir", str(tmp_path / "state")]  # fmt: skip
+
+    def recovers() -> int:
+        return sum(m["type"] == "recover" for m in read_history(bootstrap, name))
+
+    def completed() -> bool:
+        return any(m["type"] == "complete" for m in read_history(bootstrap, name))
+
     first = kstream("run", "myjob.py:job", *common, "--workers", "2", cwd=tmp_path)
     try:
         wait_for(started(first, name, bootstrap), 120, "the first run to start")
+        wait_for(completed, 120, "a checkpoint to complete")
     finally:
         stop(first)
+    before = recovers()
     again = kstream("run", "myjob.py:job", *common, "--workers", "3", cwd=tmp_path)
-    assert one_line_error(again) == (
-        f"kstream: error: job {name} was started with 2 workers (kstream.{name}.s1 has 4 "
-        f"partitions, 9 with 3 workers); run it again with --workers 2, or start it under a "
-        "new --job-name; rescaling a running job is not supported yet"
+    try:
+        wait_for(lambda: started(again, name, bootstrap)() and recovers() > before, 120, "rescale")
+    finally:
+        stderr = stop(again)
+    assert "rescaling from parallelism [2, 2] to [3, 3]" in stderr
+    assert Admin(bootstrap).partitions(f"kstream.{name}.s1") == 9
+    above = kstream("run", "myjob.py:job", *common, "--workers", "129", cwd=tmp_path)
+    assert one_line_error(above).startswith(
+        f"kstream: error: stage 0 of job {name} would run 129 subtasks (--workers 129), "
+        "more than its max parallelism 128"
     )
 
 

@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 
 from kstream.errors import RecordTooLargeError, UnsupportedTypeError
 from kstream.protocol.codec import ITEMS
+from kstream.protocol.key_groups import owner_table
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, RECORD_OVERHEAD
 from kstream.protocol.watermarks import MIN_WATERMARK
 from kstream.runtime.channels.format import (
@@ -41,8 +42,11 @@ class ChannelWriter:
     """Writes one upstream subtask's outputs into the channels of one edge.
 
     `send` routes by key (hash edge) or round-robin (rebalance edge) into a
-    per-channel batch; `flush` writes the batches (the worker calls it after
-    every processed input batch); `barrier` flushes, then writes a barrier
+    per-channel batch; a key goes to the owner of its key group
+    (`kstream.protocol.key_groups`) of `max_parallelism` groups, or, when that
+    is 0 (key formats 1 and 2), to channel ``crc32 % downstream_count``.
+    `flush` writes the batches (the worker calls it after every processed
+    input batch); `barrier` flushes, then writes a barrier
     into every channel this subtask owns. The shared producer is idempotent,
     so each partition keeps the order of `produce` calls.
 
@@ -78,6 +82,7 @@ class ChannelWriter:
         batch_format: BatchFormat = SAFE_FORMAT,
         on_unencodable: Callable[[Any, UnsupportedTypeError], None] | None = None,
         key_bytes: Callable[[Any], bytes] = key_bytes,
+        max_parallelism: int = 0,
         element: ElementContext | None = None,
         out: Callable[[int, bytes], None] | None = None,
     ) -> None:
@@ -86,6 +91,14 @@ class ChannelWriter:
         self._out = out
         self._base = upstream * downstream_count
         self._d = downstream_count
+        # The per-record path is a crc32, a modulo and an index into the owner
+        # table; without key groups the table is the identity on crc32 % D.
+        self._k = max_parallelism or downstream_count
+        self._owner = (
+            owner_table(max_parallelism, downstream_count)
+            if max_parallelism
+            else tuple(range(downstream_count))
+        )
         self._prefixes = {f: DATA_HEADER.pack(RECORD, generation, f) for f in FORMAT_NAMES}
         self._format = batch_format
         self._on_unencodable = on_unencodable
@@ -119,7 +132,7 @@ class ChannelWriter:
             key = self._key_fn(value)
             # Every key format encodes a str as its UTF-8 (`key_encoder`): no call for it.
             kb = key.encode() if type(key) is str else self._key_bytes(key)
-            j = zlib.crc32(kb) % self._d
+            j = self._owner[zlib.crc32(kb) % self._k]
             batch = self._batches[j]
             batch.append((key, value))
         else:
@@ -137,7 +150,7 @@ class ChannelWriter:
         assert element.timestamp is not None
         if self._key_fn is not None:
             key = self._key_fn(value)
-            j = zlib.crc32(self._key_bytes(key)) % self._d
+            j = self._owner[zlib.crc32(self._key_bytes(key)) % self._k]
             batch = self._batches[j]
             batch.append((key, value))
         else:

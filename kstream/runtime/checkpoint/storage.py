@@ -52,10 +52,11 @@ WAL_MAGIC = b"KSWAL\x01"
 MANIFEST = "manifest.json"
 #: Format version of meta.json. 1: before versions (and key formats) were
 #: recorded); 2: adds `version` and `key_format`; 3: adds `channel_replay`
-#: (unaligned checkpoints). A newer one is refused.
-SNAPSHOT_VERSION = 3
+#: (unaligned checkpoints); 4: adds `max_parallelism` and `parallelism` (key
+#: groups, key format 3). A newer one is refused.
+SNAPSHOT_VERSION = 4
 #: Key formats this kstream reads (`kstream.runtime.state.store`).
-_KEY_FORMATS = (1, 2)
+_KEY_FORMATS = (1, 2, 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,12 @@ class SnapshotMeta:
     #: Topic -> partition -> ``[[end, generation], ...]``: old-generation records
     #: a restore processes (recorded channel state); empty before version 3.
     channel_replay: dict[str, dict[int, list[list[int]]]] = field(default_factory=dict)
+    #: The job's number of key groups (`kstream.protocol.key_groups`); 0 before
+    #: version 4 (key formats 1 and 2 have none).
+    max_parallelism: int = 0
+    #: The parallelism of the subtask's stage when the snapshot was taken (0 before
+    #: version 4): a restore at another one splits or merges the state.
+    parallelism: int = 0
     #: Format version of this record (`SNAPSHOT_VERSION`; 1 if not recorded).
     version: int = SNAPSHOT_VERSION
 
@@ -156,6 +163,8 @@ _FIELD_TYPES: dict[str, type] = {
     "key_format": int,
     "version": int,
     "channel_replay": dict,
+    "max_parallelism": int,
+    "parallelism": int,
 }
 
 

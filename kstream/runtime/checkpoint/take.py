@@ -49,6 +49,10 @@ class Subject:
     #: `StateSerde.name` of the state's encoding.
     state_serde: str
     key_format: int
+    #: The job's key groups (0: key format 1 or 2, which has none).
+    max_parallelism: int
+    #: The parallelism of the subtask's stage.
+    parallelism: int
     #: Where staged RocksDB checkpoints go until they are stored.
     staging: Path
     #: The single thread that creates and stores snapshots, in order.
@@ -118,6 +122,8 @@ def take_snapshot(
         state_serde=subject.state_serde if staged is not None else "",
         watermarks=subject.watermarks(),
         key_format=subject.key_format,
+        max_parallelism=subject.max_parallelism,
+        parallelism=subject.parallelism,
     )
     return Taken(
         meta,

@@ -34,6 +34,7 @@ from kstream.errors import ConfigurationError, KStreamError, TimeoutConfigError
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
+from kstream.protocol.names import commit_topic
 from kstream.protocol.watermarks import usable_timestamp
 
 __all__ = [
@@ -73,6 +74,7 @@ def check_cluster(
     transaction_timeout_s: float | None,
     create_topics: bool = False,
     say: Callable[[str], None] = print,
+    relayout: Callable[[], None] | None = None,
 ) -> float | None:
     """Check the cluster, the input and output topics; create internal topics.
 
@@ -81,6 +83,10 @@ def check_cluster(
     tells which; those of stages with event time with ``retention.ms=-1``);
     without it a missing one refuses the run. `say` also gets the one line of
     `retention_warning`, if retention would delete results of the input.
+
+    `relayout`: the job is being rescaled (`kstream.runtime.runner.rescale`):
+    instead of refusing internal topics of another layout, this lays them out
+    anew, after every other check passed and before the missing ones are created.
 
     Returns the transaction timeout the workers are to use (`transaction_timeout`
     under exactly-once; `transaction_timeout_s` unchanged otherwise).
@@ -113,9 +119,18 @@ def check_cluster(
         transaction_timeout_s = transaction_timeout(
             config, transaction_timeout_s, admin.broker_config(BROKER_MAX_TXN)
         )
-    _check_layout(admin, job, plan)
+    if relayout is None:
+        _check_layout(admin, job, plan)
+    else:
+        relayout()
+    # A commit-marker topic with more partitions than needed stays as it is (see
+    # `started_with`); one with fewer was refused or, rescaling, grown.
+    commits = commit_topic(job.name)
+    internal = {
+        t: n for t, n in plan.internal_topics().items() if t != commits or not admin.partitions(t)
+    }
     admin.create_topics(
-        plan.internal_topics(),
+        internal,
         {
             # Stated explicitly: a broker whose default is lower must not shrink them.
             MAX_MESSAGE_BYTES: str(INTERNAL_TOPIC_MAX_BYTES),

@@ -40,7 +40,14 @@ from kstream.runtime.lock import ProcessLock, runner_lock_path
 from kstream.runtime.runner.preflight import check_cluster
 from kstream.runtime.runner.purge import CONTROL_HISTORY, ChannelPurger
 from kstream.runtime.runner.report import RunReport
-from kstream.runtime.runner.running import FALLBACK_DUPLICATES, RunningJob, halt_advice, validate
+from kstream.runtime.runner.rescale import check_rescalable, relayout_topics, rescaled_from
+from kstream.runtime.runner.running import (
+    FALLBACK_DUPLICATES,
+    RunningJob,
+    halt_advice,
+    stored_tasks,
+    validate,
+)
 from kstream.runtime.runner.stats import RunStats
 from kstream.runtime.runner.supervisor import Supervisor
 from kstream.runtime.runner.takeover import (
@@ -109,6 +116,8 @@ class Runner:
         #: Control messages kept before the first one a restart reads (for people).
         self.control_history = CONTROL_HISTORY
         self._admin = Admin(config.bootstrap)
+        #: The layout of the checkpoint this run rescales (None: it keeps the layout).
+        self.rescaled_from: Plan | None = None
         #: The job's channel and commit-marker topics that existed before this run
         #: created the missing ones: they may hold an earlier run's records.
         self._earlier_topics: set[str] = set()
@@ -136,6 +145,7 @@ class Runner:
             # Before `check_cluster` creates the missing ones (see `clear_earlier_records`).
             earlier = {*self.plan.channel_topics(), commit_topic(self.job.name)}
             self._earlier_topics = earlier & self._admin.topics()
+            before = self._rescaling()
             timeout_s = check_cluster(
                 self.plan,
                 bootstrap=self.config.bootstrap,
@@ -144,12 +154,28 @@ class Runner:
                 transaction_timeout_s=self.config.transaction_timeout_s,
                 create_topics=self.config.start.create_topics,
                 say=self.say,
+                relayout=None
+                if before is None
+                else lambda: relayout_topics(self._admin, before, self.plan, self.say),
             )
+            self.rescaled_from = before
             self.config = dataclasses.replace(self.config, transaction_timeout_s=timeout_s)
         except BaseException:
             self.supervisor.stop()
             self.lock.release()
             raise
+
+    def _rescaling(self) -> Plan | None:
+        """The layout of the checkpoint to resume when this start rescales it (None:
+        it does not); refuses, with one line, one that cannot be rescaled."""
+        if self.config.start.fresh:
+            return None
+        messages = [m for _, m in read_log(self.config.bootstrap, self.job.name)]
+        history = replay(messages, self.config.checkpoints.retained)
+        before = rescaled_from(history, self.plan, fresh=False)
+        if before is not None:
+            check_rescalable(self.storage, before, history.completed[-1])
+        return before
 
     def start(self) -> RunningJob:
         """Resume the coordinator from the control topic, open a generation, spawn workers.
@@ -174,7 +200,8 @@ class Runner:
         history = replay(messages, self.config.checkpoints.retained)
         start = self.config.start
         if not start.fresh:
-            refuse_if_history_lost(self.storage, self.plan, history.completed, messages)
+            layout = self.rescaled_from or self.plan
+            refuse_if_history_lost(self.storage, layout, history.completed, messages)
         # The snapshot clock never goes back, even if the control topic lost old
         # records to retention: stored checkpoints name ids too.
         stored = max(self.storage.completed(), default=0)
@@ -215,7 +242,14 @@ class Runner:
         }
         coordinator = Coordinator(tasks, self.config.checkpoints, history, workers, placement)
         self._settle_restore_point(coordinator)
-        refuse_if_topics_lost(self.storage, self.plan, self._admin, coordinator.latest_completed)
+        refuse_if_topics_lost(
+            self.storage,
+            self.rescaled_from or self.plan,
+            self._admin,
+            coordinator.latest_completed,
+            # Rescaled: the channels are new, and read from their start.
+            channels=self.rescaled_from is None,
+        )
         if history.generation == 0:
             clear_earlier_records(self._admin, name, self._earlier_topics, self.say)
         return RunningJob(
@@ -261,8 +295,8 @@ class Runner:
         if n is not None:
             # Before any worker starts: state written by another serde would fail
             # every restore (each worker checks too), or be misread.
-            for task in self.plan.tasks:
-                check_state_serde(self.storage.load(n, task.id), self.job.state_serde.name)
+            for task in stored_tasks(self.storage, self.plan, n):
+                check_state_serde(self.storage.load(n, task), self.job.state_serde.name)
 
     # -- workers ------------------------------------------------------------
 

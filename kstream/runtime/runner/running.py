@@ -12,6 +12,7 @@ run (`kstream.runtime.runner.stats`, `kstream.runtime.runner.report`). Call
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -24,6 +25,7 @@ from typing import assert_never
 from kstream.dataflow.plan import Plan
 from kstream.errors import (
     CheckpointDamagedError,
+    CheckpointError,
     JobFailedError,
     KafkaUnavailableError,
 )
@@ -99,11 +101,37 @@ TOPIC_CHECK_TIMEOUT_S = 2.0
 def validate(
     storage: ManagedCheckpointStorage, plan: Plan, identity: JobIdentity, config: RunConfig, n: int
 ) -> list[str]:
-    """Why checkpoint `n` cannot be restored (empty: it can)."""
-    tasks = [t.id for t in plan.tasks]
+    """Why checkpoint `n` cannot be restored (empty: it can).
+
+    Its subtasks are those of the parallelism it was taken at (`stored_tasks`:
+    a rescaled job restores one taken at another). Its snapshots must carry
+    the job's fingerprint, or the one the job had before key groups (a
+    checkpoint of key format 1 or 2 resumed by this kstream).
+    """
+    problems = storage.validate(n, stored_tasks(storage, plan, n))
     # Under --accept-changes the snapshots carry the old job's fingerprint.
-    fingerprint = "" if config.start.accept_changes else identity.fingerprint
-    return storage.validate(n, tasks, fingerprint)
+    if problems or config.start.accept_changes:
+        return problems
+    known = {identity.fingerprint, dataclasses.replace(identity, max_parallelism=0).fingerprint}
+    for task in stored_tasks(storage, plan, n):
+        meta = storage.load(n, task)
+        if meta.identity not in known:
+            theirs = meta.identity or "none"
+            return [f"{task} of checkpoint {n} was taken by another job (identity {theirs})"]
+    return []
+
+
+def stored_tasks(storage: LocalCheckpointStorage, plan: Plan, n: int) -> list[str]:
+    """The subtasks checkpoint `n` holds: per stage, the parallelism its first snapshot
+    records (the plan's when it records none, or is missing: then `validate` says so)."""
+    tasks: list[str] = []
+    for stage in plan.job.stages:
+        try:
+            p = storage.load(n, f"s{stage.index}-0").parallelism
+        except CheckpointError:
+            p = 0
+        tasks += [f"s{stage.index}-{i}" for i in range(p or plan.parallelism[stage.index])]
+    return tasks
 
 
 def halt_advice(storage: ManagedCheckpointStorage) -> str:

@@ -109,10 +109,17 @@ def refuse_if_history_lost(
 
 
 def refuse_if_topics_lost(
-    storage: ManagedCheckpointStorage, plan: Plan, admin: Admin, checkpoint: int | None
+    storage: ManagedCheckpointStorage,
+    plan: Plan,
+    admin: Admin,
+    checkpoint: int | None,
+    *,
+    channels: bool = True,
 ) -> None:
     """Raise `InternalTopicLostError` if a channel or commit-marker topic lost records
-    `checkpoint`, the one to resume, reads (`kstream.protocol.resume_check.unmet`)."""
+    `checkpoint`, the one to resume, reads (`kstream.protocol.resume_check.unmet`).
+    `channels` False: the channels are not read from the checkpoint's offsets (a
+    rescale lays them out anew), only the commit markers are checked."""
     n = checkpoint
     if n is None:
         return
@@ -120,7 +127,8 @@ def refuse_if_topics_lost(
     needs: list[Need] = []
     for task in plan.tasks:
         meta = storage.load(n, task.id)
-        needs += channel_needs(meta.channel_offsets, meta.channel_replay)
+        if channels:
+            needs += channel_needs(meta.channel_offsets, meta.channel_replay)
         for sink_name, sink in meta.sink.items():
             ordinal = sink_name.rpartition("#")[2]
             try:

@@ -1,11 +1,19 @@
 """Keyed state of one operator in RocksDB: the default value, and named value, map, list,
 reducing and aggregating states (`kstream.dataflow.state.api` states their contracts).
 
-RocksDB keys (``<op>`` is ``s<stage>.<operator>``; ``<len>`` four big-endian bytes)::
+RocksDB keys (``<op>`` is ``s<stage>.<operator>``; ``<len>`` four big-endian bytes;
+``<g>`` the key's key group, two big-endian bytes, in key format 3 only)::
 
-    <op>\\0<key>                           the operator's default value
-    <op>.<name>\\0<key>                    a named value, reducing or aggregating state
-    <op>.<name>\\0<len><key><entry>         one entry of a named map or list
+    <g><op>\\0<key>                           the operator's default value
+    <g><op>.<name>\\0<key>                    a named value, reducing or aggregating state
+    <g><op>.<name>\\0<len><key><entry>         one entry of a named map or list
+
+The key group comes first so that a range of key groups is one contiguous
+scan (`kstream.protocol.key_groups`: a restore at another parallelism copies
+ranges). In key format 3 the runtime sets ``ctx.key`` to the key's bytes
+*after* its group's two bytes (``<g><key>``, computed once per record), and a
+state places its prefix between them; formats 1 and 2 have no group
+(``ctx.key`` is the key's bytes).
 
 Map and list entries carry the key's length because key bytes may contain NUL:
 without it, one key's entries could be read as another's. A map entry is the
@@ -71,13 +79,31 @@ class _HasKey(Protocol):
 class KeyedValueState:
     """One value per key; the key is read from `ctx` (itself for an operator's default state)."""
 
-    __slots__ = ("_cache", "_ctx", "_db", "_dirty", "_dumps", "_loads", "_prefix", "key")
+    __slots__ = (
+        "_cache",
+        "_ctx",
+        "_db",
+        "_dirty",
+        "_dumps",
+        "_grouped",
+        "_loads",
+        "_prefix",
+        "key",
+    )
 
     def __init__(
-        self, db: Rdict, prefix: bytes, serde: StateSerde, ctx: _HasKey | None = None
+        self,
+        db: Rdict,
+        prefix: bytes,
+        serde: StateSerde,
+        ctx: _HasKey | None = None,
+        *,
+        grouped: bool = False,
     ) -> None:
         self._db = db
         self._prefix = prefix
+        #: Key format 3: keys are ``<g><key>`` and the prefix goes between.
+        self._grouped = grouped
         self._dumps = serde.dumps
         self._loads = serde.loads
         self._cache: dict[bytes, Any] = {}
@@ -90,7 +116,7 @@ class KeyedValueState:
         k = self._ctx.key
         value = self._cache.get(k, _MISSING)
         if value is _MISSING and k not in self._cache:
-            raw = self._db.get(self._prefix + k)
+            raw = self._db.get(k[:2] + self._prefix + k[2:] if self._grouped else self._prefix + k)
             value = _MISSING if raw is None else self._loads(raw)
             self._cache[k] = value
         return default if value is _MISSING else value
@@ -107,13 +133,14 @@ class KeyedValueState:
 
     def flush_into(self, batch: WriteBatch) -> int:
         n = len(self._dirty)
-        prefix, cache, dumps = self._prefix, self._cache, self._dumps
+        prefix, cache, dumps, grouped = self._prefix, self._cache, self._dumps, self._grouped
         for k in self._dirty:
             value = cache[k]
+            where = k[:2] + prefix + k[2:] if grouped else prefix + k
             if value is _MISSING:
-                batch.delete(prefix + k)
+                batch.delete(where)
             else:
-                batch.put(prefix + k, _encode(dumps, value, prefix, k))
+                batch.put(where, _encode(dumps, value, prefix, k[2:] if grouped else k))
         self._dirty.clear()
         if len(self._cache) > CACHE_LIMIT:
             self._cache.clear()
@@ -137,9 +164,12 @@ class _KeyEntries:
 class _Entries:
     """Entries of every key of one named map or list, with their write-back cache."""
 
-    def __init__(self, db: Rdict, prefix: bytes, serde: StateSerde, ctx: _HasKey) -> None:
+    def __init__(
+        self, db: Rdict, prefix: bytes, serde: StateSerde, ctx: _HasKey, *, grouped: bool = False
+    ) -> None:
         self._db = db
         self._prefix = prefix
+        self._grouped = grouped
         self.dumps = serde.dumps
         self.loads = serde.loads
         self.ctx = ctx
@@ -147,6 +177,8 @@ class _Entries:
         self._cached = 0
 
     def _key_prefix(self, k: bytes) -> bytes:
+        if self._grouped:
+            return k[:2] + self._prefix + (len(k) - 2).to_bytes(4, "big") + k[2:]
         return self._prefix + len(k).to_bytes(4, "big") + k
 
     def _entries(self, k: bytes) -> _KeyEntries:
@@ -218,7 +250,8 @@ class _Entries:
                 if value is _MISSING:
                     batch.delete(start + entry)
                 else:
-                    batch.put(start + entry, _encode(self.dumps, value, self._prefix, k))
+                    shown = k[2:] if self._grouped else k
+                    batch.put(start + entry, _encode(self.dumps, value, self._prefix, shown))
             n += len(ke.dirty)
             ke.dirty.clear()
         if self._cached > CACHE_LIMIT:
@@ -370,8 +403,9 @@ class _AggregatingState:
 class KeyedStateContext(KeyedValueState):
     """What a keyed function gets as ``ctx``: its default value state and its named states.
 
-    The runtime sets `key` (the key's bytes, `kstream.runtime.state.store.key_bytes`)
-    and `key_object` (the key itself, for timers) before each call; every named
+    The runtime sets `key` (the key's bytes, `kstream.runtime.state.store.key_bytes`,
+    after its key group's two bytes when `grouped`: key format 3) and
+    `key_object` (the key itself, for timers) before each call; every named
     state reads it from here. The event-time members read the subtask's
     `ElementContext`; `timers` is set by the chain (`kstream.runtime.worker.chain`).
     """
@@ -384,8 +418,10 @@ class KeyedStateContext(KeyedValueState):
         op: str,
         serde: StateSerde,
         register: Callable[[Flushable], None],
+        *,
+        grouped: bool = False,
     ) -> None:
-        super().__init__(db, op.encode() + b"\x00", serde)
+        super().__init__(db, op.encode() + b"\x00", serde, grouped=grouped)
         self._op = op
         self._serde = serde
         self._register = register
@@ -434,12 +470,12 @@ class KeyedStateContext(KeyedValueState):
         return state
 
     def _slot(self, prefix: bytes) -> KeyedValueState:
-        slot = KeyedValueState(self._db, prefix, self._serde, self)
+        slot = KeyedValueState(self._db, prefix, self._serde, self, grouped=self._grouped)
         self._register(slot)
         return slot
 
     def _entries(self, prefix: bytes) -> _Entries:
-        entries = _Entries(self._db, prefix, self._serde, self)
+        entries = _Entries(self._db, prefix, self._serde, self, grouped=self._grouped)
         self._register(entries)
         return entries
 

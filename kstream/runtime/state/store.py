@@ -40,19 +40,31 @@ from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
-from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
 from kstream.dataflow.state.serde import MSGPACK, StateSerde
 from kstream.errors import UnsupportedTypeError
 from kstream.protocol.codec import Codec
+from kstream.protocol.key_groups import group_prefixes
 from kstream.runtime.state.keyed import Flushable, KeyedStateContext
 from kstream.runtime.state.timers import OperatorTimers
 
-__all__ = ["KEY_FORMAT", "LEGACY_KEY_FORMAT", "StateStore", "key_bytes", "key_encoder"]
+__all__ = [
+    "KEY_FORMAT",
+    "LEGACY_KEY_FORMAT",
+    "UNGROUPED_KEY_FORMAT",
+    "StateStore",
+    "key_bytes",
+    "key_encoder",
+]
 
 #: Key formats, recorded in snapshots (`SnapshotMeta.key_format`): 1 wrote int
-#: keys as decimal text (the same bytes as the str key) and pickled other keys.
-LEGACY_KEY_FORMAT, KEY_FORMAT = 1, 2
+#: keys as decimal text (the same bytes as the str key) and pickled other keys;
+#: 2 encodes keys with `key_bytes` and routes by ``crc32 % parallelism``; 3
+#: (written by every job started fresh) encodes them the same way, routes by key
+#: group (`kstream.protocol.key_groups`) and starts every state key with its
+#: key group's two bytes (`kstream.runtime.state.keyed`), so it can be rescaled.
+LEGACY_KEY_FORMAT, UNGROUPED_KEY_FORMAT, KEY_FORMAT = 1, 2, 3
 #: How often `StateStore._flush_memtable` looks whether RocksDB's flush is done:
 #: a look costs microseconds, and each one adds at most this to a checkpoint.
 MEMTABLE_FLUSH_POLL_S = 0.002
@@ -65,6 +77,8 @@ _FLUSH_PROPERTIES = (
     "rocksdb.mem-table-flush-pending",
     "rocksdb.num-running-flushes",
 )
+#: Entries per `WriteBatch` when `copy_groups` copies a key-group range.
+COPY_BATCH = 4096
 #: First byte of every key that is not a str or bytes: 0xFF never occurs in UTF-8.
 _TYPED = b"\xff"
 _KEY_CODEC = Codec(canonical=True)
@@ -118,11 +132,17 @@ def key_encoder(key_format: int) -> Callable[[Any], bytes]:
 
 
 class StateStore:
-    """The RocksDB database of one subtask at `path`, its values encoded by `serde`."""
+    """The RocksDB database of one subtask at `path`, its values encoded by `serde`.
 
-    def __init__(self, path: Path, serde: StateSerde = MSGPACK) -> None:
+    `max_parallelism`: the job's key groups in key format 3 (keys start with
+    their group: the chain sets ``ctx.key`` to ``<g><key>``); 0 for formats 1
+    and 2.
+    """
+
+    def __init__(self, path: Path, serde: StateSerde = MSGPACK, max_parallelism: int = 0) -> None:
         self.path = path
         self.serde = serde
+        self.max_parallelism = max_parallelism
         path.parent.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
@@ -144,14 +164,21 @@ class StateStore:
         """
         ctx = self._contexts.get(name)
         if ctx is None:
-            ctx = KeyedStateContext(self._db, name, self.serde, self._states.append)
+            ctx = KeyedStateContext(
+                self._db,
+                name,
+                self.serde,
+                self._states.append,
+                grouped=self.max_parallelism > 0,
+            )
             self._contexts[name] = ctx
             self._states.append(ctx)
         return ctx
 
     def timers(self, name: str) -> OperatorTimers:
         """The timers of operator `name`, loaded from the database; flushed with the state."""
-        timers = OperatorTimers(self._db, name, self.serde)
+        groups = group_prefixes(self.max_parallelism) if self.max_parallelism else ()
+        timers = OperatorTimers(self._db, name, self.serde, groups)
         self._states.append(timers)
         return timers
 
@@ -232,6 +259,42 @@ class StateStore:
     def close(self) -> None:
         self.settle()
         self._db.close()
+
+    def copy_groups(self, source: Path, groups: range) -> int:
+        """Copy every entry of key groups `groups` from the database at `source`
+        (key format 3, opened read-only) into this one; return how many.
+
+        A range of key groups is one contiguous run of keys (they start with
+        their group's two bytes), so this is one seek and a scan; the entries go
+        in `WriteBatch`es of `COPY_BATCH`. Used by a restore at another
+        parallelism (`kstream.runtime.checkpoint.restore`).
+        """
+        if not groups:
+            return 0
+        options = Options(raw_mode=True)
+        src = Rdict(str(source), options, access_type=AccessType.read_only())
+        try:
+            end = groups.stop.to_bytes(2, "big") if groups.stop < 1 << 16 else None
+            it = src.iter()
+            it.seek(groups.start.to_bytes(2, "big"))
+            n = 0
+            batch = WriteBatch(raw_mode=True)
+            while it.valid():
+                key = it.key()
+                if end is not None and key >= end:
+                    break
+                batch.put(key, it.value())
+                n += 1
+                if n % COPY_BATCH == 0:
+                    self._db.write(batch)
+                    batch = WriteBatch(raw_mode=True)
+                it.next()
+            if n % COPY_BATCH:
+                self._db.write(batch)
+            del it
+            return n
+        finally:
+            src.close()
 
     @staticmethod
     def restore(snapshot: Path, path: Path) -> None:

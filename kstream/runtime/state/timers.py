@@ -6,7 +6,11 @@ the same flush as its state, so that a snapshot's RocksDB checkpoint holds
 exactly the timers not fired at that snapshot. The key layout
 (:ref:`internals-event-time-timers`)::
 
-    s<stage>.<operator>.timers\\0<encode_timer_key(domain, timer)>  ->  the key, state serde
+    <g>s<stage>.<operator>.timers\\0<encode_timer_key(domain, timer)>  ->  the key, state serde
+
+``<g>`` is the key group's two bytes, in key format 3 only: there a timer's key
+is ``<g><key>`` (`kstream.runtime.state.keyed`) and its group is moved to the
+front, so a timer moves with its key's state when a key-group range is copied.
 
 The value keeps the key as the function saw it (a timer is ordered by the
 key's bytes, but ``on_timer`` gets the key object back).
@@ -34,6 +38,8 @@ __all__ = ["KeyTimers", "OperatorTimers"]
 
 EVENT = TimerDomain.EVENT
 PROCESSING = TimerDomain.PROCESSING
+#: Bytes of an encoded timer before its key (domain and timestamp).
+_HEAD = len(encode_timer_key(EVENT, Timer(0, b"")))
 
 
 class OperatorTimers:
@@ -43,24 +49,45 @@ class OperatorTimers:
     (a `Flushable` of the subtask's `StateStore`).
     """
 
-    def __init__(self, db: Rdict, op: str, serde: StateSerde) -> None:
+    def __init__(
+        self, db: Rdict, op: str, serde: StateSerde, groups: tuple[bytes, ...] = ()
+    ) -> None:
         self._prefix = f"{op}.{TIMERS_STATE}".encode() + b"\x00"
+        #: Key format 3: every key group's two bytes (empty: formats 1 and 2).
+        self._grouped = bool(groups)
         self._dumps = serde.dumps
         self.service = TimerService()
         #: The key object of every pending timer (what ``on_timer`` is called with).
         self._objects: dict[tuple[TimerDomain, Timer], Any] = {}
         #: Encoded timer -> the timer to store, or None to delete it, at the next flush.
         self._dirty: dict[bytes, tuple[TimerDomain, Timer] | None] = {}
+        if not groups:
+            self._load(db, self._prefix, b"", serde)
+            return
+        # One seek per key group holding anything: after a group's timers the
+        # iterator stands on the next group with keys, which is where to look next.
+        g = 0
+        while g < len(groups):
+            start = groups[g] + self._prefix
+            it = self._load(db, start, groups[g], serde)
+            if not it.valid():
+                break
+            g = max(g + 1, int.from_bytes(it.key()[:2], "big"))
+
+    def _load(self, db: Rdict, start: bytes, group: bytes, serde: StateSerde) -> Any:
+        """Load the timers stored under `start`; return the iterator past them."""
         it = db.iter()
-        it.seek(self._prefix)
+        it.seek(start)
         while it.valid():
             key = it.key()
-            if not key.startswith(self._prefix):
+            if not key.startswith(start):
                 break
-            domain, timer = decode_timer_key(key[len(self._prefix) :])
+            domain, timer = decode_timer_key(key[len(start) :])
+            timer = Timer(timer.timestamp, group + timer.key)
             self.service.queue(domain).register(timer)
             self._objects[domain, timer] = serde.loads(it.value())
             it.next()
+        return it
 
     def __len__(self) -> int:
         return len(self.service.event) + len(self.service.processing)
@@ -89,12 +116,17 @@ class OperatorTimers:
         n = len(self._dirty)
         prefix, objects, dumps = self._prefix, self._objects, self._dumps
         for encoded, what in self._dirty.items():
+            if self._grouped:
+                # <domain><timestamp><g><key> is stored as <g><prefix><domain><timestamp><key>.
+                where = encoded[_HEAD : _HEAD + 2] + prefix + encoded[:_HEAD] + encoded[_HEAD + 2 :]
+            else:
+                where = prefix + encoded
             if what is None:
-                batch.delete(prefix + encoded)
+                batch.delete(where)
             else:
                 key = objects[what]
                 try:
-                    batch.put(prefix + encoded, dumps(key))
+                    batch.put(where, dumps(key))
                 except Exception as exc:
                     raise StateValueError(
                         f"the key {key!r} of a timer of {self._prefix[:-1].decode()} cannot be "

@@ -25,11 +25,13 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from zlib import crc32
 
 from kstream.dataflow.graph import Node, Stage, children
 from kstream.dataflow.state.timers import TimerDomain
 from kstream.dataflow.types import Tagged
 from kstream.errors import ConfigurationError, RecordError
+from kstream.protocol.key_groups import group_prefixes
 from kstream.runtime.state.element import ElementContext
 from kstream.runtime.state.keyed import KeyedStateContext
 from kstream.runtime.state.store import StateStore, key_bytes
@@ -125,9 +127,15 @@ def compile_chain(
             ctx = keyed_context(state, stage_index, node)
             _timers(state, stage_index, node, ctx, element, emit, to_side, timer_operators)
 
+            # Key format 3: the key's group goes before its bytes (`keyed`),
+            # computed here once per record: a crc32, a modulo, an index.
+            k = state.max_parallelism
+            groups = group_prefixes(k) if k else ()
+
             def process(key: Any, value: Any) -> None:
                 # Every key format encodes a str as its UTF-8 (`key_encoder`): no call for it.
-                ctx.key = key.encode() if type(key) is str else key_bytes(key)
+                kb = key.encode() if type(key) is str else key_bytes(key)
+                ctx.key = groups[crc32(kb) % k] + kb if k else kb
                 ctx.key_object = key
                 out = fn(key, value, ctx)
                 if out is not None:
@@ -144,9 +152,12 @@ def compile_chain(
             shared = keyed_context(state, stage_index, node)
             _timers(state, stage_index, node, shared, element, emit, to_side, timer_operators)
             fns = node.fns
+            ck = state.max_parallelism
+            co_groups = group_prefixes(ck) if ck else ()
 
             def co_process(key: Any, value: Any, side: int) -> None:
-                shared.key = key_bytes(key)
+                kb = key_bytes(key)
+                shared.key = co_groups[crc32(kb) % ck] + kb if ck else kb
                 shared.key_object = key
                 out = fns[side](key, value, shared)
                 if out is not None:

@@ -36,7 +36,7 @@ from kstream.runtime.checkpoint.restore import Restored, restore
 from kstream.runtime.checkpoint.storage import SnapshotMeta
 from kstream.runtime.checkpoint.take import Subject, Taken, take_snapshot
 from kstream.runtime.state.element import ElementContext
-from kstream.runtime.state.store import StateStore, key_encoder
+from kstream.runtime.state.store import KEY_FORMAT, StateStore, key_encoder
 from kstream.runtime.worker.chain import TimerOperator, compile_chain, fire_due, has_process
 from kstream.runtime.worker.consumers import task_consumer
 from kstream.runtime.worker.context import TaskContext
@@ -87,6 +87,8 @@ class Subtask:
             inputs=None
             if self.stage.source is not None
             else {(t, p) for t, parts in rt.plan.input_channels(spec) for p in parts},
+            max_parallelism=self.job.max_parallelism,
+            layout=(spec.stage, spec.index, rt.plan.parallelism),
         )
         self.restored: SnapshotMeta | None = self.restored_from.meta
         self.state: StateStore | None = self.restored_from.state
@@ -112,6 +114,8 @@ class Subtask:
         # its routing were written with it (`kstream.runtime.state.store`).
         self.key_format = self.restored_from.key_format
         self.key_bytes = key_encoder(self.key_format)
+        #: Key groups of routing and state (0: key formats 1 and 2 have none).
+        self.max_parallelism = self.job.max_parallelism if self.key_format == KEY_FORMAT else 0
         self.batch_format = BatchFormat(self.job.channel_serde)
         ends = Ends(
             rt,
@@ -121,6 +125,7 @@ class Subtask:
             element=self.element,
             batch_format=self.batch_format,
             key_bytes=self.key_bytes,
+            max_parallelism=self.max_parallelism,
             counts=self.stats,
             source_position=self._source_position(),
         )
@@ -145,6 +150,8 @@ class Subtask:
             state=self.state,
             state_serde=self.job.state_serde.name,
             key_format=self.key_format,
+            max_parallelism=self.max_parallelism,
+            parallelism=spec.parallelism,
             staging=rt.state_root / "staging",
             executor=rt.executor,
             sinks=self.sinks,

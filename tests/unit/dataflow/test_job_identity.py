@@ -9,8 +9,10 @@ from kstream.dataflow.plan import plan
 from kstream.protocol.identity import FORMAT_VERSION, JobIdentity, resume_problems
 
 
-def wordcount(source: str = "a", sink: str = "out", op: str = "count") -> Job:
-    j = Job("wc")
+def wordcount(
+    source: str = "a", sink: str = "out", op: str = "count", max_parallelism: int = 128
+) -> Job:
+    j = Job("wc", max_parallelism=max_parallelism)
     (
         j.source(KafkaSource(source))
         .flat_map(str.split)
@@ -33,6 +35,7 @@ def test_identity_names_sources_sinks_operators_and_parallelism() -> None:
         ("kafka:a",),
         ("kafka:out",),
         ("s0.flat_map:flat_map", "s0.edge:", "s1.process:count"),
+        max_parallelism=128,
     )
     assert JobIdentity.from_json(ident.to_json()) == ident
     assert ident.fingerprint == identity(wordcount()).fingerprint
@@ -55,11 +58,34 @@ def test_other_topics_or_operators_resume_only_on_purpose() -> None:
     ]
 
 
-def test_parallelism_format_or_no_identity_never_resume() -> None:
-    fatal, _ = resume_problems(identity(wordcount(), 2), identity(wordcount(), 3))
+def test_a_job_with_key_groups_resumes_at_another_parallelism_not_another_max() -> None:
+    assert resume_problems(identity(wordcount(), 2), identity(wordcount(), 3)) == ([], [])
+    # Its snapshots are of one job whatever the parallelism.
+    assert identity(wordcount(), 2).fingerprint == identity(wordcount(), 3).fingerprint
+    fatal, _ = resume_problems(
+        identity(wordcount(), 2), identity(wordcount(max_parallelism=256), 2)
+    )
     assert fatal == [
-        "parallelism per stage [2, 2] -> [3, 3] (rescaling a checkpoint is not supported)"
+        "max parallelism 128 -> 256 (the number of key groups is fixed for the life of the state)"
     ]
+
+
+def test_a_checkpoint_without_key_groups_keeps_its_parallelism() -> None:
+    # Recorded by a kstream before key groups: no max_parallelism in its JSON.
+    form = identity(wordcount(), 2).to_json()
+    del form["max_parallelism"]
+    legacy = JobIdentity.from_json(form)
+    assert legacy.max_parallelism == 0
+    assert resume_problems(legacy, identity(wordcount(), 2)) == ([], [])
+    fatal, _ = resume_problems(legacy, identity(wordcount(), 3))
+    assert fatal == [
+        "parallelism per stage [2, 2] -> [3, 3]: the checkpoint was taken by a kstream "
+        "without key groups and cannot be rescaled; run with its parallelism, "
+        "or start it fresh (--fresh)"
+    ]
+
+
+def test_format_or_no_identity_never_resume() -> None:
     old = JobIdentity(1, (2, 2), ("kafka:a",), ("kafka:out",), ())
     fatal, _ = resume_problems(old, identity(wordcount()))
     assert fatal[0] == f"checkpoint format 1, this kstream writes {FORMAT_VERSION}"
@@ -69,8 +95,10 @@ def test_parallelism_format_or_no_identity_never_resume() -> None:
 
 def test_a_line_jobs_fingerprint_is_the_one_it_had_before_graphs() -> None:
     # Computed by the identity code before stages had several inputs: checkpoints
-    # of single-input jobs taken then still resume.
-    assert identity(wordcount()).fingerprint == "791fe7ddf1911d1e"
+    # of single-input jobs taken then still resume (an identity without key groups).
+    form = identity(wordcount()).to_json()
+    del form["max_parallelism"]
+    assert JobIdentity.from_json(form).fingerprint == "791fe7ddf1911d1e"
     assert "edges" not in identity(wordcount()).to_json()
 
 

@@ -15,13 +15,17 @@ from kstream.errors import ConfigurationError
 
 
 def pipeline(
-    *stages: int | None, name: str = "p", parallelism: int | None = None, sinks: int = 1
+    *stages: int | None,
+    name: str = "p",
+    parallelism: int | None = None,
+    sinks: int = 1,
+    max_parallelism: int = 128,
 ) -> Job:
     """A chain of stages with the given parallelism (source first, then `key_by`s).
 
     The last stage writes to `sinks` sinks.
     """
-    job = Job(name, parallelism=parallelism)
+    job = Job(name, parallelism=parallelism, max_parallelism=max_parallelism)
     stream = job.source(KafkaSource("in"), parallelism=stages[0])
     for p in stages[1:]:
         stream = stream.key_by(lambda v: v, parallelism=p).process(lambda k, v, s: [v])
@@ -185,7 +189,7 @@ def test_the_plan_validates_the_job() -> None:
 
 
 def test_fixed_parallelism_beyond_what_kafka_creates_says_to_lower_it() -> None:
-    job = pipeline(200, 60, name="big")
+    job = pipeline(200, 60, name="big", max_parallelism=256)
     with pytest.raises(ConfigurationError) as caught:
         plan(job, 1)
     message = str(caught.value)
@@ -201,6 +205,26 @@ def test_the_largest_worker_count_that_fits_is_named_exactly() -> None:
     assert sum(plan(job, fits).internal_topics().values()) <= MAX_INTERNAL_PARTITIONS
     with pytest.raises(ConfigurationError, match=f"use --workers {fits} or fewer"):
         plan(job, fits + 1)
+
+
+def test_more_subtasks_than_key_groups_are_refused_with_one_line() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        plan(pipeline(None, None, name="wc", max_parallelism=4), 5)
+    assert str(caught.value) == (
+        "stage 0 of job wc would run 5 subtasks (--workers 5), more than its max parallelism 4:"
+        " lower it, or start the job fresh with a larger Job(max_parallelism=...)"
+    )
+    with pytest.raises(ConfigurationError, match=r"\(parallelism 9\), more than its max"):
+        plan(pipeline(1, 9, max_parallelism=8), 1)
+    with pytest.raises(ConfigurationError, match=r"\(Job\(parallelism=9\)\)"):
+        plan(pipeline(None, parallelism=9, max_parallelism=8), 1)
+    assert plan(pipeline(None, None, max_parallelism=4), 4).parallelism == (4, 4)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 32_769, 2.0, True])
+def test_max_parallelism_must_be_from_1_to_32768(bad: object) -> None:
+    with pytest.raises(ConfigurationError, match="max_parallelism must be an int from 1 to 32768"):
+        Job("j", max_parallelism=bad)  # type: ignore[arg-type]
 
 
 # -- started_with ---------------------------------------------------------------
@@ -221,15 +245,22 @@ def test_the_channel_topic_is_named_before_the_others() -> None:
     assert "run it again with --workers 2" in problem
 
 
-def test_a_changed_commit_topic_alone_still_names_the_worker_count() -> None:
-    job = pipeline(1, 1, name="wc")  # fixed parallelism: the channel never changes
-    existing = {**plan(job, 1).internal_topics(), "kstream.wc.commits": 5}
+def test_a_commit_topic_too_small_alone_still_names_the_worker_count() -> None:
+    job = pipeline(2, 2, name="wc")  # fixed parallelism: the channel never changes
+    existing = {**plan(job, 1).internal_topics(), "kstream.wc.commits": 1}
     problem = started_with(job, existing, 1)
     assert problem is not None
     assert problem.startswith("job wc was started with another parallelism")
-    assert "(kstream.wc.commits has 5 partitions, 1 with the parallelism the job sets now)" in (
+    assert "(kstream.wc.commits has 1 partitions, 2 with the parallelism the job sets now)" in (
         problem
     )
+
+
+def test_a_commit_topic_larger_than_needed_is_kept() -> None:
+    # A job rescaled to fewer sink subtasks keeps the old subtasks' markers.
+    job = pipeline(1, 1, name="wc")
+    existing = {**plan(job, 1).internal_topics(), "kstream.wc.commits": 5}
+    assert started_with(job, existing, 1) is None
 
 
 def test_a_parallelism_the_job_fixes_is_not_blamed_on_the_worker_count() -> None:
@@ -239,7 +270,7 @@ def test_a_parallelism_the_job_fixes_is_not_blamed_on_the_worker_count() -> None
     assert problem == (
         "job wc was started with another parallelism (kstream.wc.s1 has 4 partitions, 9 with "
         "the parallelism the job sets now); run it with the parallelism it was started with, "
-        "or start it under a new --job-name; rescaling a running job is not supported yet"
+        "or start it under a new --job-name; it has no checkpoint with key groups to rescale"
     )
 
 
@@ -249,7 +280,7 @@ def test_a_layout_no_worker_count_produces_means_the_parallelism_changed() -> No
     assert problem == (
         "job wc was started with another parallelism (kstream.wc.s1 has 7 partitions, 4 with "
         "2 workers); run it with the parallelism it was started with, or start it under a new "
-        "--job-name; rescaling a running job is not supported yet"
+        "--job-name; it has no checkpoint with key groups to rescale"
     )
 
 

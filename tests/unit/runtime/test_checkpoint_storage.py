@@ -18,7 +18,7 @@ from kstream.runtime.checkpoint.storage import (
     SnapshotMeta,
     storage_failure,
 )
-from kstream.runtime.state.store import KEY_FORMAT, LEGACY_KEY_FORMAT
+from kstream.runtime.state.store import KEY_FORMAT, LEGACY_KEY_FORMAT, UNGROUPED_KEY_FORMAT
 
 ROWS = [(b"word", b"1", None), (None, b"2", [("kstream.src.topic", b"in")])]
 
@@ -197,9 +197,21 @@ def test_new_snapshots_record_their_version_and_key_format(tmp_path: Path) -> No
     storage = LocalCheckpointStorage(tmp_path)
     storage.store(SnapshotMeta(3, 1, "s1-0"), None)
     raw = json.loads((tmp_path / "chk-3" / "s1-0" / "meta.json").read_text())
-    assert raw["version"] == SNAPSHOT_VERSION == 3
-    assert raw["key_format"] == KEY_FORMAT == 2
+    assert raw["version"] == SNAPSHOT_VERSION == 4
+    assert raw["key_format"] == UNGROUPED_KEY_FORMAT == 2  # unless the subtask says otherwise
     assert storage.load(3, "s1-0") == SnapshotMeta(3, 1, "s1-0")
+    grouped = SnapshotMeta(4, 1, "s1-0", key_format=KEY_FORMAT, max_parallelism=128, parallelism=3)
+    storage.store(grouped, None)
+    assert storage.load(4, "s1-0") == grouped
+    assert KEY_FORMAT == 3
+
+
+def test_a_snapshot_of_version_3_reads_without_key_groups(tmp_path: Path) -> None:
+    storage, _ = _stored_meta(
+        tmp_path, checkpoint=3, generation=1, task="s1-0", version=3, key_format=2
+    )
+    meta = storage.load(3, "s1-0")
+    assert (meta.key_format, meta.max_parallelism, meta.parallelism) == (2, 0, 0)
 
 
 def test_a_snapshot_from_before_versions_reads_as_version_1_with_key_format_1(
@@ -223,7 +235,7 @@ def test_a_snapshot_from_before_versions_reads_as_version_1_with_key_format_1(
 @pytest.mark.parametrize(
     ("fields", "why"),
     [
-        ({"version": 4}, "format version 4 is not one this kstream reads"),
+        ({"version": 5}, "format version 5 is not one this kstream reads"),
         ({"version": "2"}, "format version '2' is not one"),
         ({"key_format": 9}, "key format 9"),
         ({"checkpoint": None}, "checkpoint is None, not int"),
@@ -260,11 +272,11 @@ def test_validate_reports_a_newer_meta_so_recovery_falls_back(tmp_path: Path) ->
     storage = LocalCheckpointStorage(tmp_path, checksums=False)
     storage.store(SnapshotMeta(3, 1, "s1-0"), None)
     path = tmp_path / "chk-3" / "s1-0" / "meta.json"
-    text = path.read_text().replace('"version": 3', '"version": 4')
+    text = path.read_text().replace('"version": 4', '"version": 5')
     path.write_text(text)  # same size: the manifest (without checksums) still matches
     [problem] = storage.validate(3, ["s1-0"])
     assert str(path) in problem
-    assert "format version 4" in problem
+    assert "format version 5" in problem
 
 
 def test_recorded_channel_state_round_trips_and_version_2_reads_as_none(tmp_path: Path) -> None:

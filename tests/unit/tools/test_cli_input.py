@@ -202,11 +202,15 @@ def test_a_worker_count_beyond_what_kafka_creates_names_the_largest_that_fits() 
     # Word count on W workers: a W x W channel, W commit partitions, control and dead letters.
     assert sum(plan(job, 99).internal_topics().values()) == 99 * 99 + 99 + 2
     assert 99 * 99 + 99 + 2 <= MAX_INTERNAL_PARTITIONS < 100 * 100 + 100 + 2
-    for workers in (100, 200, 5000):
+    for workers in (100, 128):
         with pytest.raises(ConfigurationError) as caught:
             plan(job, workers)
         assert f"--workers {workers} needs" in str(caught.value)
         assert "use --workers 99 or fewer" in str(caught.value)
+    # Beyond the max parallelism (128 key groups), that is said first.
+    for workers in (200, 5000):
+        with pytest.raises(ConfigurationError, match="more than its max parallelism 128"):
+            plan(job, workers)
 
 
 def test_a_job_restarted_with_another_worker_count_is_told_what_to_do() -> None:
@@ -217,8 +221,8 @@ def test_a_job_restarted_with_another_worker_count_is_told_what_to_do() -> None:
     problem = started_with(job, existing, 3)
     assert problem == (
         "job wc was started with 2 workers (kstream.wc.s1 has 4 partitions, 9 with 3 workers); "
-        "run it again with --workers 2, or start it under a new --job-name; rescaling a "
-        "running job is not supported yet"
+        "run it again with --workers 2, or start it under a new --job-name; it has no "
+        "checkpoint with key groups to rescale"
     )
 
 

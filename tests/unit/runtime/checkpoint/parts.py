@@ -87,6 +87,8 @@ def subject(
         state=state,
         state_serde=MSGPACK.name,
         key_format=KEY_FORMAT,
+        max_parallelism=128,
+        parallelism=2,
         staging=tmp_path / "staging",
         executor=executor,
         sinks=sinks or {},

@@ -117,6 +117,7 @@ def opened(
         element=element,
         batch_format=BatchFormat(job.channel_serde),
         key_bytes=key_bytes,
+        max_parallelism=job.max_parallelism,
         counts=counts,
     )
     push = compile_chain(
