@@ -145,6 +145,38 @@ def test_restored_tables_are_not_uploaded_again_but_forget_drops_them(
     assert small * 4 < s.last_put_bytes
 
 
+def test_a_table_of_the_same_name_and_size_built_anew_is_uploaded(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    # A rescaled restore builds a new database whose tables are numbered from
+    # the start again: a name and a size alone must not make it a trusted table.
+    db = Db(tmp_path)
+    db.write(0, 2000)
+    s = storage(bucket)
+    s.store(meta(1), db.stage())
+    restored = tmp_path / "restored"
+    assert s.fetch_db(1, TASK, restored)
+    table = next(p for p in sorted(restored.iterdir()) if p.suffix == ".sst")
+    body = bytearray(table.read_bytes())
+    body[len(body) // 2] ^= 0xFF
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    for p in restored.iterdir():
+        (staged / p.name).write_bytes(bytes(body) if p == table else p.read_bytes())
+    s.store(meta(2), staged)
+    shared = {
+        e["shared"]
+        for n in (1, 2)
+        for e in json.loads(
+            bucket.client.get_object(
+                Bucket=bucket.name, Key=f"chk/{JOB}/chk-{n}/{TASK}/manifest.json"
+            )["Body"].read()
+        )["files"].values()
+        if "shared" in e
+    }
+    assert f"shared/{hashlib.sha256(bytes(body)).hexdigest()}.sst" in shared
+
+
 def test_a_corrupted_shared_table_fails_the_restore(bucket: Bucket, tmp_path: Path) -> None:
     db = Db(tmp_path)
     db.write(0, 2000)

@@ -166,6 +166,24 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+#: A local table file as this process saw it: name, size, inode, modification time.
+_LocalTable = tuple[str, int, int, int]
+
+
+def _local(path: Path) -> _LocalTable:
+    """The identity of the local file `path`, what trust in an uploaded table is keyed by.
+
+    Name and size alone are not enough: a database built anew (a rescaled
+    restore) numbers its tables from the start again, so its ``000009.sst``
+    may have the size of an old lineage's one and other bytes. RocksDB's
+    checkpoints hard-link the live tables, so a table keeps its inode and
+    modification time from the download (or the first upload) to its
+    compaction; a file built since has others, and is hashed and put.
+    """
+    st = path.stat()
+    return (path.name, st.st_size, st.st_ino, st.st_mtime_ns)
+
+
 def _cause(exc: BaseException) -> str:
     """One line for a failed request: the store's error code and message, or the exception."""
     response = getattr(exc, "response", None)
@@ -204,10 +222,10 @@ class ObjectCheckpointStorage:
         self.probe_client = probe_client if probe_client is not None else client
         self.shared_grace_s = shared_grace_s
         self._lock = threading.Lock()
-        #: Task -> (table name, size) -> shared key: tables referenced without upload.
-        self._trusted: dict[str, dict[tuple[str, int], FileEntry]] = {}
+        #: Task -> local table (`_local`) -> shared key: tables referenced without upload.
+        self._trusted: dict[str, dict[_LocalTable, FileEntry]] = {}
         #: (checkpoint, task) -> the tables stored with it, trusted once it completes.
-        self._stored: dict[tuple[int, str], dict[tuple[str, int], FileEntry]] = {}
+        self._stored: dict[tuple[int, str], dict[_LocalTable, FileEntry]] = {}
         #: Manifests read (immutable once put): (checkpoint, task) -> files.
         self._manifests: dict[tuple[int, str], dict[str, FileEntry]] = {}
         #: Runs deletes and sweeps, one at a time, off the caller's thread.
@@ -321,7 +339,7 @@ class ObjectCheckpointStorage:
         with self._lock:
             trusted = dict(self._trusted.get(task, {}))
         files: dict[str, FileEntry] = {}
-        tables: dict[tuple[str, int], FileEntry] = {}
+        tables: dict[_LocalTable, FileEntry] = {}
         #: (key, body) to put before the manifest.
         puts: list[tuple[str, bytes | Path]] = []
         hashing: list[Path] = []
@@ -330,18 +348,18 @@ class ObjectCheckpointStorage:
                 raise CheckpointError(f"{staged_db} holds a directory: not a RocksDB checkpoint")
             for path in sorted(staged_db.iterdir()):
                 rel = f"db/{path.name}"
-                size = path.stat().st_size
-                known = trusted.get((path.name, size))
+                local = _local(path)
+                known = trusted.get(local)
                 if path.name.endswith(IMMUTABLE_DB_FILES) and known is not None:
                     files[rel] = known
-                    tables[path.name, size] = known
+                    tables[local] = known
                 else:
                     hashing.append(path)
         for path, digest in zip(hashing, self._parallel(_sha256, hashing), strict=True):
             rel, size = f"db/{path.name}", path.stat().st_size
             if path.name.endswith(IMMUTABLE_DB_FILES):
                 shared = f"shared/{digest}{path.suffix}"
-                files[rel] = tables[path.name, size] = FileEntry(size, digest, shared)
+                files[rel] = tables[_local(path)] = FileEntry(size, digest, shared)
                 puts.append((self.base + shared, path))
             else:
                 files[rel] = FileEntry(size, digest)
@@ -445,7 +463,7 @@ class ObjectCheckpointStorage:
             shutil.rmtree(target, ignore_errors=True)
             raise
         with self._lock:
-            self._trusted[task] = {(name, e.size): e for name, e in db.items() if e.shared}
+            self._trusted[task] = {_local(target / n): e for n, e in db.items() if e.shared}
         return True
 
     # -- runner side ----------------------------------------------------------

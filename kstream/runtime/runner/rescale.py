@@ -21,7 +21,7 @@ from kstream.errors import ConfigurationError
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import History
 from kstream.protocol.names import commit_topic
-from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
+from kstream.runtime.checkpoint.storage import CheckpointStorage
 
 __all__ = ["relayout_topics", "rescaled_from"]
 
@@ -42,7 +42,7 @@ def rescaled_from(history: History, plan: Plan, *, fresh: bool) -> Plan | None:
     return Plan(plan.job, plan.workers, ident.parallelism)
 
 
-def check_rescalable(storage: LocalCheckpointStorage, before: Plan, checkpoint: int) -> None:
+def check_rescalable(storage: CheckpointStorage, before: Plan, checkpoint: int) -> None:
     """Refuse, with one line, to rescale checkpoint `checkpoint` (taken at `before`'s
     layout) when it cannot be: a snapshot without key groups or with recorded
     channel state."""

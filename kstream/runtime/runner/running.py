@@ -121,7 +121,7 @@ def validate(
     return []
 
 
-def stored_tasks(storage: LocalCheckpointStorage, plan: Plan, n: int) -> list[str]:
+def stored_tasks(storage: ManagedCheckpointStorage, plan: Plan, n: int) -> list[str]:
     """The subtasks checkpoint `n` holds: per stage, the parallelism its first snapshot
     records (the plan's when it records none, or is missing: then `validate` says so)."""
     tasks: list[str] = []
