@@ -33,6 +33,8 @@ from kstream.protocol.messages import (
     Presence,
     Recovered,
     RestoreFailed,
+    SavepointDone,
+    SavepointRequested,
     Triggered,
     WorkerAlive,
     WorkerFailed,
@@ -142,6 +144,8 @@ class CheckpointTracker:
                 self.generation = max(self.generation, message.generation)
                 return []
             case WorkerFailed() | Presence():
+                return []
+            case SavepointRequested() | SavepointDone():
                 return []
             case _:
                 assert_never(message)

@@ -99,6 +99,8 @@ from kstream.protocol.messages import (
     Presence,
     Recovered,
     RestoreFailed,
+    SavepointDone,
+    SavepointRequested,
     Triggered,
     WorkerAlive,
     WorkerFailed,
@@ -165,6 +167,10 @@ class Coordinator:
     #: The stuck calls behind rollbacks for timeouts so far (`Heartbeat.stuck_on`).
     stalled_on: set[str] = field(default_factory=set, init=False)
     started: bool = field(default=False, init=False)
+    #: A checkpoint is wanted now (`request_checkpoint`): the next `Tick` triggers one
+    #: without waiting for the interval (still within `max_in_flight`, and after every
+    #: worker joined a new generation).
+    asap: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -313,6 +319,7 @@ class Coordinator:
                 now, "; ".join(reasons), tuple(sorted(unresponsive)), tuple(sorted(stalled))
             )
         due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
+        due = due or self.asap
         if self.awaiting_join and self.workers:
             due = due and self.all_joined
         if due and len(self.pending) < self.config.max_in_flight:
@@ -320,8 +327,17 @@ class Coordinator:
             self.pending[n] = _Pending(triggered_at=now)
             self.last_trigger = now
             self.awaiting_join = False
+            self.asap = False
             commands.append(Trigger(n, self.generation))
         return commands
+
+    def request_checkpoint(self) -> None:
+        """Trigger a checkpoint at the next `Tick` that may (a savepoint's).
+
+        The caller takes the first checkpoint triggered after this call that
+        completes; if it is aborted, the caller asks again.
+        """
+        self.asap = True
 
     def _timeouts_reason(self, checkpoint: int, workers: set[str]) -> str:
         """Why the job rolls back for timeouts: which checkpoint, how many, who never acked."""
@@ -354,6 +370,8 @@ class Coordinator:
         if self.awaiting_join and self.workers and not self.all_joined:
             return None
         due = 0.0 if self.last_trigger is None else self.last_trigger + self.config.interval
+        if self.asap:
+            due = now
         if self.pending:
             oldest = min(p.triggered_at for p in self.pending.values()) + self.config.timeout
             full = len(self.pending) >= self.config.max_in_flight
@@ -481,6 +499,8 @@ def replay(records: Iterable[ControlMessage], retained: int) -> History:
                 | Presence()
             ):
                 pass  # only their generation and checkpoint ids count
+            case SavepointRequested() | SavepointDone():
+                pass  # no checkpoint of their own
             case _:
                 assert_never(msg)
     # The restore points are the largest ids (completions come in id order anyway).

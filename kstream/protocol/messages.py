@@ -27,6 +27,8 @@ class           ``type`` on the wire   fields
 `WorkerFailed`  failed                 worker, reason
 `RestoreFailed` restore-failed         worker, generation, checkpoint, reason
 `Presence`      coordinator            incarnation, pid, host, state_dir, time, stopped
+`SavepointRequested` savepoint        request, target, stop, time
+`SavepointDone` savepoint-done         request, checkpoint (or null), url, error, time
 =============== ====================== ============================================
 
 Who writes which, and what they mean, is told in `kstream.runtime.control`.
@@ -62,6 +64,8 @@ __all__ = [
     "Presence",
     "Recovered",
     "RestoreFailed",
+    "SavepointDone",
+    "SavepointRequested",
     "Triggered",
     "WorkerAlive",
     "WorkerFailed",
@@ -586,6 +590,72 @@ class Presence:
         return f"pid {self.pid} on {self.host}, state dir {self.state_dir}"
 
 
+@dataclass(frozen=True, slots=True)
+class SavepointRequested:
+    """`kstream savepoint` asks the job's coordinator for savepoint `request` (an id of
+    its own), written to `target` ("": the default place) and, with `stop`, a clean
+    stop of the job once it is written (`kstream.runtime.runner.savepoints`)."""
+
+    TYPE: ClassVar[str] = "savepoint"
+
+    request: str
+    target: str = ""
+    stop: bool = False
+    time: float | None = None
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "request": self.request,
+            "target": self.target,
+            "stop": self.stop,
+            "time": self.time,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> SavepointRequested:
+        return cls(
+            _str(raw, "request"),
+            _str_or(raw, "target", ""),
+            raw.get("stop") is True,
+            _float_or_none(raw, "time"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SavepointDone:
+    """The outcome of savepoint `request`: written at `url` from `checkpoint`, or
+    failed for `error` (one line; then `url` is "")."""
+
+    TYPE: ClassVar[str] = "savepoint-done"
+
+    request: str
+    checkpoint: int | None = None
+    url: str = ""
+    error: str = ""
+    time: float | None = None
+
+    def to_dict(self) -> Wire:
+        return {
+            "type": self.TYPE,
+            "request": self.request,
+            "checkpoint": self.checkpoint,
+            "url": self.url,
+            "error": self.error,
+            "time": self.time,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> SavepointDone:
+        return cls(
+            _str(raw, "request"),
+            _int_or_none(raw, "checkpoint"),
+            _str_or(raw, "url", ""),
+            _str_or(raw, "error", ""),
+            _float_or_none(raw, "time"),
+        )
+
+
 ControlMessage: TypeAlias = (
     Recovered
     | Triggered
@@ -598,6 +668,8 @@ ControlMessage: TypeAlias = (
     | WorkerFailed
     | RestoreFailed
     | Presence
+    | SavepointRequested
+    | SavepointDone
 )
 
 _READERS: dict[str, Callable[[Mapping[str, Any]], ControlMessage]] = {
@@ -614,6 +686,8 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], ControlMessage]] = {
         WorkerFailed,
         RestoreFailed,
         Presence,
+        SavepointRequested,
+        SavepointDone,
     )
 }
 
@@ -657,6 +731,8 @@ def generation_of(message: ControlMessage) -> int | None:
             return message.generation
         case WorkerFailed() | Presence():
             return None
+        case SavepointRequested() | SavepointDone():
+            return None
         case _:
             assert_never(message)
 
@@ -676,6 +752,10 @@ def checkpoint_of(message: ControlMessage) -> int | None:
         ):
             return message.checkpoint
         case WorkerAlive() | WorkerFailed() | Presence():
+            return None
+        case SavepointDone():
+            return message.checkpoint
+        case SavepointRequested():
             return None
         case _:
             assert_never(message)

@@ -50,6 +50,8 @@ from kstream.protocol.messages import (
     Presence,
     Recovered,
     RestoreFailed,
+    SavepointDone,
+    SavepointRequested,
     Triggered,
     WorkerAlive,
     WorkerFailed,
@@ -245,6 +247,8 @@ class WorkerRecovery:
                 return []  # for the coordinator
             case Presence():
                 return []  # for other runners
+            case SavepointRequested() | SavepointDone():
+                return []  # between `kstream savepoint` and the coordinator
             case _:
                 assert_never(msg)
 

@@ -214,6 +214,7 @@ class ObjectCheckpointStorage:
         *,
         probe_client: Any = None,
         shared_grace_s: float = 660.0,
+        self_contained: bool = False,
     ) -> None:
         self.bucket = url.bucket
         self.base = url.job_prefix(job)
@@ -221,6 +222,8 @@ class ObjectCheckpointStorage:
         self.client = client
         self.probe_client = probe_client if probe_client is not None else client
         self.shared_grace_s = shared_grace_s
+        #: Tables are stored with their snapshot, not in ``shared/`` (a savepoint's).
+        self.self_contained = self_contained
         self._lock = threading.Lock()
         #: Task -> local table (`_local`) -> shared key: tables referenced without upload.
         self._trusted: dict[str, dict[_LocalTable, FileEntry]] = {}
@@ -357,7 +360,7 @@ class ObjectCheckpointStorage:
                     hashing.append(path)
         for path, digest in zip(hashing, self._parallel(_sha256, hashing), strict=True):
             rel, size = f"db/{path.name}", path.stat().st_size
-            if path.name.endswith(IMMUTABLE_DB_FILES):
+            if path.name.endswith(IMMUTABLE_DB_FILES) and not self.self_contained:
                 shared = f"shared/{digest}{path.suffix}"
                 files[rel] = tables[_local(path)] = FileEntry(size, digest, shared)
                 puts.append((self.base + shared, path))
@@ -439,6 +442,37 @@ class ObjectCheckpointStorage:
             if stored == name:
                 return payload
         return None
+
+    def load_payloads(self, checkpoint: int, task: str) -> dict[str, Any]:
+        """Every sink payload stored with the snapshot (name -> payload)."""
+        files = self._manifest(checkpoint, task)
+        found: dict[str, Any] = {}
+        for rel in sorted(r for r in files if r.startswith("sink-") and r.endswith(".wal")):
+            key = self._key(checkpoint, task, rel)
+            data = self._get_bytes(key, files[rel])
+            if not data.startswith(WAL_MAGIC):
+                raise CheckpointError(f"s3://{self.bucket}/{key} is not a write-ahead file")
+            try:
+                stored, payload = marshal.loads(data[len(WAL_MAGIC) :])
+            except (EOFError, ValueError, TypeError) as exc:
+                raise CheckpointError(f"s3://{self.bucket}/{key} is unreadable: {exc}") from None
+            found[stored] = payload
+        return found
+
+    def write_file(self, rel: str, data: bytes) -> None:
+        """Put `data` at `rel` under the job's prefix (a savepoint's description)."""
+        self._put(self.base + rel, data)
+
+    def read_file(self, rel: str) -> bytes | None:
+        """The object at `rel` under the job's prefix; None if there is none."""
+        key = self.base + rel
+        try:
+            data: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            return data
+        except Exception as exc:
+            if _is_missing(exc):
+                return None
+            raise CheckpointError(f"s3://{self.bucket}/{key}: get failed: {_cause(exc)}") from None
 
     def fetch_db(self, checkpoint: int, task: str, target: Path) -> bool:
         """Get the snapshot's database into `target`, every file checked; its tables

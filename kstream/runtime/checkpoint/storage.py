@@ -294,6 +294,15 @@ class ManagedCheckpointStorage(CheckpointStorage, Protocol):
         """Delete stored checkpoints older than the newest of `retained` (or `below`)
         and not in it, and what only they used; return the ids deleted."""
 
+    def load_payloads(self, checkpoint: int, task: str) -> dict[str, Any]:
+        """Every sink payload stored with a snapshot (name -> payload)."""
+
+    def write_file(self, rel: str, data: bytes) -> None:
+        """Store `data` at `rel` in the job's storage (a savepoint's description)."""
+
+    def read_file(self, rel: str) -> bytes | None:
+        """The bytes at `rel` in the job's storage; None if absent."""
+
 
 def _link_or_copy(src: str, dst: str) -> str:
     # Only for measuring: links share inodes, so damage to one copy is damage to all.
@@ -514,6 +523,42 @@ class LocalCheckpointStorage:
             if stored == name:
                 return payload
         return None
+
+    def load_payloads(self, checkpoint: int, task: str) -> dict[str, Any]:
+        """Every sink payload stored with the snapshot (name -> payload)."""
+        found: dict[str, Any] = {}
+        for path in sorted(self._dir(checkpoint, task).glob("sink-*.wal")):
+            with path.open("rb") as f:
+                if f.read(len(WAL_MAGIC)) != WAL_MAGIC:
+                    raise CheckpointError(f"{path} is not a write-ahead file of this kstream")
+                try:
+                    stored, payload = marshal.load(f)
+                except (EOFError, ValueError, TypeError) as exc:
+                    raise CheckpointError(f"{path} is unreadable: {exc}") from None
+            found[stored] = payload
+        return found
+
+    def write_file(self, rel: str, data: bytes) -> None:
+        """Write `data` durably at `rel` under the root (a savepoint's description)."""
+        path = self.root / rel
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            with tmp.open("wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.rename(path)
+        except OSError as exc:
+            raise CheckpointError(storage_failure(exc, path)) from None
+
+    def read_file(self, rel: str) -> bytes | None:
+        """The bytes at `rel` under the root; None if there is no such file."""
+        try:
+            return (self.root / rel).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CheckpointError(storage_failure(exc, self.root / rel)) from None
 
     def fetch_db(self, checkpoint: int, task: str, target: Path) -> bool:
         src = self._dir(checkpoint, task) / "db"

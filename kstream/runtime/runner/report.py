@@ -35,6 +35,8 @@ from kstream.protocol.messages import (
     Presence,
     Recovered,
     RestoreFailed,
+    SavepointDone,
+    SavepointRequested,
     Triggered,
     WorkerAlive,
     WorkerFailed,
@@ -93,6 +95,8 @@ class RunReport:
                 | Presence()
             ):
                 pass  # checkpoints they end are told below
+            case SavepointRequested() | SavepointDone():
+                pass  # told by the savepoint's own lines
             case _:
                 assert_never(message)
         for record in self.checkpoints.observe(message):

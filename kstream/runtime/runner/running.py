@@ -62,6 +62,8 @@ from kstream.protocol.messages import (
     Presence,
     Recovered,
     RestoreFailed,
+    SavepointDone,
+    SavepointRequested,
     Triggered,
     WorkerAlive,
     WorkerFailed,
@@ -78,6 +80,7 @@ from kstream.runtime.lock import ProcessLock
 from kstream.runtime.runner.preflight import missing_topics
 from kstream.runtime.runner.purge import ChannelPurger
 from kstream.runtime.runner.report import RunReport
+from kstream.runtime.runner.savepoints import Savepoints
 from kstream.runtime.runner.stats import RunStats
 from kstream.runtime.runner.supervisor import Supervisor
 
@@ -208,6 +211,10 @@ class RunningJob:
         self._pauses = PauseWatch(config.checkpoints.liveness_timeout / 2)
         #: Worker restarts, against the budget (`kstream.protocol.restarts`).
         self._restarts = RestartBudget()
+        #: Savepoint requests (`kstream.runtime.runner.savepoints`); checkpoints whose
+        #: deletion waits for their savepoint's copy.
+        self.savepoints = Savepoints(config, plan, identity, coordinator, self._send, say)
+        self._discard_later: set[int] = set()
         for offset, m in seen:
             self._saw(offset, m)
 
@@ -353,7 +360,33 @@ class RunningJob:
                 raise JobFailedError(self._failed) from None
             raise
 
+    @property
+    def finished(self) -> bool:
+        """Whether the job is to stop: a savepoint asked for with ``--stop`` is written."""
+        return self.savepoints.finished
+
+    def _hold(self, timeout: float) -> None:
+        """A round while a stop savepoint is written: nothing else goes on."""
+        self.savepoints.wait(timeout)
+        self._savepoints_done()
+        if time.monotonic() - self._announced >= PRESENCE_HEARTBEAT_S:
+            self._announce()
+        self._pauses.turn(time.monotonic())
+
+    def _savepoints_done(self) -> None:
+        """Outcomes of savepoints written; delete the checkpoints they held back."""
+        if not self.savepoints.poll():
+            return
+        for n in sorted(self._discard_later - self.savepoints.protected):
+            self._discard_later.discard(n)
+            self.storage.discard(n)
+            self.purger.discarded(n)
+
     def _step(self, timeout: float) -> None:
+        if self.savepoints.holding():
+            self._hold(timeout)
+            return
+        self._savepoints_done()
         self._paused(self._pauses.turn(time.monotonic()))
         due = self.coordinator.next_trigger_in(time.monotonic())
         if due is not None:
@@ -366,6 +399,8 @@ class RunningJob:
             event = self._event(msg, time.monotonic())
             if event is not None:
                 self._execute(self.coordinator.handle(event))
+            if self.savepoints.holding():
+                return  # the job stops at this checkpoint: nothing after it counts
         now = time.monotonic()
         if now - self._announced >= PRESENCE_HEARTBEAT_S:
             self._announce()
@@ -470,6 +505,10 @@ class RunningJob:
                 pass  # this runner's own, heard back (`_send` told the report already)
             case Presence():
                 pass  # another runner's: only looked for at start-up
+            case SavepointRequested():
+                self.savepoints.requested(msg)
+            case SavepointDone():
+                pass  # this runner's own, heard back
             case _:
                 assert_never(msg)
         return None
@@ -488,6 +527,7 @@ class RunningJob:
             match c:
                 case Trigger():
                     self._send(Triggered(c.checkpoint, c.generation, time.time()))
+                    self.savepoints.triggered(c.checkpoint)
                 case Complete():
                     self._send(
                         Completed(
@@ -505,6 +545,7 @@ class RunningJob:
                 case Abort():
                     self._acks.pop(c.checkpoint, None)
                     self._send(Aborted(c.checkpoint, c.generation, c.reason, time.time()))
+                    self.savepoints.aborted(c.checkpoint)
                 case Recover():
                     if self.stats.generation and self._topics_gone():
                         continue  # no recovery can bring a deleted topic back: stop
@@ -520,6 +561,7 @@ class RunningJob:
                         Recovered(c.generation, c.checkpoint, c.reason, time.time(), fresh=fresh)
                     )
                     self._replace_unresponsive(c, time.monotonic())
+                    self.savepoints.recovered()
                 case Fail():
                     self._failed = self._failed or c.reason
                 case Halt():
@@ -528,6 +570,9 @@ class RunningJob:
                     )
                 case Discard():
                     for n in c.checkpoints:
+                        if n in self.savepoints.protected:
+                            self._discard_later.add(n)  # its savepoint is being copied
+                            continue
                         self.storage.discard(n)
                         self.purger.discarded(n)
                 case _:
@@ -539,6 +584,7 @@ class RunningJob:
         pending = self.coordinator.pending if self.config.checkpoints.concurrent else {}
         for n in [m for m in self._acks if m < c.checkpoint and m not in pending]:
             del self._acks[n]
+        self.savepoints.completed(c.checkpoint, acks.values())
         channels = self.stats.checkpoint_completed(c, acks.values())
         self.purger.completed(c.checkpoint, channels)
         # Stored parts of aborted checkpoints are never restored: without this
@@ -547,12 +593,16 @@ class RunningJob:
         # still complete (or be announced, its parts stored, not yet registered).
         completed = self.coordinator.completed
         below = min(completed) if self.config.checkpoints.concurrent and completed else None
-        self.storage.sweep(completed, below=below)
+        self.storage.sweep([*completed, *self.savepoints.protected], below=below)
 
     # -- shutdown -----------------------------------------------------------
 
     def stop(self) -> None:
         """Stop the workers (SIGTERM, then SIGKILL) and close connections."""
+        try:
+            self.savepoints.close()
+        except KafkaUnavailableError as exc:
+            log.warning("savepoint outcomes not written on the control topic: %s", exc)
         self.supervisor.stop()
         self._wind_up()
         self.purger.close()

@@ -5,11 +5,11 @@ Every `KStreamError` becomes one line on stderr and exit code 2; a failed job
 or a failed verification exits 1.
 
 One module per command group: `broker` (the local broker), `run` (``run`` and
-``worker``), `checkpoints`, `plan`, `demo`, `chaos`; the audit's command lives with the audit
-(`kstream.tools.cli.audit`). Option types the commands share are in `options`, the
-output consoles in `console`. This module assembles them into `app` and holds
-`main`, the console script's entry point (also what ``python -m kstream``,
-the way workers are spawned, runs).
+``worker``), `checkpoints`, `savepoint`, `plan`, `demo`, `chaos`; the audit's
+command lives with the audit (`kstream.tools.cli.audit`). Option types the
+commands share are in `options`, the output consoles in `console`. This
+module assembles them into `app` and holds `main`, the console script's entry
+point (also what ``python -m kstream``, the way workers are spawned, runs).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from kstream.tools.cli.console import err
 from kstream.tools.cli.demo import demo_app
 from kstream.tools.cli.plan import plan_command
 from kstream.tools.cli.run import run_command, worker_command
+from kstream.tools.cli.savepoint import savepoint_command
 
 __all__ = ["app", "main"]
 
@@ -42,6 +43,7 @@ app.add_typer(demo_app, name="demo")
 app.command("run")(run_command)
 app.command("worker")(worker_command)
 app.command("checkpoints")(checkpoints_command)
+app.command("savepoint")(savepoint_command)
 app.command("plan")(plan_command)
 app.command("audit")(audit_command)
 app.command("chaos")(chaos_command)

@@ -231,7 +231,7 @@ def run_command(
     )
     last = None
     try:
-        while not stop():
+        while not stop() and not running.finished:
             running.step()
             if runner.stats.latest != last and runner.stats.latest is not None:
                 last = runner.stats.latest
@@ -241,6 +241,8 @@ def run_command(
                         f"checkpoint {last} complete in {runner.stats.last_duration_s:.2f}s "
                         f"(alignment {runner.stats.last_alignment_ms:.1f} ms)"
                     )
+        if running.finished:
+            say(f"job {job.name}: stopping after its savepoint")
     finally:
         running.stop()
         for line in runner.report.summary(time.monotonic()):

@@ -22,6 +22,8 @@ from kstream.protocol.messages import (
     Presence,
     Recovered,
     RestoreFailed,
+    SavepointDone,
+    SavepointRequested,
     Triggered,
     WorkerAlive,
     WorkerFailed,
@@ -231,6 +233,27 @@ WRITTEN: list[tuple[dict[str, Any], ControlMessage]] = [
         },
         Presence("5f0c", 4242, "host-1", "/srv/state", 1763900005.0),
     ),
+    (
+        {
+            "type": "savepoint",
+            "request": "ab12",
+            "target": "s3://b/sp",
+            "stop": True,
+            "time": 1763900006.0,
+        },
+        SavepointRequested("ab12", "s3://b/sp", True, 1763900006.0),
+    ),
+    (
+        {
+            "type": "savepoint-done",
+            "request": "ab12",
+            "checkpoint": 9,
+            "url": "s3://b/sp",
+            "error": "",
+            "time": 1763900007.0,
+        },
+        SavepointDone("ab12", 9, "s3://b/sp", "", 1763900007.0),
+    ),
 ]
 
 
@@ -357,6 +380,8 @@ messages: st.SearchStrategy[ControlMessage] = st.one_of(
     st.builds(WorkerFailed, texts, texts),
     st.builds(RestoreFailed, texts, ints, st.none() | ints, texts),
     st.builds(Presence, texts, ints, texts, texts, floats, st.booleans()),
+    st.builds(SavepointRequested, texts, texts, st.booleans(), st.none() | floats),
+    st.builds(SavepointDone, texts, st.none() | ints, texts, texts, st.none() | floats),
 )
 
 
