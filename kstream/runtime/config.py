@@ -78,10 +78,17 @@ class StartOptions:
     allow_feedback: bool = False
     #: Start the workers here (False: coordinate workers started elsewhere).
     spawn: bool = True
+    #: Start from this savepoint (``--from-savepoint``; ""/none), importing it as the
+    #: job's first checkpoint (`kstream.runtime.runner.from_savepoint`).
+    from_savepoint: str = ""
+    #: Start from a savepoint whose state some operator of the job does not take.
+    allow_non_restored_state: bool = False
 
     def __post_init__(self) -> None:
         if self.fresh and self.accept_changes:
             raise ConfigurationError("--fresh and --accept-changes exclude each other")
+        if self.fresh and self.from_savepoint:
+            raise ConfigurationError("--fresh and --from-savepoint exclude each other")
 
 
 @dataclass(frozen=True, slots=True)

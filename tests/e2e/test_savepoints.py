@@ -81,3 +81,85 @@ def test_savepoint_of_a_job_not_running_is_refused(bootstrap: str, tmp_path: Pat
     assert missing.returncode == 2
     assert "never ran here" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1, missing.stderr
+
+
+def run_job(
+    job: Job, src: str, dst: str, name: str, workers: int, *extra: str
+) -> subprocess.Popen[str]:
+    from test_cli_run import kstream
+
+    return kstream(
+        "run", f"{job.file}:job", "-p", f"input={src}", "-p", f"output={dst}",
+        "--bootstrap-servers", job.bootstrap, "--workers", str(workers), "--job-name", name,
+        "--state-dir", str(job.state), "--checkpoint-interval", "0.5", *extra,
+    )  # fmt: skip
+
+
+def stop_with_savepoint(bootstrap: str, name: str, run: subprocess.Popen[str]) -> str:
+    """`kstream savepoint --stop` of a running job; its URL once the runner exited 0."""
+    try:
+        done = savepoint(bootstrap, name, "--stop", "--timeout-s", "60")
+        assert done.returncode == 0, done.stderr
+        _, stderr = run.communicate(timeout=60)
+        assert run.returncode == 0, stderr
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    return done.stdout.strip()
+
+
+def test_savepoints_move_a_job_2_3_1_workers_under_new_names_exactly_once(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    src, dst = unique_name("in"), unique_name("out")
+    Admin(bootstrap).create_topics({src: 3, dst: 3})
+    parts = [lines(900, salt=s) for s in range(3)]
+    job = Job(bootstrap, tmp_path)
+    names = [f"{job.name}-{i}" for i in range(3)]
+    url = ""
+    fed: list[str] = []
+    for step, workers in enumerate([2, 3, 1]):
+        produce(bootstrap, src, [(None, line.encode()) for line in parts[step]])
+        fed = fed + parts[step]
+        expected = truth(fed)
+        extra = ("--from-savepoint", url) if url else ()
+        run = run_job(job, src, dst, names[step], workers, *extra)
+        try:
+            wait_for(lambda e=expected: caught_up(bootstrap, dst, e), 90, f"step {step}")
+        except BaseException:
+            run.kill()
+            _, stderr = run.communicate()
+            raise AssertionError(stderr) from None
+        url = stop_with_savepoint(bootstrap, names[step], run)
+        info = json.loads((Path(urlsplit(url).path) / "savepoint.json").read_text())
+        assert info["parallelism"] == [workers, workers]
+    # Every word's counts 1..N once each, across three jobs: an uninterrupted run's output.
+    assert_exactly_once(bootstrap, dst, truth(fed))
+
+
+def test_a_savepoint_of_another_job_is_refused_with_the_reason(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    src, dst = unique_name("in"), unique_name("out")
+    Admin(bootstrap).create_topics({src: 2, dst: 2})
+    text = lines(200)
+    produce(bootstrap, src, [(None, line.encode()) for line in text])
+    job = Job(bootstrap, tmp_path)
+    run = run_job(job, src, dst, job.name, 2)
+    wait_for(lambda: caught_up(bootstrap, dst, truth(text)), 90, "the job to catch up")
+    url = stop_with_savepoint(bootstrap, job.name, run)
+    # The same job file with its counting operator renamed: its state has no taker.
+    other = tmp_path / "other.py"
+    other.write_text(job.file.read_text().replace('name="count"', 'name="tally"'))
+    job.file = other
+    refused = run_job(job, src, dst, f"{job.name}-other", 2, "--from-savepoint", url)
+    _, stderr = refused.communicate(timeout=90)
+    assert refused.returncode == 2, stderr
+    assert "cannot start from savepoint" in stderr
+    assert "operators" in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    # Nothing was imported: the job name has no checkpoint.
+    assert not (job.state / f"{job.name}-other" / "checkpoints").exists() or not list(
+        (job.state / f"{job.name}-other" / "checkpoints").glob("chk-*")
+    )

@@ -37,6 +37,7 @@ from kstream.runtime.checkpoint.storage import check_state_serde
 from kstream.runtime.config import RunConfig
 from kstream.runtime.control import ControlReader, ControlWriter, read_log
 from kstream.runtime.lock import ProcessLock, runner_lock_path
+from kstream.runtime.runner.from_savepoint import import_savepoint
 from kstream.runtime.runner.preflight import check_cluster
 from kstream.runtime.runner.purge import CONTROL_HISTORY, ChannelPurger
 from kstream.runtime.runner.report import RunReport
@@ -142,6 +143,9 @@ class Runner:
                 # nothing until `start` names their index, after the rollback.
                 self.supervisor.prestart(range(self.config.workers))
             self._admin.check_reachable()
+            if self.config.start.from_savepoint:
+                # Before anything reads the control topic: then it is the job's latest.
+                import_savepoint(self.config, self.plan, self.identity, self.storage, self.say)
             # Before `check_cluster` creates the missing ones (see `clear_earlier_records`).
             earlier = {*self.plan.channel_topics(), commit_topic(self.job.name)}
             self._earlier_topics = earlier & self._admin.topics()

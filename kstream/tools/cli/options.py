@@ -266,6 +266,8 @@ def run_config(
     create_topics: bool = False,
     allow_feedback: bool = False,
     spawn: bool = True,
+    from_savepoint: str = "",
+    allow_non_restored_state: bool = False,
 ) -> RunConfig:
     """The run configuration the options of `kstream run` and `kstream worker` give,
     for job `name` loaded from `spec` with `params`. Each option keeps its
@@ -308,5 +310,7 @@ def run_config(
             create_topics=create_topics,
             allow_feedback=allow_feedback,
             spawn=spawn,
+            from_savepoint=from_savepoint,
+            allow_non_restored_state=allow_non_restored_state,
         ),
     )

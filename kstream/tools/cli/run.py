@@ -177,6 +177,22 @@ def run_command(
             "refused otherwise.",
         ),
     ] = False,
+    from_savepoint: Annotated[
+        str,
+        typer.Option(
+            "--from-savepoint",
+            help="Start from this savepoint (kstream savepoint), under any --job-name that "
+            "has no checkpoint yet, at any --workers.",
+        ),
+    ] = "",
+    allow_non_restored_state: Annotated[
+        bool,
+        typer.Option(
+            "--allow-non-restored-state",
+            help="With --from-savepoint: drop the savepoint's state that no operator "
+            "of the job takes (refused otherwise).",
+        ),
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
@@ -190,6 +206,10 @@ def run_command(
     parse_alignment(alignment, alignment_timeout)
     if checkpoint_storage:
         parse_storage_url(checkpoint_storage)
+    if from_savepoint:
+        from kstream.runtime.checkpoint.savepoint import parse_savepoint_url
+
+        parse_savepoint_url(from_savepoint)
     job, values = _load(spec, param, job_name)
     config = run_config(
         spec=spec,
@@ -220,6 +240,8 @@ def run_command(
         create_topics=create_topics,
         allow_feedback=allow_feedback,
         spawn=spawn,
+        from_savepoint=from_savepoint,
+        allow_non_restored_state=allow_non_restored_state,
     )
     runner = Runner(config, job, say=say)
     stop = _stop_flag()
