@@ -45,6 +45,14 @@ class Node:
     side_outputs: dict[str, Node] = field(default_factory=dict)
     #: A process or co_process node: called as ``on_timer(key, ts, ctx)`` when a timer fires.
     on_timer: Callable[..., Any] | None = None
+    #: A process or co_process node: the id its keyed state is stored under (`Stream.uid`);
+    #: "" for its `name`.
+    uid: str = ""
+
+    @property
+    def state_name(self) -> str:
+        """What a keyed operator's state is stored under in its stage: its uid, or its name."""
+        return self.uid or self.name
 
 
 @dataclass(eq=False)

@@ -9,7 +9,7 @@ from kstream.dataflow.job import Job
 from kstream.dataflow.plan import Plan
 from kstream.protocol.identity import FORMAT_VERSION, JobIdentity
 
-__all__ = ["identity_of"]
+__all__ = ["identity_of", "state_names"]
 
 
 def identity_of(p: Plan) -> JobIdentity:
@@ -39,6 +39,22 @@ def identity_of(p: Plan) -> JobIdentity:
         _edges(p.job),
         p.job.max_parallelism,
     )
+
+
+def state_names(job: Job) -> tuple[str, ...]:
+    """The names the keyed operators of `job` store their state under,
+    ``s<stage>.<uid or name>`` (`Node.state_name`), sorted."""
+    names: set[str] = set()
+    for stage in job.stages:
+
+        def walk(node: Node, stage_index: int = stage.index) -> None:
+            if node.kind in ("process", "co_process"):
+                names.add(f"s{stage_index}.{node.state_name}")
+            for child in children(node):
+                walk(child)
+
+        walk(stage.root)
+    return tuple(sorted(names))
 
 
 def _edges(job: Job) -> tuple[str, ...]:

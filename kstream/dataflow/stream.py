@@ -92,6 +92,27 @@ class Stream(Generic[T]):
             self._graph.connect(other._stage, other._node, stage, None)
         return Stream(self._graph, stage, stage.root)
 
+    def uid(self, uid: str) -> Self:
+        """Store this keyed operator's state (and timers) under `uid` instead of its name.
+
+        State is found again by it: in a savepoint (``kstream run --from-savepoint``),
+        state whose id no operator of the job has is refused, so a uid set once lets the
+        operator be renamed, or its function replaced, keeping its state. The default is
+        its name (``s<stage>.<name>``); a stage has one keyed operator, so it is unique.
+        """
+        node = self._node
+        if node.kind not in ("process", "co_process"):
+            raise ConfigurationError(
+                f"uid({uid!r}) names a keyed operator's state; it follows a process "
+                f"function, not a {node.kind} operator"
+            )
+        if not isinstance(uid, str) or not uid or any(c in uid for c in ".\0/"):
+            raise ConfigurationError(
+                f"an operator uid is a non-empty string without '.', '/' or NUL, got {uid!r}"
+            )
+        node.uid = uid
+        return self
+
     def side_output(self, tag: str) -> Stream[Any]:
         """The values this process function yielded as `Tagged(tag, value)`, in this stage."""
         if self._node.kind not in ("process", "co_process"):

@@ -52,6 +52,7 @@ from typing import Any, ClassVar, TypeAlias, assert_never
 from kstream.errors import ProtocolError
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.identity import JobIdentity
+from kstream.protocol.savepoint_messages import SavepointDone, SavepointRequested
 
 __all__ = [
     "Aborted",
@@ -588,72 +589,6 @@ class Presence:
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host}, state dir {self.state_dir}"
-
-
-@dataclass(frozen=True, slots=True)
-class SavepointRequested:
-    """`kstream savepoint` asks the job's coordinator for savepoint `request` (an id of
-    its own), written to `target` ("": the default place) and, with `stop`, a clean
-    stop of the job once it is written (`kstream.runtime.runner.savepoints`)."""
-
-    TYPE: ClassVar[str] = "savepoint"
-
-    request: str
-    target: str = ""
-    stop: bool = False
-    time: float | None = None
-
-    def to_dict(self) -> Wire:
-        return {
-            "type": self.TYPE,
-            "request": self.request,
-            "target": self.target,
-            "stop": self.stop,
-            "time": self.time,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> SavepointRequested:
-        return cls(
-            _str(raw, "request"),
-            _str_or(raw, "target", ""),
-            raw.get("stop") is True,
-            _float_or_none(raw, "time"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SavepointDone:
-    """The outcome of savepoint `request`: written at `url` from `checkpoint`, or
-    failed for `error` (one line; then `url` is "")."""
-
-    TYPE: ClassVar[str] = "savepoint-done"
-
-    request: str
-    checkpoint: int | None = None
-    url: str = ""
-    error: str = ""
-    time: float | None = None
-
-    def to_dict(self) -> Wire:
-        return {
-            "type": self.TYPE,
-            "request": self.request,
-            "checkpoint": self.checkpoint,
-            "url": self.url,
-            "error": self.error,
-            "time": self.time,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> SavepointDone:
-        return cls(
-            _str(raw, "request"),
-            _int_or_none(raw, "checkpoint"),
-            _str_or(raw, "url", ""),
-            _str_or(raw, "error", ""),
-            _float_or_none(raw, "time"),
-        )
 
 
 ControlMessage: TypeAlias = (

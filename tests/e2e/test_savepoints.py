@@ -64,6 +64,7 @@ def test_savepoint_stop_writes_a_self_contained_savepoint_and_stops(
     assert info["job"] == job.name
     assert info["parallelism"] == [2, 2]
     assert info["max_parallelism"] == 128
+    assert info["states"] == ["s1.count"]
     n = info["checkpoint"]
     snapshots = sorted(p.name for p in (root / f"chk-{n}").iterdir())
     assert snapshots == ["s0-0", "s0-1", "s1-0", "s1-1"]
@@ -159,7 +160,19 @@ def test_a_savepoint_of_another_job_is_refused_with_the_reason(
     assert "cannot start from savepoint" in stderr
     assert "operators" in stderr
     assert len(stderr.strip().splitlines()) == 1, stderr
+    assert "s1.count" in stderr  # the state without a taker
     # Nothing was imported: the job name has no checkpoint.
-    assert not (job.state / f"{job.name}-other" / "checkpoints").exists() or not list(
-        (job.state / f"{job.name}-other" / "checkpoints").glob("chk-*")
-    )
+    assert not list((job.state / f"{job.name}-other").glob("checkpoints/chk-*"))
+    # Renamed with its old name as uid, the operator takes its state: counts go on.
+    renamed = tmp_path / "renamed.py"
+    renamed.write_text(other.read_text().replace('name="tally")', 'name="tally").uid("count")'))
+    job.file = renamed
+    more = lines(100, salt=1)
+    produce(bootstrap, src, [(None, line.encode()) for line in more])
+    run = run_job(job, src, dst, f"{job.name}-renamed", 1, "--from-savepoint", url)
+    try:
+        wait_for(lambda: caught_up(bootstrap, dst, truth(text + more)), 90, "the renamed job")
+    finally:
+        run.terminate()
+        run.communicate(timeout=60)
+    assert_exactly_once(bootstrap, dst, truth(text + more))

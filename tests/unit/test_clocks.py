@@ -37,6 +37,8 @@ ALLOWED = {
     # lets it skip that wait; the state directory's lock still refuses a second
     # runner of the same directory.
     ("kstream/runtime/runner/takeover.py", "refuse_if_coordinated_elsewhere"),
+    # `kstream savepoint` asks whether the job's runner is alive by the same heartbeat.
+    ("kstream/tools/cli/savepoint.py", "savepoint_command"),
     # The presence heartbeat's time stamp (see above), taken once for the message.
     ("kstream/runtime/runner/running.py", "_announce"),
     # Processing time (`ctx.now()`, processing-time timers) is the wall clock by

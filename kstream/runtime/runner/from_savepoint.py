@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kstream.dataflow.identity import state_names
 from kstream.dataflow.plan import Plan
 from kstream.errors import ConfigurationError, IdentityMismatchError
 from kstream.infra.admin import Admin
@@ -42,6 +43,7 @@ from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES
 from kstream.protocol.messages import Completed
 from kstream.protocol.names import control_topic
 from kstream.protocol.snapshot_id import COORDINATOR, LamportClock
+from kstream.protocol.state_match import match_states
 from kstream.runtime.checkpoint.savepoint import SavepointInfo, open_savepoint
 from kstream.runtime.checkpoint.storage import ManagedCheckpointStorage
 from kstream.runtime.config import RunConfig
@@ -52,10 +54,19 @@ __all__ = ["import_savepoint", "refusals"]
 
 
 def refusals(
-    info: SavepointInfo, identity: JobIdentity, state_serde: str, *, accept_changes: bool
+    info: SavepointInfo,
+    identity: JobIdentity,
+    state_serde: str,
+    states: tuple[str, ...],
+    *,
+    accept_changes: bool,
+    allow_non_restored_state: bool,
 ) -> list[str]:
-    """Why a job of `identity` and `state_serde` cannot start from savepoint `info`
-    (empty: it can)."""
+    """Why a job of `identity`, `state_serde` and keyed state names `states`
+    (`kstream.dataflow.identity.state_names`) cannot start from savepoint `info`
+    (empty: it can). Operators may differ as long as every state of the savepoint
+    has an operator (`kstream.protocol.state_match`); other sources, sinks or edges
+    need `accept_changes`."""
     problems: list[str] = []
     if info.max_parallelism != identity.max_parallelism:
         problems.append(
@@ -68,13 +79,28 @@ def refusals(
             f"its state is encoded with {info.state_serde!r}, the job's state serde is "
             f"{state_serde!r}"
         )
-    fatal, changed = resume_problems(info.identity, identity)
+    fatal, _ = resume_problems(info.identity, identity)
     problems += [p for p in fatal if not p.startswith("max parallelism")]
+    old, new = info.identity, identity
+    changed = [
+        f"{what} {', '.join(a) or '-'} -> {', '.join(b) or '-'}"
+        for what, a, b in (
+            ("sources", old.sources, new.sources),
+            ("sinks", old.sinks, new.sinks),
+            ("edges", old.edges, new.edges),
+        )
+        if a != b
+    ]
     if changed and not accept_changes:
         problems.append(
             f"it was taken by another job ({'; '.join(changed)}); pass --accept-changes "
             "if the change is compatible"
         )
+    unmatched = match_states(info.states, states).refusal(
+        allow_non_restored_state=allow_non_restored_state
+    )
+    if unmatched is not None:
+        problems.append(unmatched)
     return problems
 
 
@@ -93,7 +119,12 @@ def import_savepoint(
     name = plan.job.name
     source, info = open_savepoint(url, s3_endpoint_url=config.s3_endpoint_url)
     problems = refusals(
-        info, identity, plan.job.state_serde.name, accept_changes=config.start.accept_changes
+        info,
+        identity,
+        plan.job.state_serde.name,
+        state_names(plan.job),
+        accept_changes=config.start.accept_changes,
+        allow_non_restored_state=config.start.allow_non_restored_state,
     )
     if problems:
         raise IdentityMismatchError(
@@ -121,8 +152,16 @@ def import_savepoint(
         for meta in metas:
             db = work / meta.task
             has_db = source.fetch_db(info.checkpoint, meta.task, db)
+            # Taken by this job from now on: the match above decided it may take it.
+            mine = dataclasses.replace(
+                meta,
+                checkpoint=m,
+                channel_offsets={},
+                channel_replay={},
+                identity=identity.fingerprint,
+            )
             storage.store(
-                dataclasses.replace(meta, checkpoint=m, channel_offsets={}, channel_replay={}),
+                mine,
                 db if has_db else None,
                 None,
             )
@@ -137,6 +176,8 @@ def import_savepoint(
             "segment.ms": str(INTERNAL_SEGMENT_MS),
         },
     )
-    completed = Completed(m, history.generation, time=time.time(), identity=info.identity)
+    # This job's identity at the savepoint's layout: a start at another one rescales.
+    taken = dataclasses.replace(identity, parallelism=info.parallelism)
+    completed = Completed(m, history.generation, time=time.time(), identity=taken)
     ControlWriter(config.bootstrap, name).send(completed)
     return m

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from kstream.dataflow.identity import state_names
 from kstream.dataflow.plan import Plan
 from kstream.errors import KStreamError
 from kstream.protocol.barrier import Alignment
@@ -160,6 +161,7 @@ class Savepoints:
             parallelism=tuple(self.plan.parallelism[s.index] for s in stages),
             state_serde=self.plan.job.state_serde.name,
             time=time.time(),
+            states=state_names(self.plan.job),
         )
         return write_savepoint(
             storage,
@@ -204,7 +206,7 @@ class Savepoints:
     def _outcome(
         self, message: SavepointRequested, n: int | None, *, url: str = "", error: str = ""
     ) -> None:
-        self.send(SavepointDone(message.request, n, url, error, time.time()))
+        self.send(SavepointDone(message.request, n, url, error, time=time.time()))
 
     def close(self) -> None:
         """The job stops: copies under way finish; requests not served are failed."""

@@ -188,7 +188,7 @@ def _timers(
     operators: list[TimerOperator] | None,
 ) -> None:
     """Give keyed operator `node` its timers (``ctx.timers``) and register how they fire."""
-    timers = state.timers(f"s{stage_index}.{node.name}")
+    timers = state.timers(f"s{stage_index}.{node.state_name}")
     ctx.attach(element, KeyTimers(ctx, timers, element, node.on_timer is not None))
     on_timer = node.on_timer
     if on_timer is None or operators is None:
@@ -249,10 +249,11 @@ def input_pushes(stage: Stage, push: Callable[..., None]) -> list[Callable[..., 
 def keyed_context(state: StateStore, stage_index: int, node: Node) -> KeyedStateContext:
     """The ``ctx`` of keyed operator `node` of stage `stage_index`: its state in `state`.
 
-    Named ``s<stage_index>.<node name>`` in RocksDB and in snapshots. The caller
-    sets ``ctx.key = key_bytes(key)`` before each call of the operator's function.
+    Named ``s<stage_index>.<uid or name>`` (`Node.state_name`) in RocksDB and in
+    snapshots. The caller sets ``ctx.key = key_bytes(key)`` before each call of the
+    operator's function.
     """
-    return state.context(f"s{stage_index}.{node.name}")
+    return state.context(f"s{stage_index}.{node.state_name}")
 
 
 def has_process(node: Node) -> bool:

@@ -80,7 +80,7 @@ def savepoint_command(
     writer = ControlWriter(bootstrap, job_name)
     try:
         reader.end_offset()  # placed before the request is written
-        writer.send(SavepointRequested(request, target, stop, time.time()))
+        writer.send(SavepointRequested(request, target, stop, time=time.time()))
         say(f"savepoint {request} of job {job_name} requested")
         deadline = time.monotonic() + timeout_s
         mine: int | None = None
