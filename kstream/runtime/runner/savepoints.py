@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from kstream.dataflow.graph import children
 from kstream.dataflow.identity import state_names
 from kstream.dataflow.plan import Plan
 from kstream.errors import KStreamError
@@ -106,8 +107,26 @@ class Savepoints:
             )
             return
         self.say(f"savepoint {message.request} requested; triggering a checkpoint")
+        unnamed = [n for n in state_names(self.plan.job) if n not in self._uids()]
+        if unnamed:
+            self.say(
+                f"WARNING: keyed operators without .uid(...): {', '.join(unnamed)}; their "
+                "state is found again by name only (a rename loses it)"
+            )
         self._requests.append(_Request(message))
         self.coordinator.request_checkpoint()
+
+    def _uids(self) -> set[str]:
+        """The state names set by `Stream.uid`."""
+        named: set[str] = set()
+        for stage in self.plan.job.stages:
+            todo = [stage.root]
+            while todo:
+                node = todo.pop()
+                if node.uid:
+                    named.add(f"s{stage.index}.{node.uid}")
+                todo.extend(children(node))
+        return named
 
     def triggered(self, checkpoint: int) -> None:
         for r in self._requests:
