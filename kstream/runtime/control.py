@@ -23,6 +23,9 @@ failed          `WorkerFailed`       worker (a fatal job error)
 restore-failed  `RestoreFailed`      worker (checkpoint unusable)
 coordinator     `Presence`           runner (at start, every second, and at a clean
                                      stop; see `kstream.protocol.presence`)
+savepoint       `SavepointRequested` ``kstream savepoint`` (see
+                                     `kstream.runtime.runner.savepoints`)
+savepoint-done  `SavepointDone`      runner (the savepoint's URL, or why it failed)
 =============== ==================== ================================================
 
 The topic is the durable record of completed checkpoints: replaying it
