@@ -30,6 +30,7 @@ from kstream.errors import EnvironmentSetupError
 from kstream.infra.admin import Admin
 from kstream.infra.broker import LocalBroker
 from kstream.testing import unique_name
+from netns import HostNet, NetnsUnavailable, free_port
 
 # Property tests judge answers, never speed: on a loaded 2-core machine an example
 # can take longer than hypothesis's default 200 ms deadline and fail for that alone.
@@ -136,3 +137,32 @@ def _client_settings_stay_in_their_test() -> Iterator[None]:
         os.environ.pop(ENV_VAR, None)
     else:
         os.environ[ENV_VAR] = before
+
+
+@pytest.fixture
+def host_net() -> Iterator[HostNet]:
+    """A bridge of this test's own for network-namespace hosts (`netns`); add hosts
+    with ``host_net.add_host()``. Skips, with the reason, where namespaces cannot be
+    made (not root, no iproute2). Everything it made is removed afterwards."""
+    try:
+        net = HostNet.create()
+    except NetnsUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield net
+    finally:
+        net.close()
+
+
+@pytest.fixture
+def bridge_broker(host_net: HostNet) -> Iterator[LocalBroker]:
+    """A Kafka broker of this test's own, listening on (and advertising) the bridge
+    address of `host_net`, so processes in its hosts reach it; removed afterwards."""
+    broker = LocalBroker(free_port(host_net.address), host=host_net.address)
+    broker.wipe()
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        broker.wipe()
