@@ -48,7 +48,7 @@ from kstream.protocol.messages import (
     WorkerAlive,
     WorkerFailed,
 )
-from kstream.protocol.names import commit_topic, dead_letter_topic, worker_group
+from kstream.protocol.names import commit_topic, control_topic, dead_letter_topic, worker_group
 from kstream.protocol.recovery import (
     Abort,
     Announced,
@@ -114,6 +114,7 @@ class Worker:
         self.state_root = root / f"worker-{index}"
         self.lock = ProcessLock(worker_lock_path(root, index), f"worker {index} of job {job.name}")
         self.identity = identity_of(self.plan).fingerprint
+        _await_control_topic(bootstrap, job.name)
         self.control = ControlWriter(bootstrap, job.name)
         #: Records of the shared producer (channels, plain sinks, dead letters) that
         #: Kafka did not take: the job must roll back, or they would be lost.
@@ -506,6 +507,30 @@ def open_task(rt: TaskContext, spec: TaskSpec, restore_from: int | None) -> Subt
     if rt.plan.stage(spec).source is not None:
         return SourceTask(rt, spec, restore_from)
     return ChannelTask(rt, spec, restore_from)
+
+
+def _await_control_topic(bootstrap: str, job: str) -> None:
+    """Return once the job's control topic exists; raise `KafkaUnavailableError` after
+    `JOIN_TIMEOUT_S`.
+
+    The coordinator creates it. A worker started by hand on another machine
+    (``kstream run --no-spawn``) may well start first: it waits, as it waits for
+    the first `recover`, instead of failing on a topic that is not there yet.
+    """
+    admin = Admin(bootstrap)
+    topic = control_topic(job)
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    said = False
+    while admin.partitions(topic) is None:
+        if time.monotonic() > deadline:
+            raise KafkaUnavailableError(
+                f"no coordinator: {topic} was not created within {JOIN_TIMEOUT_S:.0f}s "
+                "(is `kstream run` running?)"
+            )
+        if not said:
+            log.info("waiting for the coordinator to create %s", topic)
+            said = True
+        time.sleep(0.5)  # polling the cluster's metadata; nothing to wait on instead
 
 
 def _shared_producer_limit(bootstrap: str, job_plan: Plan, guarantee: Guarantee) -> int:
