@@ -25,12 +25,12 @@ from typing import Literal
 
 import pytest
 from hypothesis import settings
+from netns import HostNet, NetnsUnavailableError, free_port
 
 from kstream.errors import EnvironmentSetupError
 from kstream.infra.admin import Admin
 from kstream.infra.broker import LocalBroker
 from kstream.testing import unique_name
-from netns import HostNet, NetnsUnavailable, free_port
 
 # Property tests judge answers, never speed: on a loaded 2-core machine an example
 # can take longer than hypothesis's default 200 ms deadline and fail for that alone.
@@ -146,7 +146,7 @@ def host_net() -> Iterator[HostNet]:
     made (not root, no iproute2). Everything it made is removed afterwards."""
     try:
         net = HostNet.create()
-    except NetnsUnavailable as exc:
+    except NetnsUnavailableError as exc:
         pytest.skip(str(exc))
     try:
         yield net

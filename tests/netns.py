@@ -35,11 +35,13 @@ SUBNET = "10.213"
 OWNERS = Path("/run/kstream-netns")
 
 
-class NetnsUnavailable(Exception):
+class NetnsUnavailableError(Exception):
     """Network namespaces cannot be made here (the one line says why)."""
 
 
-def _ip(*args: str, netns: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+def _ip(
+    *args: str, netns: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     cmd = ["ip", *(["-n", netns] if netns else []), *args]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if check and done.returncode != 0:
@@ -48,15 +50,15 @@ def _ip(*args: str, netns: str | None = None, check: bool = True) -> subprocess.
 
 
 def require_netns() -> None:
-    """Raise `NetnsUnavailable` unless this process may make network namespaces."""
+    """Raise `NetnsUnavailableError` unless this process may make network namespaces."""
     if os.geteuid() != 0:
-        raise NetnsUnavailable("network-namespace hosts need root")
+        raise NetnsUnavailableError("network-namespace hosts need root")
     if shutil.which("ip") is None:
-        raise NetnsUnavailable("network-namespace hosts need iproute2's `ip`")
+        raise NetnsUnavailableError("network-namespace hosts need iproute2's `ip`")
     probe = f"ksprobe{os.getpid()}"
     done = _ip("netns", "add", probe, check=False)
     if done.returncode != 0:
-        raise NetnsUnavailable(f"cannot make a network namespace: {done.stderr.strip()}")
+        raise NetnsUnavailableError(f"cannot make a network namespace: {done.stderr.strip()}")
     _ip("netns", "del", probe, check=False)
 
 
@@ -157,7 +159,7 @@ class HostNet:
                 net.close()
                 raise
             return net
-        raise NetnsUnavailable(f"every bridge ksbr1..ksbr254 ({SUBNET}.*) is in use")
+        raise NetnsUnavailableError(f"every bridge ksbr1..ksbr254 ({SUBNET}.*) is in use")
 
     def add_host(self) -> Host:
         """A new namespace host on the bridge, link up."""

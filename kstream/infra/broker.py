@@ -100,6 +100,7 @@ class BrokerInfo:
     port: int
     pid: int | None
     directory: Path
+    host: str = "127.0.0.1"
 
     @property
     def running(self) -> bool:
@@ -217,7 +218,7 @@ class LocalBroker:
         return str(self._config_file).encode() in cmdline
 
     def status(self) -> BrokerInfo:
-        return BrokerInfo(port=self.port, pid=self.pid(), directory=self.directory)
+        return BrokerInfo(port=self.port, pid=self.pid(), directory=self.directory, host=self.host)
 
     # -- lifecycle ----------------------------------------------------------
 

@@ -165,6 +165,11 @@ class Coordinator:
     #: The stuck calls behind rollbacks for timeouts so far (`Heartbeat.stuck_on`).
     stalled_on: set[str] = field(default_factory=set, init=False)
     started: bool = field(default=False, init=False)
+    #: Per worker, the process (incarnation) running it in the current generation:
+    #: the first heard from. Another process claiming a live index is a second
+    #: incarnation (a restarted worker whose predecessor the coordinator never saw
+    #: die, or a zombie): the job rolls back keeping the newest, which is named.
+    incarnations: dict[str, str] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -207,6 +212,14 @@ class Coordinator:
                 return self._on_decline(event)
             case Heartbeat():
                 if event.generation == self.generation:
+                    known = self.incarnations.setdefault(event.worker, event.process)
+                    if event.process and known and known != event.process:
+                        return self._recover(
+                            event.now,
+                            f"worker {event.worker} claimed by a second process "
+                            f"{event.process} (was {known})",
+                            kept=((event.worker, event.process),),
+                        )
                     # Restoring or running, the worker is alive in this generation.
                     self.heartbeats[event.worker] = event.now
                     self.silences.pop(event.worker, None)
@@ -250,8 +263,10 @@ class Coordinator:
         reason: str,
         unresponsive: tuple[str, ...] = (),
         stalled: tuple[str, ...] = (),
+        kept: tuple[tuple[str, str], ...] = (),
     ) -> list[Command]:
         self.generation += 1
+        self.incarnations = dict(kept)
         self.pending.clear()
         # The first trigger waits an interval and for every worker to restore
         # (`_on_tick`): one sent earlier would find subtasks still restoring.
@@ -262,7 +277,9 @@ class Coordinator:
         self.joined = set()
         self.timeouts, self.unacked = 0, frozenset()
         self.stuck = {}
-        return [Recover(self.generation, self.latest_completed, reason, unresponsive, stalled)]
+        return [
+            Recover(self.generation, self.latest_completed, reason, unresponsive, stalled, kept)
+        ]
 
     def _on_tick(self, now: float) -> list[Command]:
         commands: list[Command] = []

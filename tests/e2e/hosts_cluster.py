@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from netns import Host, HostNet
+
 from kstream.infra.admin import Admin
 from kstream.testing import Feeder, ReadRecord, read_all, unique_name, wait_settled
 from kstream.tools.demo import CountCheck, check_running_counts
-from netns import Host, HostNet
 
 SPEC = "kstream.examples.wordcount:job"
 PARTITIONS = 3
@@ -152,8 +153,15 @@ class HostedJob:
         host = self.hosts[1 + index]
         fd = self._log(host, f"worker{index}")
         proc = host.popen(
-            [sys.executable, "-m", "kstream", "worker", *self._job_options(host)]
-            + ["--worker", str(index)],
+            [
+                sys.executable,
+                "-m",
+                "kstream",
+                "worker",
+                *self._job_options(host),
+                "--worker",
+                str(index),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=subprocess.STDOUT,
@@ -216,3 +224,14 @@ class HostedJob:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def generations(job: HostedJob) -> int:
+    """The newest generation the coordinator opened (a `recover` on the control topic)."""
+    from kstream.protocol.messages import Recovered
+    from kstream.runtime.control import read_messages
+
+    return max(
+        (m.generation for m in read_messages(job.bootstrap, job.name) if isinstance(m, Recovered)),
+        default=0,
+    )

@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 import pytest
-
-from netns import HostNet, NetnsUnavailable
+from netns import HostNet, NetnsUnavailableError
 
 #: A process in a host that connects to `address:port` and prints what it got.
 CONNECT = (
@@ -39,7 +38,7 @@ def _connect(net: HostNet, k: int, address: str, port: int) -> subprocess.Comple
 def test_hosts_reach_the_bridge_only_and_are_removed() -> None:
     try:
         net = HostNet.create()
-    except NetnsUnavailable as exc:
+    except NetnsUnavailableError as exc:
         pytest.skip(str(exc))
     try:
         a = net.add_host()

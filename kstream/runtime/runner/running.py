@@ -430,6 +430,7 @@ class RunningJob:
                     restoring=msg.restoring,
                     stuck=msg.stuck,
                     stuck_on=msg.stuck_on,
+                    process=msg.process or "",
                 )
             case WorkerFailed():
                 index = msg.worker.removeprefix("w")
@@ -489,7 +490,14 @@ class RunningJob:
                     self._acks.clear()
                     fresh, self._announce_fresh = self._announce_fresh, False
                     self._send(
-                        Recovered(c.generation, c.checkpoint, c.reason, time.time(), fresh=fresh)
+                        Recovered(
+                            c.generation,
+                            c.checkpoint,
+                            c.reason,
+                            time.time(),
+                            fresh=fresh,
+                            kept=c.kept,
+                        )
                     )
                     self._replace_unresponsive(c, time.monotonic())
                 case Fail():

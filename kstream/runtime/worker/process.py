@@ -34,6 +34,7 @@ from kstream.dataflow.job import Job
 from kstream.dataflow.outputs import Guarantee, RollbackInterrupt
 from kstream.dataflow.plan import Plan, TaskSpec, plan
 from kstream.errors import (
+    AlreadyRunningError,
     CheckpointError,
     KafkaUnavailableError,
     RecordLostError,
@@ -44,6 +45,7 @@ from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES,
 from kstream.protocol.messages import (
     Acked,
     ControlMessage,
+    Recovered,
     RestoreFailed,
     WorkerAlive,
     WorkerFailed,
@@ -215,6 +217,8 @@ class Worker:
 
     def _join(self, reader: ControlReader) -> None:
         """Read the control topic to its end; restore from the latest `recover`."""
+        # History: a rollback that kept another process as this worker was about a
+        # predecessor; only claims settled from now on concern this process.
         for _, msg in reader.read_to_end():
             self.recovery.read(msg)
         self._carry_out(self.recovery.caught_up())
@@ -226,7 +230,19 @@ class Worker:
                     f"{JOIN_TIMEOUT_S:.0f}s (is `kstream run` running?)"
                 )
             for _, msg in reader.poll(0.5):
-                self._carry_out(self.recovery.read(msg))
+                self._carry_out(self._read(msg))
+
+    def _read(self, msg: ControlMessage, where: Where = Where.MAIN) -> list[WorkerAction]:
+        """`WorkerRecovery.read`, after checking that no rollback names another
+        process as this worker (`Recovered.kept`): this one then stops."""
+        if isinstance(msg, Recovered):
+            kept = dict(msg.kept).get(self.name)
+            if kept is not None and kept != self.process:
+                raise AlreadyRunningError(
+                    f"{self.name} of job {self.job.name}: another process ({kept}) runs "
+                    f"this worker index; this one ({self.process}) stops"
+                )
+        return self.recovery.read(msg, where)
 
     def _restore(self, generation: int, checkpoint: int | None) -> None:
         started = time.monotonic()
@@ -320,7 +336,7 @@ class Worker:
         assert self._reader is not None
         actions: list[WorkerAction] = []
         for _, msg in self._reader.poll(0.05):
-            actions += self.recovery.read(msg, Where.SINK_WAIT)
+            actions += self._read(msg, Where.SINK_WAIT)
         self._carry_out(actions)
         self._send_acks()
         self._heartbeat()
@@ -444,7 +460,7 @@ class Worker:
             while not should_stop():
                 self._carry_out(self.recovery.resume())
                 for _, msg in reader.poll(0):
-                    self._carry_out(self.recovery.read(msg))
+                    self._carry_out(self._read(msg))
                 processed = 0
                 wait = IDLE_WAIT_S / len(self.tasks) if idle and self.tasks else 0.0
                 watch = self.watch
@@ -467,7 +483,7 @@ class Worker:
             # A clean stop: commit what completed checkpoints cover before leaving,
             # so the output of the last checkpoint does not wait for the next run.
             for _, msg in reader.read_to_end():
-                self._carry_out(self.recovery.read(msg, Where.STOPPING))
+                self._carry_out(self._read(msg, Where.STOPPING))
             # The final counts, for the runner's summary.
             self._heartbeat(force=True, flush=True)
         except BaseException as exc:
