@@ -175,6 +175,9 @@ class HostedJob:
         for i in range(self.workers):
             self.start_worker(i)
 
+    def log_of(self, host: Host, what: str) -> str:
+        return (self.root / f"{host.namespace}-{what}.log").read_text(errors="replace")
+
     def logs(self) -> str:
         """Every log of the run, for a failing assertion's message."""
         parts = []

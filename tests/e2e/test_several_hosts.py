@@ -71,3 +71,31 @@ def test_the_coordinator_killed_and_restarted(
     assert job.coordinators[0].pid in job.hosts[0].kill_all()
     job.start_coordinator(0)
     _assert_exactly_once(job)
+
+
+def test_a_second_coordinator_fences_the_first(
+    host_net: HostNet, bridge_broker: LocalBroker, tmp_path: Path
+) -> None:
+    """Two coordinators of one job on different hosts (state directories apart, so no
+    file lock sees both) never both act: the second is refused while the first is
+    heard, and one started while the first is cut off fences it."""
+    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path)
+    job.start()
+    _midway(job)
+    other = host_net.add_host()
+    second = job.start_coordinator(other.index - 1)
+    assert second.wait(timeout=60) == 2, job.logs()
+    assert "already running" in job.log_of(other, "coordinator"), job.logs()
+
+    first, first_host = job.coordinators[0], job.hosts[0]
+    before = generations(job)
+    first_host.cut()
+    job.start_coordinator(other.index - 1)
+    # The new coordinator takes over (after the presence wait) and rolls back.
+    job.run_until(lambda: generations(job) > before, "the second coordinator took over")
+    first_host.heal()
+    # Its next control message fails: fenced, it stops with one line.
+    assert first.wait(timeout=60) == 2, job.logs()
+    assert "another coordinator started" in job.log_of(first_host, "coordinator"), job.logs()
+    del job.coordinators[0]
+    _assert_exactly_once(job)

@@ -30,7 +30,12 @@ from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CheckpointDamaged, Halt
 from kstream.protocol.coordinator import Coordinator, replay
 from kstream.protocol.identity import resume_problems
-from kstream.protocol.names import commit_topic, runner_group, task_group
+from kstream.protocol.names import (
+    commit_topic,
+    coordinator_transactional_id,
+    runner_group,
+    task_group,
+)
 from kstream.protocol.resume import Refuse, Resume, StartFresh, decide_resume
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage, check_state_serde
 from kstream.runtime.config import RunConfig
@@ -228,7 +233,7 @@ class Runner:
             say=self.say,
             control_history=self.control_history,
             coordinator=coordinator,
-            control=ControlWriter(bootstrap, name),
+            control=ControlWriter(bootstrap, name, coordinator_transactional_id(name)),
             reader=ControlReader.at_end(bootstrap, name, runner_group(name)),
             seen=written,
             fresh=isinstance(decided, StartFresh),

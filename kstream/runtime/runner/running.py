@@ -26,6 +26,7 @@ from kstream.errors import (
     CheckpointDamagedError,
     JobFailedError,
     KafkaUnavailableError,
+    ProducerFencedError,
 )
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import (
@@ -539,6 +540,8 @@ class RunningJob:
         self.reader.close()
         try:
             self._announce(stopped=True)
+        except ProducerFencedError:
+            pass  # replaced by another coordinator: the cause of the stop, told once
         except KafkaUnavailableError as exc:
             # Stopping goes on (and the error that stopped the job is the one told):
             # the next runner waits for this one's heartbeat to age instead.
@@ -559,6 +562,8 @@ class RunningJob:
             for n in sorted(self.coordinator.pending):
                 self._send(Aborted(n, self.coordinator.generation, "job stopped", time.time()))
             self.coordinator.pending.clear()
+        except ProducerFencedError:
+            pass  # replaced by another coordinator: the cause of the stop, told once
         except KafkaUnavailableError as exc:
             log.warning("final control messages not read or written: %s", exc)
         self._notify(self.report.flush(time.monotonic()))
