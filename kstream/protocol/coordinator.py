@@ -190,6 +190,28 @@ class Coordinator:
         self.started = True
         return self._recover(now, "job started")
 
+    def adopt(
+        self,
+        now: float,
+        in_flight: tuple[int, ...],
+        processes: tuple[tuple[str, str], ...] = (),
+    ) -> list[Command]:
+        """Carry on in the history's generation, whose workers are alive
+        (`kstream.protocol.resume.decide_adoption`): no rollback. The checkpoints
+        `in_flight` are aborted (this coordinator never saw their acks); the next is
+        triggered an interval from now. `processes` are the workers' incarnations.
+        """
+        self.started = True
+        self.pending.clear()
+        self.last_trigger = now
+        self.awaiting_join = False
+        self.heartbeats = dict.fromkeys(self.workers, now)
+        self.joined = set(self.workers)
+        self.timeouts, self.unacked = 0, frozenset()
+        self.stuck = {}
+        self.incarnations = {w: p for w, p in processes if p}
+        return [Abort(n, self.generation, "coordinator restarted") for n in in_flight]
+
     def handle(self, event: Event) -> list[Command]:
         """Feed one event; return the commands to carry out, in order.
 

@@ -68,9 +68,16 @@ def test_the_coordinator_killed_and_restarted(
     job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path)
     job.start()
     _midway(job)
+    before = generations(job)
     assert job.coordinators[0].pid in job.hosts[0].kill_all()
     job.start_coordinator(0)
+    # The workers ran on: the new coordinator adopts their generation, no rollback.
+    job.run_until(
+        lambda: "adopting generation" in job.log_of(job.hosts[0], "coordinator"),
+        "the generation adopted",
+    )
     _assert_exactly_once(job)
+    assert generations(job) == before, job.logs()
 
 
 def test_a_second_coordinator_fences_the_first(
@@ -91,11 +98,16 @@ def test_a_second_coordinator_fences_the_first(
     before = generations(job)
     first_host.cut()
     job.start_coordinator(other.index - 1)
-    # The new coordinator takes over (after the presence wait) and rolls back.
-    job.run_until(lambda: generations(job) > before, "the second coordinator took over")
+    # The new coordinator takes over (after the presence wait): its workers are
+    # alive, so it adopts their generation.
+    job.run_until(
+        lambda: "adopting generation" in job.log_of(other, "coordinator"),
+        "the second coordinator took over",
+    )
     first_host.heal()
     # Its next control message fails: fenced, it stops with one line.
     assert first.wait(timeout=60) == 2, job.logs()
     assert "another coordinator started" in job.log_of(first_host, "coordinator"), job.logs()
     del job.coordinators[0]
     _assert_exactly_once(job)
+    assert generations(job) == before, job.logs()

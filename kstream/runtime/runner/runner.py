@@ -36,7 +36,7 @@ from kstream.protocol.names import (
     runner_group,
     task_group,
 )
-from kstream.protocol.resume import Refuse, Resume, StartFresh, decide_resume
+from kstream.protocol.resume import Refuse, Resume, StartFresh, decide_adoption, decide_resume
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage, check_state_serde
 from kstream.runtime.config import RunConfig
 from kstream.runtime.control import ControlReader, ControlWriter, read_log
@@ -170,6 +170,7 @@ class Runner:
     def _start(self) -> RunningJob:
         bootstrap, name = self.config.bootstrap, self.job.name
         written = read_log(bootstrap, name)
+        read_at = time.time()
         messages = [m for _, m in written]
         refuse_if_coordinated_elsewhere(bootstrap, name, messages, self.say)
         history = replay(messages, self.config.checkpoints.retained)
@@ -219,6 +220,11 @@ class Runner:
         refuse_if_topics_lost(self.storage, self.plan, self._admin, coordinator.latest_completed)
         if history.generation == 0:
             clear_earlier_records(self._admin, name, self._earlier_topics, self.say)
+        adoption = None
+        if not start.spawn and isinstance(decided, Resume):
+            # Workers started elsewhere outlive a coordinator; spawned ones die with it.
+            liveness = self.config.checkpoints.liveness_timeout
+            adoption = decide_adoption(messages, workers, read_at, liveness)
         return RunningJob(
             self.config,
             plan=self.plan,
@@ -237,6 +243,7 @@ class Runner:
             reader=ControlReader.at_end(bootstrap, name, runner_group(name)),
             seen=written,
             fresh=isinstance(decided, StartFresh),
+            adoption=adoption,
         )
 
     def _settle_restore_point(self, coordinator: Coordinator) -> None:

@@ -69,6 +69,7 @@ from kstream.protocol.names import control_topic
 from kstream.protocol.pause import PauseWatch
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.restarts import RestartBudget
+from kstream.protocol.resume import Adopt
 from kstream.protocol.retention import ControlRetention, restatement
 from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
 from kstream.runtime.config import RunConfig
@@ -142,6 +143,7 @@ class RunningJob:
         reader: ControlReader,
         seen: list[tuple[int, ControlMessage]],
         fresh: bool,
+        adoption: Adopt | None = None,
     ) -> None:
         self.config = config
         self.plan = plan
@@ -162,6 +164,8 @@ class RunningJob:
         self.control_history = control_history
         self._admin = admin
         self._announce_fresh = fresh
+        #: The running generation this coordinator carries on in, if it adopts one.
+        self.adoption = adoption
         #: This runner's identity in its `coordinator` announcements.
         self._incarnation = uuid.uuid4().hex
         self._announced = 0.0
@@ -187,6 +191,17 @@ class RunningJob:
     def begin(self) -> None:
         """Announce this runner, open the first generation, spawn the workers."""
         self._announce()
+        if (a := self.adoption) is not None:
+            # The workers run this generation: carry on, no rollback.
+            self.stats.generation = a.generation
+            self.report.started_at = time.monotonic()
+            aborted = ""
+            if a.in_flight:
+                aborted = f"; aborting checkpoints {', '.join(map(str, a.in_flight))}"
+            self.say(f"adopting generation {a.generation}: its workers are alive{aborted}")
+            now = time.monotonic()
+            self._execute(self.coordinator.adopt(now, a.in_flight, a.processes))
+            return
         self._execute(self.coordinator.start(time.monotonic()))
         latest = self.coordinator.latest_completed
         if latest is not None:
