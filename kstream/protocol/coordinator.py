@@ -125,8 +125,9 @@ class Coordinator:
     """Coordinates the checkpoints of one job over a fixed set of subtasks.
 
     Start it with `start(now)`, which returns the `Recover` that opens a new
-    generation (every (re)start of a coordinator is a rollback to the latest
-    completed checkpoint: it cannot know what the workers did while it was away).
+    generation (a rollback to the latest completed checkpoint: it cannot know what
+    the workers did while it was away), or with `adopt` when the running
+    generation's workers are alive (`kstream.protocol.resume.decide_adoption`).
     """
 
     tasks: frozenset[str]
