@@ -139,11 +139,11 @@ def _client_settings_stay_in_their_test() -> Iterator[None]:
         os.environ[ENV_VAR] = before
 
 
-@pytest.fixture
-def host_net() -> Iterator[HostNet]:
-    """A bridge of this test's own for network-namespace hosts (`netns`); add hosts
-    with ``host_net.add_host()``. Skips, with the reason, where namespaces cannot be
-    made (not root, no iproute2). Everything it made is removed afterwards."""
+@pytest.fixture(scope="module")
+def module_host_net() -> Iterator[HostNet]:
+    """A bridge of this module's own for network-namespace hosts (`netns`); add hosts
+    with ``add_host()``. Skips, with the reason, where namespaces cannot be made (not
+    root, no iproute2). Everything it made is removed afterwards."""
     try:
         net = HostNet.create()
     except NetnsUnavailableError as exc:
@@ -155,9 +155,19 @@ def host_net() -> Iterator[HostNet]:
 
 
 @pytest.fixture
-def bridge_broker(host_net: HostNet) -> Iterator[LocalBroker]:
-    """A Kafka broker of this test's own, listening on (and advertising) the bridge
-    address of `host_net`, so processes in its hosts reach it; removed afterwards."""
+def host_net(module_host_net: HostNet) -> Iterator[HostNet]:
+    """`module_host_net` for one test: afterwards every host's processes are killed
+    and every link healed, whatever the test did (or failed to undo)."""
+    yield module_host_net
+    module_host_net.reset()
+
+
+@pytest.fixture(scope="module")
+def bridge_broker(module_host_net: HostNet) -> Iterator[LocalBroker]:
+    """A Kafka broker of this module's own, listening on (and advertising) the bridge
+    address of `module_host_net`, so processes in its hosts reach it; removed afterwards.
+    Shared by the module's tests (a start costs ~15 s): each uses its own topics."""
+    host_net = module_host_net
     broker = LocalBroker(free_port(host_net.address), host=host_net.address)
     broker.wipe()
     broker.start()

@@ -182,6 +182,17 @@ class HostNet:
         mine = f"ks{self.number}h"
         return [ln.split()[0] for ln in done.stdout.splitlines() if ln.startswith(mine)]
 
+    def reset(self) -> None:
+        """Kill every process in the hosts and bring every link up: hosts as new."""
+        for host in self.hosts:
+            host.kill_all()
+            host.heal()
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        self.processes.clear()
+
     def close(self) -> None:
         """Kill every process in the hosts, then remove namespaces, links and bridge."""
         for host in self.hosts:

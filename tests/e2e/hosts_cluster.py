@@ -149,8 +149,9 @@ class HostedJob:
         self.coordinators[host_index] = proc
         return proc
 
-    def start_worker(self, index: int) -> subprocess.Popen[bytes]:
-        host = self.hosts[1 + index]
+    def start_worker(self, index: int, host: Host | None = None) -> subprocess.Popen[bytes]:
+        """Start worker `index` on its host (or on `host`), as the job's process for it."""
+        host = host or self.hosts[1 + index]
         fd = self._log(host, f"worker{index}")
         proc = host.popen(
             [

@@ -89,7 +89,7 @@ def test_a_second_coordinator_fences_the_first(
     job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path)
     job.start()
     _midway(job)
-    other = host_net.add_host()
+    other = host_net.hosts[4] if len(host_net.hosts) > 4 else host_net.add_host()
     second = job.start_coordinator(other.index - 1)
     assert second.wait(timeout=60) == 2, job.logs()
     assert "already running" in job.log_of(other, "coordinator"), job.logs()
@@ -111,3 +111,22 @@ def test_a_second_coordinator_fences_the_first(
     del job.coordinators[0]
     _assert_exactly_once(job)
     assert generations(job) == before, job.logs()
+
+
+def test_two_processes_claiming_one_worker_index_never_both_write(
+    host_net: HostNet, bridge_broker: LocalBroker, tmp_path: Path
+) -> None:
+    """A second process for a running worker's index, on another host (state
+    directories apart, so no file lock sees both): the job rolls back keeping the
+    newest, and the first stops with one line."""
+    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path)
+    job.start()
+    _midway(job)
+    first = job.worker_procs[1]
+    other = host_net.hosts[4] if len(host_net.hosts) > 4 else host_net.add_host()
+    before = generations(job)
+    job.start_worker(1, other)
+    assert first.wait(timeout=60) == 2, job.logs()
+    assert "another process" in job.log_of(job.hosts[2], "worker1"), job.logs()
+    assert generations(job) > before
+    _assert_exactly_once(job)
