@@ -45,6 +45,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from kstream.errors import (
     CoordinatorFencedError,
     KafkaUnavailableError,
+    KStreamError,
     ProducerFencedError,
     ProtocolError,
 )
@@ -114,7 +115,7 @@ class ControlWriter:
             }
         self._producer = Producer(client_config(bootstrap, IDEMPOTENT, extra))
         #: Set once a transactional call failed for good (`_transact`).
-        self._broken: CoordinatorFencedError | KafkaUnavailableError | None = None
+        self._broken: KStreamError | None = None
         connect(self._producer, self.topic)
         if transactional_id is not None:
             self._transact(self._producer.init_transactions, "init")
@@ -155,7 +156,8 @@ class ControlWriter:
         """One transactional call, retried while librdkafka says retrying may help.
 
         A fenced producer raises `CoordinatorFencedError`; any other failure
-        `KafkaUnavailableError`. Either way the writer is broken from then on:
+        kstream's error for it (`kafka_error`: `KafkaUnavailableError`,
+        `AuthorizationError`, ...). Either way the writer is broken from then on:
         every later `send` raises the same error at once (a transaction left
         half-way cannot be continued, and a fenced coordinator must not hang
         while it winds up).
@@ -176,9 +178,8 @@ class ControlWriter:
                 elif err.retriable() and time.monotonic() < deadline:
                     continue  # the same call again, as librdkafka asks
                 else:
-                    self._broken = KafkaUnavailableError(
-                        f"transactional {what} on {self.topic} failed: {err.str()}"
-                    )
+                    # Unreachable, refused by ACLs, ...: kstream's error for it.
+                    self._broken = kafka_error(err, f"transactional {what} on {self.topic} failed")
                 raise self._broken from None
 
     def _fenced(self, why: str) -> CoordinatorFencedError:
