@@ -22,6 +22,7 @@ def _serve_once(address: str) -> tuple[socket.socket, int]:
     server = socket.socket()
     server.bind((address, 0))
     server.listen(1)
+    server.settimeout(20)  # a connection that never comes fails the test, never hangs it
     return server, server.getsockname()[1]
 
 
