@@ -180,6 +180,10 @@ class Recovered:
     time: float | None = None
     fresh: bool = False
     restated: bool = False
+    #: (worker, process) pairs: the incarnation the coordinator keeps for an index
+    #: two processes claimed (`WorkerAlive.process`); any other process of that
+    #: worker stops. Empty: no claim is settled by this rollback.
+    kept: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> Wire:
         out: Wire = {
@@ -193,6 +197,8 @@ class Recovered:
             out["fresh"] = True
         if self.restated:
             out["restated"] = True
+        if self.kept:
+            out["kept"] = dict(self.kept)
         return out
 
     @classmethod
@@ -204,6 +210,7 @@ class Recovered:
             _float_or_none(raw, "time"),
             raw.get("fresh") is True,
             raw.get("restated") is True,
+            _kept(raw),
         )
 
 
@@ -616,6 +623,15 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], ControlMessage]] = {
         Presence,
     )
 }
+
+
+def _kept(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    kept = raw.get("kept", {})
+    if not isinstance(kept, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in kept.items()
+    ):
+        raise ProtocolError(f"'kept' must map workers to process ids, got {kept!r:.100}")
+    return tuple(sorted(kept.items()))
 
 
 def decode(raw: object) -> ControlMessage | None:
