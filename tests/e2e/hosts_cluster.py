@@ -2,9 +2,9 @@
 
 The coordinator (``kstream run --no-spawn``) runs on a host of its own and each
 worker (``kstream worker ... --worker I --workers N``) on another; they share
-only the broker (on the bridge address) and the checkpoint storage. The storage
-is a directory every host's state directory links to (`CheckpointStore`): the one
-place to switch to an object store URL (``--checkpoint-storage s3://...``).
+only the broker (on the bridge address) and the checkpoint storage: an object
+store on the bridge address (``--checkpoint-storage s3://...``), or a directory
+every host's state directory links to (`CheckpointStore`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netns import Host, HostNet
+from object_store import Bucket
 
 from kstream.infra.admin import Admin
 from kstream.testing import Feeder, ReadRecord, read_all, unique_name, wait_settled
@@ -32,20 +33,26 @@ DEADLINE_S = 90.0
 
 @dataclass(frozen=True)
 class CheckpointStore:
-    """Where every host's checkpoints go: today a shared directory, linked as each
-    state directory's ``<job>/checkpoints``. With an object store, `options` names
-    its URL (``["--checkpoint-storage", url]``) and `attach` links nothing."""
+    """Where every host's checkpoints go: an object store's URL (`url` and its
+    `endpoint`: ``--checkpoint-storage``, ``--s3-endpoint-url``), or, without one, a
+    shared directory linked as each state directory's ``<job>/checkpoints`` (what a
+    directory every machine mounts would be)."""
 
     directory: Path
+    url: str | None = None
+    endpoint: str | None = None
 
     def attach(self, state_dir: Path, job: str) -> None:
         (state_dir / job).mkdir(parents=True, exist_ok=True)
         link = state_dir / job / "checkpoints"
-        if not link.exists():
+        if self.url is None and not link.exists():
             link.symlink_to(self.directory, target_is_directory=True)
 
     def options(self) -> list[str]:
-        return []
+        if self.url is None:
+            return []
+        endpoint = ["--s3-endpoint-url", self.endpoint] if self.endpoint else []
+        return ["--checkpoint-storage", self.url, *endpoint]
 
 
 def words(n: int, seed: int = 11) -> list[str]:
@@ -70,13 +77,20 @@ class HostedJob:
     rate: float | None = 300.0
     liveness_timeout: float = 6.0
     checkpoint_interval: float = 0.5
+    #: Checkpoints in this bucket (None: a directory every host links to).
+    bucket: Bucket | None = None
     run_id: str = field(default_factory=lambda: unique_name("hosts"))
     hosts: list[Host] = field(default_factory=list)
     coordinators: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     worker_procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.store = CheckpointStore(self.root / "checkpoints")
+        b = self.bucket
+        self.store = CheckpointStore(
+            self.root / "checkpoints",
+            url=None if b is None else b.url(self.run_id),
+            endpoint=None if b is None else b.store.endpoint,
+        )
         self.store.directory.mkdir(parents=True)
         self.input, self.output = f"{self.run_id}-words", f"{self.run_id}-counts"
         self.name = f"wc-{self.run_id}"

@@ -1,4 +1,8 @@
-"""A job on several hosts (network namespaces): exactly-once output, also after faults."""
+"""A job on several hosts (network namespaces): exactly-once output, also after faults.
+
+The first test keeps checkpoints in a directory every host links to; the fault
+tests in an object store (S3Proxy) on the bridge address.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 import pytest
 from hosts_cluster import HostedJob, generations
 from netns import HostNet
+from object_store import Bucket
 
 from kstream.infra.broker import LocalBroker
 
@@ -20,6 +25,10 @@ def _assert_exactly_once(job: HostedJob) -> None:
     assert check.missing == 0, job.logs()
     assert check.out_of_order == 0
     assert check.outputs == job.total
+    if job.bucket is not None:  # the checkpoints really went to the object store
+        stored = job.bucket.listing(job.run_id)
+        assert any(k.endswith("/manifest.json") for k in stored), stored[:20]
+        assert any("/shared/" in k for k in stored), stored[:20]
 
 
 def test_three_worker_hosts(host_net: HostNet, bridge_broker: LocalBroker, tmp_path: Path) -> None:
@@ -34,9 +43,9 @@ def _midway(job: HostedJob) -> None:
 
 
 def test_a_partitioned_host_heals(
-    host_net: HostNet, bridge_broker: LocalBroker, tmp_path: Path
+    host_net: HostNet, bridge_broker: LocalBroker, bridge_object_store: Bucket, tmp_path: Path
 ) -> None:
-    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path)
+    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path, bucket=bridge_object_store)
     job.start()
     _midway(job)
     before = generations(job)
@@ -50,9 +59,9 @@ def test_a_partitioned_host_heals(
 
 
 def test_every_process_of_a_host_killed(
-    host_net: HostNet, bridge_broker: LocalBroker, tmp_path: Path
+    host_net: HostNet, bridge_broker: LocalBroker, bridge_object_store: Bucket, tmp_path: Path
 ) -> None:
-    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path)
+    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path, bucket=bridge_object_store)
     job.start()
     _midway(job)
     host = job.hosts[3]  # worker 2
@@ -63,9 +72,9 @@ def test_every_process_of_a_host_killed(
 
 
 def test_the_coordinator_killed_and_restarted(
-    host_net: HostNet, bridge_broker: LocalBroker, tmp_path: Path
+    host_net: HostNet, bridge_broker: LocalBroker, bridge_object_store: Bucket, tmp_path: Path
 ) -> None:
-    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path)
+    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path, bucket=bridge_object_store)
     job.start()
     _midway(job)
     before = generations(job)
@@ -81,12 +90,12 @@ def test_the_coordinator_killed_and_restarted(
 
 
 def test_a_second_coordinator_fences_the_first(
-    host_net: HostNet, bridge_broker: LocalBroker, tmp_path: Path
+    host_net: HostNet, bridge_broker: LocalBroker, bridge_object_store: Bucket, tmp_path: Path
 ) -> None:
     """Two coordinators of one job on different hosts (state directories apart, so no
     file lock sees both) never both act: the second is refused while the first is
     heard, and one started while the first is cut off fences it."""
-    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path)
+    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path, bucket=bridge_object_store)
     job.start()
     _midway(job)
     other = host_net.hosts[4] if len(host_net.hosts) > 4 else host_net.add_host()
@@ -114,13 +123,13 @@ def test_a_second_coordinator_fences_the_first(
 
 
 def test_two_processes_claiming_one_worker_index_never_both_write(
-    host_net: HostNet, bridge_broker: LocalBroker, tmp_path: Path
+    host_net: HostNet, bridge_broker: LocalBroker, bridge_object_store: Bucket, tmp_path: Path
 ) -> None:
     """A second process for a running worker's index, on another host (state
     directories apart, so no file lock sees both): the job rolls back keeping the
     newest, and the first stops with one line (the rollback names the process kept;
     or the newest's sink producers fenced the first's before it read that)."""
-    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path)
+    job = HostedJob(host_net, bridge_broker.bootstrap, tmp_path, bucket=bridge_object_store)
     job.start()
     _midway(job)
     first = job.worker_procs[1]
