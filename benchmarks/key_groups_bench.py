@@ -1,6 +1,7 @@
 """What key groups cost per record, and how long a restore at another parallelism takes.
 
     python benchmarks/key_groups_bench.py [--words 300000] [--rounds 5] [--keys 100000,1000000]
+                                          [--new 3] [--s3]
 
 * **routing**: CPU time per record of `ChannelWriter.send` on a hash edge to 4
   channels, key format 2 (``crc32 % D``) against key format 3 (the owner of
@@ -20,12 +21,15 @@ both; the median round is printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
 import random
+import socket
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,12 +38,15 @@ from kstream.connectors.kafka import KafkaSink, KafkaSource
 from kstream.dataflow.job import Job
 from kstream.dataflow.state.serde import MSGPACK
 from kstream.examples.wordcount import count
+from kstream.infra.object_store import ObjectStore
 from kstream.protocol.key_groups import group_of, owner
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.finish import finish
+from kstream.runtime.checkpoint.objects import ObjectCheckpointStorage, s3_client
 from kstream.runtime.checkpoint.restore import restore
-from kstream.runtime.checkpoint.storage import LocalCheckpointStorage
+from kstream.runtime.checkpoint.storage import CheckpointStorage, LocalCheckpointStorage
 from kstream.runtime.checkpoint.take import Subject, take_snapshot
+from kstream.runtime.checkpoint.url import parse_storage_url
 from kstream.runtime.state.store import KEY_FORMAT, StateStore
 from kstream.runtime.worker.chain import compile_chain
 
@@ -92,7 +99,7 @@ class _Faults:
         pass
 
 
-def _snapshots(storage: LocalCheckpointStorage, keys: int, old: int, tmp: Path) -> None:
+def _snapshots(storage: CheckpointStorage, keys: int, old: int, tmp: Path) -> None:
     """Checkpoint 1 of stage 1 at parallelism `old`, `keys` keys in all, in key format 3."""
     stores = [StateStore(tmp / f"old-{j}", MSGPACK, K) for j in range(old)]
     for j, store in enumerate(stores):
@@ -127,10 +134,13 @@ def _snapshots(storage: LocalCheckpointStorage, keys: int, old: int, tmp: Path) 
             store.close()
 
 
-def restore_times(keys: int, tmp: Path) -> tuple[float, float, int]:
-    """Seconds for the slowest of 3 new subtasks to restore from 2 old ones, for the
-    slowest of 2 to restore unchanged, and the keys stored."""
-    storage = LocalCheckpointStorage(tmp / "checkpoints")
+def restore_times(
+    keys: int, tmp: Path, storage: CheckpointStorage | None = None, new: int = 3
+) -> tuple[float, float, int]:
+    """Seconds for the slowest of `new` new subtasks to restore from 2 old ones, for
+    the slowest of 2 to restore unchanged, and the keys stored (in `storage`; a
+    local directory if None)."""
+    storage = storage or LocalCheckpointStorage(tmp / "checkpoints")
     _snapshots(storage, keys, 2, tmp)
 
     def run(new: int) -> float:
@@ -151,7 +161,7 @@ def restore_times(keys: int, tmp: Path) -> tuple[float, float, int]:
             r.state.close()
         return worst
 
-    return run(3), run(2), keys
+    return run(new), run(2), keys
 
 
 def _median(f: Callable[[], float], rounds: int) -> float:
@@ -163,6 +173,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--words", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keys", default="100000,1000000")
+    parser.add_argument("--new", type=int, default=3, help="parallelism restored at")
+    parser.add_argument(
+        "--s3", action="store_true", help="restore from S3Proxy (started here), not a directory"
+    )
     args = parser.parse_args(argv)
     words = _words(args.words)
     results: dict[str, list[float]] = {"route2": [], "route3": [], "state2": [], "state3": []}
@@ -182,13 +196,33 @@ def main(argv: list[str] | None = None) -> None:
         f"state   ns/word:   format 2 {med['state2']:.0f}, format 3 {med['state3']:.0f}, "
         f"ratio {med['state3'] / med['state2']:.3f}"
     )
+    where = "S3Proxy" if args.s3 else "a local directory"
     for keys in (int(k) for k in args.keys.split(",")):
-        with tempfile.TemporaryDirectory() as d:
-            rescaled, unchanged, n = restore_times(keys, Path(d))
+        with tempfile.TemporaryDirectory() as d, _storage(args.s3, Path(d)) as storage:
+            rescaled, unchanged, n = restore_times(keys, Path(d), storage, args.new)
         print(
-            f"restore of {n:,} keys: 2 -> 3 subtasks {rescaled:.2f} s (slowest subtask), "
-            f"unchanged 2 {unchanged:.2f} s"
+            f"restore of {n:,} keys from {where}: 2 -> {args.new} subtasks {rescaled:.2f} s"
+            f" (slowest subtask), unchanged 2 {unchanged:.2f} s"
         )
+
+
+@contextlib.contextmanager
+def _storage(s3: bool, tmp: Path) -> Iterator[CheckpointStorage | None]:
+    """An object-store storage on a S3Proxy started for it, or None (a directory)."""
+    if not s3:
+        yield None
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    proxy = ObjectStore(tmp / "s3", port)
+    proxy.start()
+    os.environ.update(proxy.env)
+    try:
+        s3_client().create_bucket(Bucket="bench")
+        yield ObjectCheckpointStorage(parse_storage_url("s3://bench/kg"), "bench", s3_client())
+    finally:
+        proxy.stop()
 
 
 if __name__ == "__main__":

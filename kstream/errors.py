@@ -18,7 +18,8 @@ Organised by what the caller can do about an error::
     │   └── AlreadyRunningError       the job (or this worker index) already runs: stop it first
     ├── KafkaUnavailableError         the cluster cannot be reached: retry later
     ├── ProducerFencedError           a newer process took over this producer's transactional
-    │                                 id: this one must stop (the newer one carries on)
+    │   │                             id: this one must stop (the newer one carries on)
+    │   └── CoordinatorFencedError    another coordinator of the job started: this one stops
     ├── RecordLostError               Kafka refused a record kstream had handed it: the job
     │   │                             rolls back to its latest checkpoint
     │   └── TransactionExpiredError   the broker aborted a sink epoch's transaction on timeout:
@@ -53,6 +54,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointStorageError",
     "ConfigurationError",
+    "CoordinatorFencedError",
     "DecodeError",
     "DependencyResolutionError",
     "EnvironmentSetupError",
@@ -160,6 +162,10 @@ class ProducerFencedError(KStreamError):
     zombie of an earlier generation and must stop. What it had not committed is
     committed (or re-published) by its successor.
     """
+
+
+class CoordinatorFencedError(ProducerFencedError):
+    """Another coordinator of the job started: this one was fenced and must stop."""
 
 
 class RecordLostError(KStreamError):

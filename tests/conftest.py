@@ -25,6 +25,7 @@ from typing import Literal
 
 import pytest
 from hypothesis import settings
+from netns import HostNet, NetnsUnavailableError, free_port
 
 from kstream.errors import EnvironmentSetupError
 from kstream.infra.admin import Admin
@@ -139,3 +140,42 @@ def _client_settings_stay_in_their_test() -> Iterator[None]:
         os.environ.pop(ENV_VAR, None)
     else:
         os.environ[ENV_VAR] = before
+
+
+@pytest.fixture(scope="module")
+def module_host_net() -> Iterator[HostNet]:
+    """A bridge of this module's own for network-namespace hosts (`netns`); add hosts
+    with ``add_host()``. Skips, with the reason, where namespaces cannot be made (not
+    root, no iproute2). Everything it made is removed afterwards."""
+    try:
+        net = HostNet.create()
+    except NetnsUnavailableError as exc:
+        pytest.skip(str(exc))
+    try:
+        yield net
+    finally:
+        net.close()
+
+
+@pytest.fixture
+def host_net(module_host_net: HostNet) -> Iterator[HostNet]:
+    """`module_host_net` for one test: afterwards every host's processes are killed
+    and every link healed, whatever the test did (or failed to undo)."""
+    yield module_host_net
+    module_host_net.reset()
+
+
+@pytest.fixture(scope="module")
+def bridge_broker(module_host_net: HostNet) -> Iterator[LocalBroker]:
+    """A Kafka broker of this module's own, listening on (and advertising) the bridge
+    address of `module_host_net`, so processes in its hosts reach it; removed afterwards.
+    Shared by the module's tests (a start costs ~15 s): each uses its own topics."""
+    host_net = module_host_net
+    broker = LocalBroker(free_port(host_net.address), host=host_net.address)
+    broker.wipe()
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        broker.wipe()

@@ -2,7 +2,8 @@
 
 Registered as a plugin by tests/conftest.py. S3Proxy is resolved with mvn the
 first time (`kstream.infra.object_store`) and serves a directory of the session's
-temporary space on a free port of 127.0.0.1.
+temporary space on a free port of 127.0.0.1; `bridge_object_store`, one per
+module, serves the hosts of a `netns` bridge on its address.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from netns import HostNet
+from netns import free_port as free_port_on
 
 from kstream.infra.object_store import ObjectStore
 from kstream.runtime.checkpoint.objects import s3_client
@@ -71,3 +74,30 @@ def bucket(object_store: ObjectStore) -> Bucket:
     name = f"t-{uuid.uuid4().hex[:16]}"
     client.create_bucket(Bucket=name)
     return Bucket(object_store, name, client)
+
+
+@pytest.fixture(scope="module")
+def bridge_object_store(
+    module_host_net: HostNet, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Bucket]:
+    """S3Proxy of this module's own on the bridge address of `module_host_net`, with
+    one bucket, so processes in its hosts store checkpoints there; its credentials
+    are in the environment (the hosts' processes inherit it) while it runs."""
+    address = module_host_net.address
+    store = ObjectStore(
+        tmp_path_factory.mktemp("bridge-s3") / "data", free_port_on(address), address
+    )
+    store.start()
+    saved = {k: os.environ.get(k) for k in store.env}
+    os.environ.update(store.env)
+    try:
+        client = s3_client(store.endpoint)
+        client.create_bucket(Bucket="hosts")
+        yield Bucket(store, "hosts", client)
+    finally:
+        store.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

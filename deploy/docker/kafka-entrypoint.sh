@@ -11,6 +11,7 @@ sed -e "s|\${port}|$port|g" \
     -e "s|\${controller_port}|$controller_port|g" \
     -e "s|\${log_dirs}|$data|g" \
     -e "s|\${listener}|PLAINTEXT|g" \
+    -e "s|\${host}|127.0.0.1|g" \
     /opt/kafka/config/server.properties >"$config"
 cp="/opt/kafka/libs/*"
 logging=-Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties

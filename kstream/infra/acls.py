@@ -67,7 +67,7 @@ def job_acls(job: str, inputs: Iterable[str], outputs: Iterable[str]) -> list[Ac
         Acl("topic", own, "all", prefixed=True),
         # The subtasks' and the coordinator's consumer groups.
         Acl("group", own, "read", prefixed=True),
-        # The transactional sinks' producers.
+        # The transactional sinks' producers and the coordinator's control producer.
         Acl("transactional-id", own, "write", prefixed=True),
         Acl("transactional-id", own, "describe", prefixed=True),
         # The start-up check reads the broker's transaction.max.timeout.ms.

@@ -100,6 +100,7 @@ class BrokerInfo:
     port: int
     pid: int | None
     directory: Path
+    host: str = "127.0.0.1"
 
     @property
     def running(self) -> bool:
@@ -107,7 +108,7 @@ class BrokerInfo:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
 
 class LocalBroker:
@@ -118,7 +119,11 @@ class LocalBroker:
     """
 
     def __init__(
-        self, port: int = DEFAULT_PORT, version: str = KAFKA_VERSION, security: str | None = None
+        self,
+        port: int = DEFAULT_PORT,
+        version: str = KAFKA_VERSION,
+        security: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         if not 1024 <= port <= 65534:
             raise ConfigurationError(f"broker port must be in 1024..65534, got {port}")
@@ -127,6 +132,10 @@ class LocalBroker:
                 f"--security must be one of {', '.join(SECURITY_MODES)}, got {security!r}"
             )
         self.port = port
+        #: The address the client listener binds and advertises (the controller's
+        #: stays on 127.0.0.1): another address of this machine, such as a bridge
+        #: that network-namespace test hosts reach, makes it reachable from there.
+        self.host = host
         self.controller_port = port + 1
         self.version = version
         self.directory = cache_dir() / f"broker-{port}"
@@ -146,7 +155,7 @@ class LocalBroker:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_file(self) -> Path:
@@ -209,7 +218,7 @@ class LocalBroker:
         return str(self._config_file).encode() in cmdline
 
     def status(self) -> BrokerInfo:
-        return BrokerInfo(port=self.port, pid=self.pid(), directory=self.directory)
+        return BrokerInfo(port=self.port, pid=self.pid(), directory=self.directory, host=self.host)
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -224,10 +233,10 @@ class LocalBroker:
             self._await_ready(pid, log)
             return self.status()
         java = require_tool("java", "to run the Kafka broker (Java 17 or newer)")
-        for p in (self.port, self.controller_port):
-            if _port_is_open(p):
+        for h, p in ((self.host, self.port), ("127.0.0.1", self.controller_port)):
+            if _port_is_open(p, h):
                 raise PortInUseError(
-                    f"port {p} on 127.0.0.1 is in use by another process; "
+                    f"port {p} on {h} is in use by another process; "
                     "choose another with --port or KSTREAM_BROKER_PORT"
                 )
         mode = self.security
@@ -314,6 +323,7 @@ class LocalBroker:
         secured = self.security.startswith("sasl-ssl")
         text = template.substitute(
             port=self.port,
+            host=self.host,
             controller_port=self.controller_port,
             log_dirs=self.directory / "data",
             listener="SASL_SSL" if secured else "PLAINTEXT",
@@ -379,7 +389,7 @@ class LocalBroker:
                 )
             if proc is None and not self._is_our_jvm(pid):
                 raise BrokerError(f"the broker (pid {pid}) died; see {self.log_file}")
-            if _port_is_open(self.port):
+            if _port_is_open(self.port, self.host):
                 try:
                     md = admin.list_topics(timeout=2.0)
                 except Exception:
@@ -413,7 +423,8 @@ class LocalBroker:
             # A JVM's main thread shows as a zombie while its other threads still
             # exit and hold the listening sockets: gone means the ports are free too.
             if not self._is_our_jvm(pid) and not any(
-                _port_is_open(p) for p in (self.port, self.controller_port)
+                _port_is_open(p, h)
+                for h, p in ((self.host, self.port), ("127.0.0.1", self.controller_port))
             ):
                 return True
             time.sleep(0.1)

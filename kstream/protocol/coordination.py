@@ -91,6 +91,8 @@ class Heartbeat:
     restoring: bool = False
     stuck: str = ""
     stuck_on: str = ""
+    #: The worker process's incarnation id ("": unknown, never a claim).
+    process: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +203,8 @@ class Recover:
     reason: str
     unresponsive: tuple[str, ...] = ()
     stalled: tuple[str, ...] = ()
+    #: (worker, process): the incarnation kept for an index two processes claimed.
+    kept: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

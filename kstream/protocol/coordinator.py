@@ -127,8 +127,9 @@ class Coordinator:
     """Coordinates the checkpoints of one job over a fixed set of subtasks.
 
     Start it with `start(now)`, which returns the `Recover` that opens a new
-    generation (every (re)start of a coordinator is a rollback to the latest
-    completed checkpoint: it cannot know what the workers did while it was away).
+    generation (a rollback to the latest completed checkpoint: it cannot know what
+    the workers did while it was away), or with `adopt` when the running
+    generation's workers are alive (`kstream.protocol.resume.decide_adoption`).
     """
 
     tasks: frozenset[str]
@@ -171,6 +172,11 @@ class Coordinator:
     #: without waiting for the interval (still within `max_in_flight`, and after every
     #: worker joined a new generation).
     asap: bool = field(default=False, init=False)
+    #: Per worker, the process (incarnation) running it in the current generation:
+    #: the first heard from. Another process claiming a live index is a second
+    #: incarnation (a restarted worker whose predecessor the coordinator never saw
+    #: die, or a zombie): the job rolls back keeping the newest, which is named.
+    incarnations: dict[str, str] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -190,6 +196,28 @@ class Coordinator:
         """Open a new generation restoring the latest completed checkpoint."""
         self.started = True
         return self._recover(now, "job started")
+
+    def adopt(
+        self,
+        now: float,
+        in_flight: tuple[int, ...],
+        processes: tuple[tuple[str, str], ...] = (),
+    ) -> list[Command]:
+        """Carry on in the history's generation, whose workers are alive
+        (`kstream.protocol.resume.decide_adoption`): no rollback. The checkpoints
+        `in_flight` are aborted (this coordinator never saw their acks); the next is
+        triggered an interval from now. `processes` are the workers' incarnations.
+        """
+        self.started = True
+        self.pending.clear()
+        self.last_trigger = now
+        self.awaiting_join = False
+        self.heartbeats = dict.fromkeys(self.workers, now)
+        self.joined = set(self.workers)
+        self.timeouts, self.unacked = 0, frozenset()
+        self.stuck = {}
+        self.incarnations = {w: p for w, p in processes if p}
+        return [Abort(n, self.generation, "coordinator restarted") for n in in_flight]
 
     def handle(self, event: Event) -> list[Command]:
         """Feed one event; return the commands to carry out, in order.
@@ -213,6 +241,14 @@ class Coordinator:
                 return self._on_decline(event)
             case Heartbeat():
                 if event.generation == self.generation:
+                    known = self.incarnations.setdefault(event.worker, event.process)
+                    if event.process and known and known != event.process:
+                        return self._recover(
+                            event.now,
+                            f"worker {event.worker} claimed by a second process "
+                            f"{event.process} (was {known})",
+                            kept=((event.worker, event.process),),
+                        )
                     # Restoring or running, the worker is alive in this generation.
                     self.heartbeats[event.worker] = event.now
                     self.silences.pop(event.worker, None)
@@ -256,8 +292,10 @@ class Coordinator:
         reason: str,
         unresponsive: tuple[str, ...] = (),
         stalled: tuple[str, ...] = (),
+        kept: tuple[tuple[str, str], ...] = (),
     ) -> list[Command]:
         self.generation += 1
+        self.incarnations = dict(kept)
         self.pending.clear()
         # The first trigger waits an interval and for every worker to restore
         # (`_on_tick`): one sent earlier would find subtasks still restoring.
@@ -268,7 +306,9 @@ class Coordinator:
         self.joined = set()
         self.timeouts, self.unacked = 0, frozenset()
         self.stuck = {}
-        return [Recover(self.generation, self.latest_completed, reason, unresponsive, stalled)]
+        return [
+            Recover(self.generation, self.latest_completed, reason, unresponsive, stalled, kept)
+        ]
 
     def _on_tick(self, now: float) -> list[Command]:
         commands: list[Command] = []

@@ -52,6 +52,30 @@ from typing import Any, ClassVar, TypeAlias, assert_never
 from kstream.errors import ProtocolError
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.identity import JobIdentity
+from kstream.protocol.message_fields import (
+    float_or as _float_or,
+)
+from kstream.protocol.message_fields import (
+    float_or_none as _float_or_none,
+)
+from kstream.protocol.message_fields import (
+    int_ as _int,
+)
+from kstream.protocol.message_fields import (
+    int_or as _int_or,
+)
+from kstream.protocol.message_fields import (
+    int_or_none as _int_or_none,
+)
+from kstream.protocol.message_fields import (
+    malformed as _malformed,
+)
+from kstream.protocol.message_fields import (
+    str_ as _str,
+)
+from kstream.protocol.message_fields import (
+    str_or as _str_or,
+)
 from kstream.protocol.savepoint_messages import SavepointDone, SavepointRequested
 
 __all__ = [
@@ -85,56 +109,6 @@ Wire: TypeAlias = dict[str, Any]
 
 
 # -- reading fields ------------------------------------------------------------
-
-
-def _malformed(raw: Mapping[str, Any], key: str, want: str) -> ProtocolError:
-    return ProtocolError(
-        f"control message {raw.get('type')!r}: {key} must be {want}, got {raw.get(key)!r}"
-    )
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int(raw: Mapping[str, Any], key: str) -> int:
-    value = raw.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _malformed(raw, key, "an integer")
-    return value
-
-
-def _int_or_none(raw: Mapping[str, Any], key: str) -> int | None:
-    return None if raw.get(key) is None else _int(raw, key)
-
-
-def _int_or(raw: Mapping[str, Any], key: str, default: int) -> int:
-    return default if raw.get(key) is None else _int(raw, key)
-
-
-def _float_or_none(raw: Mapping[str, Any], key: str) -> float | None:
-    value = raw.get(key)
-    if value is None:
-        return None
-    if not (_is_int(value) or isinstance(value, float)):
-        raise _malformed(raw, key, "a number")
-    return float(value)
-
-
-def _float_or(raw: Mapping[str, Any], key: str, default: float) -> float:
-    value = _float_or_none(raw, key)
-    return default if value is None else value
-
-
-def _str(raw: Mapping[str, Any], key: str) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str):
-        raise _malformed(raw, key, "a string")
-    return value
-
-
-def _str_or(raw: Mapping[str, Any], key: str, default: str) -> str:
-    return default if raw.get(key) is None else _str(raw, key)
 
 
 def _offsets(raw: Mapping[str, Any], key: str) -> Offsets:
@@ -185,6 +159,10 @@ class Recovered:
     time: float | None = None
     fresh: bool = False
     restated: bool = False
+    #: (worker, process) pairs: the incarnation the coordinator keeps for an index
+    #: two processes claimed (`WorkerAlive.process`); any other process of that
+    #: worker stops. Empty: no claim is settled by this rollback.
+    kept: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> Wire:
         out: Wire = {
@@ -198,6 +176,8 @@ class Recovered:
             out["fresh"] = True
         if self.restated:
             out["restated"] = True
+        if self.kept:
+            out["kept"] = dict(self.kept)
         return out
 
     @classmethod
@@ -209,6 +189,7 @@ class Recovered:
             _float_or_none(raw, "time"),
             raw.get("fresh") is True,
             raw.get("restated") is True,
+            _kept(raw),
         )
 
 
@@ -625,6 +606,15 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], ControlMessage]] = {
         SavepointDone,
     )
 }
+
+
+def _kept(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    kept = raw.get("kept", {})
+    if not isinstance(kept, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in kept.items()
+    ):
+        raise ProtocolError(f"'kept' must map workers to process ids, got {kept!r:.100}")
+    return tuple(sorted(kept.items()))
 
 
 def decode(raw: object) -> ControlMessage | None:

@@ -177,6 +177,12 @@ def sink_transactional_id(job: str, task: str, topic: str) -> str:
     return f"kstream.{job}.{task}.{topic}"
 
 
+def coordinator_transactional_id(job: str) -> str:
+    """The transactional id of the coordinator's control producer: a starting
+    coordinator initialises it, which fences every earlier one of the job."""
+    return f"kstream.{job}.coordinator"
+
+
 def slot_transactional_id(base: str, slot: int) -> str:
     """The transactional id of producer `slot` of the sink whose base id is `base`."""
     return f"{base}.{slot}"

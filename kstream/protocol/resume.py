@@ -5,16 +5,30 @@ job differs from the one that took the checkpoint (`resume_problems`'s two
 lists), and the user's ``--fresh`` / ``--accept-changes``. The runner carries
 out the answer: for `StartFresh` it discards the stored checkpoints and the
 sources' consumer groups, for `Refuse` it stops with the reason.
+
+`decide_adoption` says whether a restarted coordinator may carry on in the
+running generation (its workers alive) instead of rolling the job back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from kstream.protocol.coordination import History
+from kstream.protocol.messages import (
+    Aborted,
+    Completed,
+    ControlMessage,
+    Initiated,
+    Recovered,
+    RestoreFailed,
+    Triggered,
+    WorkerAlive,
+    WorkerFailed,
+)
 
-__all__ = ["Refuse", "Resume", "StartFresh", "decide_resume"]
+__all__ = ["Adopt", "Refuse", "Resume", "StartFresh", "decide_adoption", "decide_resume"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +104,67 @@ def decide_resume(
             history, f"WARNING: resuming checkpoint {n} across changes: {'; '.join(changed)}"
         )
     return Resume(history)
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """A restarted coordinator carries on in `generation` instead of rolling back.
+
+    `in_flight`: the checkpoints of that generation neither completed nor
+    aborted: the new coordinator aborts them (it never saw their acks).
+    `processes`: each worker's process in that generation (its incarnation).
+    """
+
+    generation: int
+    in_flight: tuple[int, ...]
+    processes: tuple[tuple[str, str], ...] = ()
+
+
+def decide_adoption(
+    messages: Sequence[ControlMessage],
+    workers: Collection[str],
+    now: float,
+    liveness_timeout: float,
+) -> Adopt | None:
+    """Whether a coordinator restarting after `messages` (the control topic, in order)
+    may adopt the running generation: every worker of `workers` sent a heartbeat of
+    the newest generation within `liveness_timeout` of `now` (wall clock, as
+    heartbeats carry) and none failed in it. None: roll back as always.
+
+    The workers' sinks then commit their pending epochs at the generation's next
+    completion; an in-flight checkpoint aborted here is one such epoch more.
+    """
+    generation = 0
+    for msg in messages:
+        if isinstance(msg, Recovered):
+            generation = max(generation, msg.generation)
+    if generation == 0 or not workers:
+        return None
+    seen: dict[str, WorkerAlive] = {}
+    started: set[int] = set()
+    ended: set[int] = set()
+    failed = False
+    for msg in messages:
+        match msg:
+            case Recovered(generation=g, restated=False) if g == generation:
+                failed = False  # failures before the generation opened are settled
+            case WorkerAlive(generation=g) if g == generation:
+                seen[msg.worker] = msg
+            case WorkerFailed() | RestoreFailed():
+                # A failure a restart cannot mend, or a restore point gone bad:
+                # the runner decides as before.
+                failed = True
+            case Triggered(generation=g) | Initiated(generation=g) if g == generation:
+                started.add(msg.checkpoint)
+            case Completed() | Aborted():
+                ended.add(msg.checkpoint)
+            case _:
+                pass
+    if failed:
+        return None
+    for w in workers:
+        beat = seen.get(w)
+        if beat is None or beat.time is None or now - beat.time > liveness_timeout:
+            return None
+    processes = tuple(sorted((w, seen[w].process or "") for w in workers))
+    return Adopt(generation, tuple(sorted(started - ended)), processes)

@@ -72,7 +72,12 @@ def restatement(recover: Recovered) -> Recovered:
     copy comes after completions of its own generation.
     """
     return Recovered(
-        recover.generation, recover.checkpoint, recover.reason, recover.time, restated=True
+        recover.generation,
+        recover.checkpoint,
+        recover.reason,
+        recover.time,
+        restated=True,
+        kept=recover.kept,
     )
 
 

@@ -1,7 +1,7 @@
 """The control messages between `kstream savepoint` and a job's runner (pure, no I/O).
 
-Part of `kstream.protocol.messages` (which lists them with the others and decodes
-them); kept here for their own reading of fields.
+Part of `kstream.protocol.messages`, which lists them with the others and decodes
+them (kept apart for that module's length).
 """
 
 from __future__ import annotations
@@ -10,39 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
-from kstream.errors import ProtocolError
+from kstream.protocol.message_fields import float_or_none, int_or_none, str_, str_or
 
 __all__ = ["SavepointDone", "SavepointRequested"]
 
 Wire: TypeAlias = dict[str, Any]
-
-
-def _get(raw: Mapping[str, Any], key: str, kinds: tuple[type, ...], want: str) -> Any:
-    value = raw.get(key)
-    if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
-        raise ProtocolError(
-            f"control message {raw.get('type')!r}: {key} must be {want}, got {value!r}"
-        )
-    return value
-
-
-def _str(raw: Mapping[str, Any], key: str, default: str | None = None) -> str:
-    value = _get(raw, key, (str,), "a string")
-    if value is None:
-        if default is None:
-            raise ProtocolError(f"control message {raw.get('type')!r}: {key} is missing")
-        return default
-    return str(value)
-
-
-def _number(raw: Mapping[str, Any], key: str) -> float | None:
-    value = _get(raw, key, (int, float), "a number")
-    return None if value is None else float(value)
-
-
-def _int(raw: Mapping[str, Any], key: str) -> int | None:
-    value = _get(raw, key, (int,), "an integer")
-    return None if value is None else int(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +42,10 @@ class SavepointRequested:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> SavepointRequested:
         return cls(
-            _str(raw, "request"),
-            _str(raw, "target", ""),
+            str_(raw, "request"),
+            str_or(raw, "target", ""),
             raw.get("stop") is True,
-            _number(raw, "time"),
+            float_or_none(raw, "time"),
         )
 
 
@@ -103,9 +75,9 @@ class SavepointDone:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> SavepointDone:
         return cls(
-            _str(raw, "request"),
-            _int(raw, "checkpoint"),
-            _str(raw, "url", ""),
-            _str(raw, "error", ""),
-            _number(raw, "time"),
+            str_(raw, "request"),
+            int_or_none(raw, "checkpoint"),
+            str_or(raw, "url", ""),
+            str_or(raw, "error", ""),
+            float_or_none(raw, "time"),
         )

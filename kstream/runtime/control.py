@@ -40,18 +40,26 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from kstream.errors import KafkaUnavailableError, ProtocolError
+from kstream.errors import (
+    CoordinatorFencedError,
+    KafkaUnavailableError,
+    KStreamError,
+    ProducerFencedError,
+    ProtocolError,
+)
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES, record_bytes
 from kstream.protocol.messages import ControlMessage, decode, decode_all
 from kstream.protocol.names import control_topic, history_group
 from kstream.runtime.kafka import (
+    FENCED_CODES,
     IDEMPOTENT,
     MANUAL_OFFSETS,
+    READ_COMMITTED,
     client_config,
     connect,
     kafka_error,
@@ -79,18 +87,41 @@ STALL_CHECK_TIMEOUT_S = 2.0
 #: of a two-worker job (coordinator and workers) made ~300 fetches per second, the
 #: most frequent request the broker served for an idle job.
 FETCH_WAIT_MS = 500
+#: A coordinator's transaction (one control message) aborts after this long.
+CONTROL_TRANSACTION_TIMEOUT_S = 60.0
 #: The largest control message: what its producer (librdkafka's default
 #: ``message.max.bytes``) and the control topic (kstream creates it) take.
 MAX_CONTROL_BYTES = DEFAULT_PRODUCER_BYTES
 
 
 class ControlWriter:
-    """Appends control messages; `send(..., flush=True)` returns once it is durable."""
+    """Appends control messages; `send(..., flush=True)` returns once it is durable.
 
-    def __init__(self, bootstrap: str, job: str) -> None:
+    With `transactional_id` (the coordinator's, `coordinator_transactional_id`)
+    every message is a transaction of its own, committed before `send` returns,
+    and creating the writer fences every earlier writer of that id: a coordinator
+    cut off from the cluster while a successor started finds, at its next send,
+    that it was replaced (`CoordinatorFencedError`) and stops. Readers read the
+    topic read_committed, so nothing a fenced coordinator had not committed is
+    acted on.
+    """
+
+    def __init__(self, bootstrap: str, job: str, transactional_id: str | None = None) -> None:
         self.topic = control_topic(job)
-        self._producer = Producer(client_config(bootstrap, IDEMPOTENT, {"linger.ms": 0}))
+        self.job = job
+        self.transactional_id = transactional_id
+        extra: dict[str, Any] = {"linger.ms": 0}
+        if transactional_id is not None:
+            extra |= {
+                "transactional.id": transactional_id,
+                "transaction.timeout.ms": int(CONTROL_TRANSACTION_TIMEOUT_S * 1000),
+            }
+        self._producer = Producer(client_config(bootstrap, IDEMPOTENT, extra))
+        #: Set once a transactional call failed for good (`_transact`).
+        self._broken: KStreamError | None = None
         connect(self._producer, self.topic)
+        if transactional_id is not None:
+            self._transact(self._producer.init_transactions, "init")
 
     def send(self, message: ControlMessage, *, flush: bool = True) -> None:
         """Append `message` (its ``reason`` cut to `REASON_CHARS`).
@@ -109,13 +140,60 @@ class ControlWriter:
                 f"control message {message.TYPE!r} of {len(data)} bytes exceeds the "
                 f"{MAX_CONTROL_BYTES} bytes a record of {self.topic} may hold"
             )
+        if self.transactional_id is not None:
+            self._transact(lambda _t: self._producer.begin_transaction(), "begin")
+            try:
+                produce(self._producer, self.topic, data, None, 0, kind="control topic")
+            except ProducerFencedError as exc:
+                self._broken = self._fenced(str(exc))
+                raise self._broken from None
+            self._transact(self._producer.commit_transaction, "commit")
+            return
         produce(self._producer, self.topic, data, None, 0, kind="control topic")
         if flush:
             self.flush()
         else:
             self._producer.poll(0)
 
+    def _transact(self, call: Callable[[float], None], what: str) -> None:
+        """One transactional call, retried while librdkafka says retrying may help.
+
+        A fenced producer raises `CoordinatorFencedError`; any other failure
+        kstream's error for it (`kafka_error`: `KafkaUnavailableError`,
+        `AuthorizationError`, ...). Either way the writer is broken from then on:
+        every later `send` raises the same error at once (a transaction left
+        half-way cannot be continued, and a fenced coordinator must not hang
+        while it winds up).
+        """
+        if self._broken is not None:
+            raise self._broken
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S
+        while True:
+            try:
+                call(max(0.1, deadline - time.monotonic()))
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not isinstance(err, KafkaError):
+                    raise
+                if err.code() in FENCED_CODES or (err.fatal() and "fenced" in err.str()):
+                    self._broken = self._fenced(err.str())
+                elif err.retriable() and time.monotonic() < deadline:
+                    continue  # the same call again, as librdkafka asks
+                else:
+                    # Unreachable, refused by ACLs, ...: kstream's error for it.
+                    self._broken = kafka_error(err, f"transactional {what} on {self.topic} failed")
+                raise self._broken from None
+
+    def _fenced(self, why: str) -> CoordinatorFencedError:
+        return CoordinatorFencedError(
+            f"job {self.job}: another coordinator started (transactional id "
+            f"{self.transactional_id} fenced this one); this coordinator stops ({why})"
+        )
+
     def flush(self) -> None:
+        if self.transactional_id is not None:
+            return  # every send committed already
         flush_producer(self._producer, FLUSH_TIMEOUT_S, f"control messages to {self.topic}")
 
 
@@ -129,8 +207,9 @@ class ControlReader:
     coordinator finds it silent and rolls the job back every liveness timeout,
     forever. So when `poll` has returned nothing for `STALL_S` and the topic's
     end lies beyond the next offset to read, the consumer is closed and a new
-    one assigned at that offset (the control topic has no transactions: its
-    end offset is its last record's plus one).
+    one assigned at that offset (only the coordinator writes in transactions,
+    one record each: the end offset is at most one past the last record's
+    plus one).
     """
 
     def __init__(self, bootstrap: str, job: str, group: str, start: int = 0) -> None:
@@ -156,6 +235,9 @@ class ControlReader:
             client_config(
                 self._bootstrap,
                 MANUAL_OFFSETS,
+                # The coordinator writes in transactions: a fenced one's unfinished
+                # writes are never read.
+                READ_COMMITTED,
                 {
                     "group.id": self._group,
                     "fetch.wait.max.ms": FETCH_WAIT_MS,
@@ -190,7 +272,9 @@ class ControlReader:
             return  # the broker does not answer: nothing to tell yet
         finally:
             probe.close()
-        if end <= self._next:
+        # The coordinator's transactions leave a commit marker after its record:
+        # an end one past the next offset may be that marker alone.
+        if end <= self._next + 1:
             return
         self._consumer.close()
         self._consumer = self._new_consumer()

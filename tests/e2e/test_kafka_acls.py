@@ -142,13 +142,34 @@ def test_a_missing_acl_stops_the_job_with_one_line_naming_it(
 def test_a_missing_transactional_id_acl_stops_the_job_naming_it(
     broker: LocalBroker, topics: tuple[str, str], tmp_path: Path
 ) -> None:
-    # Denied in a worker, not at start: restarting the worker cannot grant it, so the
-    # job stops (rather than restarting workers until its budget runs out).
+    # Denied at start: the coordinator's control producer is transactional
+    # (`kstream.<job>.coordinator`), so the job stops before any worker runs.
     src, dst = topics
     job = unique_name("acl-job")
     missing = Acl("transactional-id", f"kstream.{job}.", "write", prefixed=True)
     acls = [acl for acl in job_acls(job, [src], [dst]) if acl != missing]
     assert len(acls) == len(job_acls(job, [src], [dst])) - 1
+    settings = principal(broker, tmp_path, acls)
+    proc = run_wordcount(broker, settings, job, src, dst, tmp_path / "state")
+    stderr = finish(proc, CATCH_UP_S)
+    assert proc.returncode == 2, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("kstream: error:")]
+    assert len(errors) == 1, stderr
+    assert "Transactional Id authorization failed" in errors[0]
+    assert "lacks an ACL" in errors[0]
+
+
+def test_a_missing_sink_transactional_id_acl_stops_the_job_naming_it(
+    broker: LocalBroker, topics: tuple[str, str], tmp_path: Path
+) -> None:
+    # Denied in a worker, not at start (the coordinator's own id is granted):
+    # restarting the worker cannot grant it, so the job stops (rather than
+    # restarting workers until its budget runs out).
+    src, dst = topics
+    job = unique_name("acl-job")
+    missing = Acl("transactional-id", f"kstream.{job}.", "write", prefixed=True)
+    acls = [acl for acl in job_acls(job, [src], [dst]) if acl != missing]
+    acls.append(Acl("transactional-id", f"kstream.{job}.coordinator", "write"))
     settings = principal(broker, tmp_path, acls)
     proc = run_wordcount(broker, settings, job, src, dst, tmp_path / "state")
     stderr = finish(proc, CATCH_UP_S)

@@ -39,6 +39,11 @@ ALLOWED = {
     ("kstream/runtime/runner/takeover.py", "refuse_if_coordinated_elsewhere"),
     # `kstream savepoint` asks whether the job's runner is alive by the same heartbeat.
     ("kstream/tools/cli/savepoint.py", "savepoint_command"),
+    # Adoption compares the workers' last heartbeats (wall-clock stamps of their
+    # hosts) with the time the control topic was read: only a wall clock compares
+    # across machines. A jump makes live workers look silent (a rollback, as
+    # before adoption existed) or dead ones alive until the liveness timeout.
+    ("kstream/runtime/runner/runner.py", "_start"),
     # The presence heartbeat's time stamp (see above), taken once for the message.
     ("kstream/runtime/runner/running.py", "_announce"),
     # Processing time (`ctx.now()`, processing-time timers) is the wall clock by

@@ -30,8 +30,13 @@ from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CheckpointDamaged, Halt
 from kstream.protocol.coordinator import Coordinator, replay
 from kstream.protocol.identity import resume_problems
-from kstream.protocol.names import commit_topic, runner_group, task_group
-from kstream.protocol.resume import Refuse, Resume, StartFresh, decide_resume
+from kstream.protocol.names import (
+    commit_topic,
+    coordinator_transactional_id,
+    runner_group,
+    task_group,
+)
+from kstream.protocol.resume import Refuse, Resume, StartFresh, decide_adoption, decide_resume
 from kstream.runtime.checkpoint.open import open_storage
 from kstream.runtime.checkpoint.storage import check_state_serde
 from kstream.runtime.config import RunConfig
@@ -199,6 +204,7 @@ class Runner:
     def _start(self) -> RunningJob:
         bootstrap, name = self.config.bootstrap, self.job.name
         written = read_log(bootstrap, name)
+        read_at = time.time()
         messages = [m for _, m in written]
         refuse_if_coordinated_elsewhere(bootstrap, name, messages, self.say)
         history = replay(messages, self.config.checkpoints.retained)
@@ -256,6 +262,11 @@ class Runner:
         )
         if history.generation == 0:
             clear_earlier_records(self._admin, name, self._earlier_topics, self.say)
+        adoption = None
+        if not start.spawn and isinstance(decided, Resume):
+            # Workers started elsewhere outlive a coordinator; spawned ones die with it.
+            liveness = self.config.checkpoints.liveness_timeout
+            adoption = decide_adoption(messages, workers, read_at, liveness)
         return RunningJob(
             self.config,
             plan=self.plan,
@@ -270,10 +281,11 @@ class Runner:
             say=self.say,
             control_history=self.control_history,
             coordinator=coordinator,
-            control=ControlWriter(bootstrap, name),
+            control=ControlWriter(bootstrap, name, coordinator_transactional_id(name)),
             reader=ControlReader.at_end(bootstrap, name, runner_group(name)),
             seen=written,
             fresh=isinstance(decided, StartFresh),
+            adoption=adoption,
         )
 
     def _settle_restore_point(self, coordinator: Coordinator) -> None:

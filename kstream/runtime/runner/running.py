@@ -28,6 +28,7 @@ from kstream.errors import (
     CheckpointError,
     JobFailedError,
     KafkaUnavailableError,
+    ProducerFencedError,
 )
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import (
@@ -72,6 +73,7 @@ from kstream.protocol.names import control_topic
 from kstream.protocol.pause import PauseWatch
 from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
 from kstream.protocol.restarts import RestartBudget
+from kstream.protocol.resume import Adopt
 from kstream.protocol.retention import ControlRetention, restatement
 from kstream.runtime.checkpoint.storage import ManagedCheckpointStorage
 from kstream.runtime.config import RunConfig
@@ -172,6 +174,7 @@ class RunningJob:
         reader: ControlReader,
         seen: list[tuple[int, ControlMessage]],
         fresh: bool,
+        adoption: Adopt | None = None,
     ) -> None:
         self.config = config
         self.plan = plan
@@ -192,6 +195,8 @@ class RunningJob:
         self.control_history = control_history
         self._admin = admin
         self._announce_fresh = fresh
+        #: The running generation this coordinator carries on in, if it adopts one.
+        self.adoption = adoption
         #: This runner's identity in its `coordinator` announcements.
         self._incarnation = uuid.uuid4().hex
         self._announced = 0.0
@@ -221,6 +226,17 @@ class RunningJob:
     def begin(self) -> None:
         """Announce this runner, open the first generation, spawn the workers."""
         self._announce()
+        if (a := self.adoption) is not None:
+            # The workers run this generation: carry on, no rollback.
+            self.stats.generation = a.generation
+            self.report.started_at = time.monotonic()
+            aborted = ""
+            if a.in_flight:
+                aborted = f"; aborting checkpoints {', '.join(map(str, a.in_flight))}"
+            self.say(f"adopting generation {a.generation}: its workers are alive{aborted}")
+            now = time.monotonic()
+            self._execute(self.coordinator.adopt(now, a.in_flight, a.processes))
+            return
         self._execute(self.coordinator.start(time.monotonic()))
         latest = self.coordinator.latest_completed
         if latest is not None:
@@ -493,6 +509,7 @@ class RunningJob:
                     restoring=msg.restoring,
                     stuck=msg.stuck,
                     stuck_on=msg.stuck_on,
+                    process=msg.process or "",
                 )
             case WorkerFailed():
                 index = msg.worker.removeprefix("w")
@@ -558,7 +575,14 @@ class RunningJob:
                     self._acks.clear()
                     fresh, self._announce_fresh = self._announce_fresh, False
                     self._send(
-                        Recovered(c.generation, c.checkpoint, c.reason, time.time(), fresh=fresh)
+                        Recovered(
+                            c.generation,
+                            c.checkpoint,
+                            c.reason,
+                            time.time(),
+                            fresh=fresh,
+                            kept=c.kept,
+                        )
                     )
                     self._replace_unresponsive(c, time.monotonic())
                     self.savepoints.recovered()
@@ -609,6 +633,8 @@ class RunningJob:
         self.reader.close()
         try:
             self._announce(stopped=True)
+        except ProducerFencedError:
+            pass  # replaced by another coordinator: the cause of the stop, told once
         except KafkaUnavailableError as exc:
             # Stopping goes on (and the error that stopped the job is the one told):
             # the next runner waits for this one's heartbeat to age instead.
@@ -629,6 +655,8 @@ class RunningJob:
             for n in sorted(self.coordinator.pending):
                 self._send(Aborted(n, self.coordinator.generation, "job stopped", time.time()))
             self.coordinator.pending.clear()
+        except ProducerFencedError:
+            pass  # replaced by another coordinator: the cause of the stop, told once
         except KafkaUnavailableError as exc:
             log.warning("final control messages not read or written: %s", exc)
         self._notify(self.report.flush(time.monotonic()))

@@ -34,6 +34,7 @@ from kstream.dataflow.job import Job
 from kstream.dataflow.outputs import Guarantee, RollbackInterrupt
 from kstream.dataflow.plan import Plan, TaskSpec, plan
 from kstream.errors import (
+    AlreadyRunningError,
     CheckpointError,
     KafkaUnavailableError,
     RecordLostError,
@@ -44,11 +45,12 @@ from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES,
 from kstream.protocol.messages import (
     Acked,
     ControlMessage,
+    Recovered,
     RestoreFailed,
     WorkerAlive,
     WorkerFailed,
 )
-from kstream.protocol.names import commit_topic, dead_letter_topic, worker_group
+from kstream.protocol.names import commit_topic, control_topic, dead_letter_topic, worker_group
 from kstream.protocol.recovery import (
     Abort,
     Announced,
@@ -115,6 +117,7 @@ class Worker:
         self.state_root = root / f"worker-{index}"
         self.lock = ProcessLock(worker_lock_path(root, index), f"worker {index} of job {job.name}")
         self.identity = identity_of(self.plan).fingerprint
+        _await_control_topic(bootstrap, job.name)
         self.control = ControlWriter(bootstrap, job.name)
         #: Records of the shared producer (channels, plain sinks, dead letters) that
         #: Kafka did not take: the job must roll back, or they would be lost.
@@ -215,6 +218,8 @@ class Worker:
 
     def _join(self, reader: ControlReader) -> None:
         """Read the control topic to its end; restore from the latest `recover`."""
+        # History: a rollback that kept another process as this worker was about a
+        # predecessor; only claims settled from now on concern this process.
         for _, msg in reader.read_to_end():
             self.recovery.read(msg)
         self._carry_out(self.recovery.caught_up())
@@ -226,7 +231,19 @@ class Worker:
                     f"{JOIN_TIMEOUT_S:.0f}s (is `kstream run` running?)"
                 )
             for _, msg in reader.poll(0.5):
-                self._carry_out(self.recovery.read(msg))
+                self._carry_out(self._read(msg))
+
+    def _read(self, msg: ControlMessage, where: Where = Where.MAIN) -> list[WorkerAction]:
+        """`WorkerRecovery.read`, after checking that no rollback names another
+        process as this worker (`Recovered.kept`): this one then stops."""
+        if isinstance(msg, Recovered):
+            kept = dict(msg.kept).get(self.name)
+            if kept is not None and kept != self.process:
+                raise AlreadyRunningError(
+                    f"{self.name} of job {self.job.name}: another process ({kept}) runs "
+                    f"this worker index; this one ({self.process}) stops"
+                )
+        return self.recovery.read(msg, where)
 
     def _restore(self, generation: int, checkpoint: int | None) -> None:
         started = time.monotonic()
@@ -324,7 +341,7 @@ class Worker:
         assert self._reader is not None
         actions: list[WorkerAction] = []
         for _, msg in self._reader.poll(0.05):
-            actions += self.recovery.read(msg, Where.SINK_WAIT)
+            actions += self._read(msg, Where.SINK_WAIT)
         self._carry_out(actions)
         self._send_acks()
         self._heartbeat()
@@ -448,7 +465,7 @@ class Worker:
             while not should_stop():
                 self._carry_out(self.recovery.resume())
                 for _, msg in reader.poll(0):
-                    self._carry_out(self.recovery.read(msg))
+                    self._carry_out(self._read(msg))
                 processed = 0
                 wait = IDLE_WAIT_S / len(self.tasks) if idle and self.tasks else 0.0
                 watch = self.watch
@@ -471,7 +488,7 @@ class Worker:
             # A clean stop: commit what completed checkpoints cover before leaving,
             # so the output of the last checkpoint does not wait for the next run.
             for _, msg in reader.read_to_end():
-                self._carry_out(self.recovery.read(msg, Where.STOPPING))
+                self._carry_out(self._read(msg, Where.STOPPING))
             # The final counts, for the runner's summary.
             self._heartbeat(force=True, flush=True)
         except BaseException as exc:
@@ -511,6 +528,30 @@ def open_task(rt: TaskContext, spec: TaskSpec, restore_from: int | None) -> Subt
     if rt.plan.stage(spec).source is not None:
         return SourceTask(rt, spec, restore_from)
     return ChannelTask(rt, spec, restore_from)
+
+
+def _await_control_topic(bootstrap: str, job: str) -> None:
+    """Return once the job's control topic exists; raise `KafkaUnavailableError` after
+    `JOIN_TIMEOUT_S`.
+
+    The coordinator creates it. A worker started by hand on another machine
+    (``kstream run --no-spawn``) may well start first: it waits, as it waits for
+    the first `recover`, instead of failing on a topic that is not there yet.
+    """
+    admin = Admin(bootstrap)
+    topic = control_topic(job)
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    said = False
+    while admin.partitions(topic) is None:
+        if time.monotonic() > deadline:
+            raise KafkaUnavailableError(
+                f"no coordinator: {topic} was not created within {JOIN_TIMEOUT_S:.0f}s "
+                "(is `kstream run` running?)"
+            )
+        if not said:
+            log.info("waiting for the coordinator to create %s", topic)
+            said = True
+        time.sleep(0.5)  # polling the cluster's metadata; nothing to wait on instead
 
 
 def _shared_producer_limit(bootstrap: str, job_plan: Plan, guarantee: Guarantee) -> int:
