@@ -38,6 +38,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kstream.infra.client_settings import client_config
 from kstream.infra.object_store import ObjectStore
 from kstream.runtime.checkpoint.objects import s3_client
 
@@ -51,7 +52,7 @@ def free_port() -> int:
 def produce(bootstrap: str, topic: str, rate: int, keys: int, stop: threading.Event) -> int:
     """Write `rate` lines of ten words a second until `stop`; returns the words written."""
     rng = random.Random(7)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    producer = Producer(client_config(bootstrap, {"linger.ms": 20}))
     sent, started = 0, time.monotonic()
     while not stop.is_set():
         due = int((time.monotonic() - started) * rate)
@@ -97,7 +98,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
     tag = f"inc{int(time.time())}"
     words, counts = f"{tag}-words", f"{tag}-counts"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     for f in admin.create_topics([NewTopic(t, 4, 1) for t in (words, counts)]).values():
         f.result(30)
     with tempfile.TemporaryDirectory(prefix="kstream-inc-bench-") as tmp:
