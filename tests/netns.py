@@ -72,6 +72,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
+#: A healed link is up and forwarding within this (it takes milliseconds).
+HEAL_WAIT_S = 10.0
+
+
 @dataclass(frozen=True)
 class Host:
     """One namespace host: its namespace, its address and the root side of its link."""
@@ -117,8 +121,28 @@ class Host:
         _ip("link", "set", self.link, "down")
 
     def heal(self) -> None:
-        """Undo `cut`."""
+        """Undo `cut`; returns once both ends of the link carry traffic again.
+
+        A connection tried while cut leaves a failed neighbour (ARP) entry on
+        either side, and until it expires every new connection fails at once
+        with "No route to host": the entries are flushed. Then it waits (up
+        to `HEAL_WAIT_S`) for both ends to report the link up and the bridge
+        port to forward.
+        """
         _ip("link", "set", self.link, "up")
+        _ip("neigh", "flush", "dev", self.net.bridge, check=False)
+        _ip("neigh", "flush", "dev", "eth0", netns=self.namespace, check=False)
+        deadline = time.monotonic() + HEAL_WAIT_S
+        while not self._carries():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.link} of {self.namespace} is not up after a heal")
+            time.sleep(0.05)  # polling the kernel's link state, not waiting blind
+
+    def _carries(self) -> bool:
+        root = _ip("-o", "link", "show", self.link, check=False).stdout
+        inside = _ip("-o", "link", "show", "eth0", netns=self.namespace, check=False).stdout
+        port = _ip("-o", "-d", "link", "show", self.link, check=False).stdout
+        return "state UP" in root and "state UP" in inside and "state forwarding" in port
 
 
 @dataclass
