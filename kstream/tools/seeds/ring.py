@@ -33,6 +33,7 @@ from kstream.runtime.channels.format import (
     decode_header,
 )
 from kstream.runtime.checkpoint.storage import CheckpointStorage, SnapshotMeta
+from kstream.runtime.state.store import KEY_FORMAT
 from kstream.testing import ReadRecord, read_all
 from kstream.tools.seeds.tables import Element, q_cut_on
 
@@ -236,6 +237,9 @@ def _state(
     """Operator `op`'s value state per key in the checkpoint's copy of the task's database."""
     loads = plan.job.state_serde.loads
     prefix = op.encode() + b"\0"
+    # Key format 3 puts each key's two-byte key group before the operator's prefix.
+    grouped = storage.load(checkpoint, task.id).key_format >= KEY_FORMAT
+    skip = 2 if grouped else 0
     with tempfile.TemporaryDirectory(prefix="kstream-seed-") as tmp:
         target = Path(tmp) / "db"
         if not storage.fetch_db(checkpoint, task.id, target):
@@ -243,12 +247,15 @@ def _state(
         db = Rdict(str(target), Options(raw_mode=True))
         try:
             out: dict[str, Any] = {}
-            # Raw mode: keys and values are bytes, keys in order from the prefix on.
-            for k, v in db.items(from_key=prefix):
-                if not isinstance(k, bytes) or not k.startswith(prefix):
+            # Raw mode: keys and values are bytes. Grouped, the operator's keys lie
+            # in every key group's range: the whole (small) database is read.
+            for k, v in db.items(from_key=b"" if grouped else prefix):
+                if not isinstance(k, bytes) or not k[skip:].startswith(prefix):
+                    if grouped:
+                        continue
                     break
                 if isinstance(v, bytes):
-                    out[k[len(prefix) :].decode()] = loads(v)
+                    out[k[skip + len(prefix) :].decode()] = loads(v)
             return out
         finally:
             db.close()
