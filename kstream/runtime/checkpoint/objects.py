@@ -429,19 +429,7 @@ class ObjectCheckpointStorage:
             raise CheckpointError(f"s3://{self.bucket}/{where} is unreadable: {exc}") from None
 
     def load_payload(self, checkpoint: int, task: str, name: str) -> Any:
-        files = self._manifest(checkpoint, task)
-        for rel in sorted(r for r in files if r.startswith("sink-") and r.endswith(".wal")):
-            key = self._key(checkpoint, task, rel)
-            data = self._get_bytes(key, files[rel])
-            if not data.startswith(WAL_MAGIC):
-                raise CheckpointError(f"s3://{self.bucket}/{key} is not a write-ahead file")
-            try:
-                stored, payload = marshal.loads(data[len(WAL_MAGIC) :])
-            except (EOFError, ValueError, TypeError) as exc:
-                raise CheckpointError(f"s3://{self.bucket}/{key} is unreadable: {exc}") from None
-            if stored == name:
-                return payload
-        return None
+        return self.load_payloads(checkpoint, task).get(name)
 
     def load_payloads(self, checkpoint: int, task: str) -> dict[str, Any]:
         """Every sink payload stored with the snapshot (name -> payload)."""

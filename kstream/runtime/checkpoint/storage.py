@@ -512,17 +512,7 @@ class LocalCheckpointStorage:
         return []
 
     def load_payload(self, checkpoint: int, task: str, name: str) -> Any:
-        for path in sorted(self._dir(checkpoint, task).glob("sink-*.wal")):
-            with path.open("rb") as f:
-                if f.read(len(WAL_MAGIC)) != WAL_MAGIC:
-                    raise CheckpointError(f"{path} is not a write-ahead file of this kstream")
-                try:
-                    stored, payload = marshal.load(f)
-                except (EOFError, ValueError, TypeError) as exc:
-                    raise CheckpointError(f"{path} is unreadable: {exc}") from None
-            if stored == name:
-                return payload
-        return None
+        return self.load_payloads(checkpoint, task).get(name)
 
     def load_payloads(self, checkpoint: int, task: str) -> dict[str, Any]:
         """Every sink payload stored with the snapshot (name -> payload)."""
