@@ -10,6 +10,7 @@ import pytest
 from kstream.errors import RecordLostError
 from kstream.examples import wordcount
 from kstream.infra.admin import Admin
+from kstream.protocol.names import control_topic
 from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.worker.process import Worker
 from kstream.testing import unique_name
@@ -19,8 +20,9 @@ pytestmark = pytest.mark.broker
 
 def test_an_undelivered_record_raises(bootstrap: str, tmp_path: Path) -> None:
     topic = unique_name("undelivered")
-    Admin(bootstrap).create_topics({topic: 1})
     params = {"name": unique_name("job")}
+    # The coordinator creates the control topic; a worker waits for it.
+    Admin(bootstrap).create_topics({topic: 1, control_topic(params["name"]): 1})
     config = RunConfig(JobRef("kstream.examples.wordcount:job", params), bootstrap, 1, tmp_path)
     worker = Worker(config, 0, wordcount.job(params))
     worker.raise_if_undelivered()  # nothing lost yet
