@@ -72,7 +72,8 @@ def _quiet(_: str) -> None:
     """Default progress sink: say nothing."""
 
 
-def _port_is_open(port: int, host: str = "127.0.0.1") -> bool:
+def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on `host`:`port` (0.5 s to answer)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((host, port)) == 0
@@ -234,7 +235,7 @@ class LocalBroker:
             return self.status()
         java = require_tool("java", "to run the Kafka broker (Java 17 or newer)")
         for h, p in ((self.host, self.port), ("127.0.0.1", self.controller_port)):
-            if _port_is_open(p, h):
+            if port_is_open(p, h):
                 raise PortInUseError(
                     f"port {p} on {h} is in use by another process; "
                     "choose another with --port or KSTREAM_BROKER_PORT"
@@ -389,7 +390,7 @@ class LocalBroker:
                 )
             if proc is None and not self._is_our_jvm(pid):
                 raise BrokerError(f"the broker (pid {pid}) died; see {self.log_file}")
-            if _port_is_open(self.port, self.host):
+            if port_is_open(self.port, self.host):
                 try:
                     md = admin.list_topics(timeout=2.0)
                 except Exception:
@@ -423,7 +424,7 @@ class LocalBroker:
             # A JVM's main thread shows as a zombie while its other threads still
             # exit and hold the listening sockets: gone means the ports are free too.
             if not self._is_our_jvm(pid) and not any(
-                _port_is_open(p, h)
+                port_is_open(p, h)
                 for h, p in ((self.host, self.port), ("127.0.0.1", self.controller_port))
             ):
                 return True

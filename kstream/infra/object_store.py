@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kstream.errors import DependencyResolutionError, EnvironmentSetupError, PortInUseError
+from kstream.infra.broker import port_is_open
 from kstream.infra.maven import resolve_maven_classpath
 from kstream.infra.paths import cache_dir, deploy_dir, require_tool
 
@@ -63,12 +63,6 @@ def resolve_s3proxy(log: Log = _quiet) -> Path:
     return libs
 
 
-def _port_is_open(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0
-
-
 @dataclass
 class ObjectStore:
     """One S3Proxy process serving `basedir` on http://`host`:`port`.
@@ -101,7 +95,7 @@ class ObjectStore:
     def start(self, log: Log = _quiet) -> None:
         """Start S3Proxy; `PortInUseError` if the port is taken, `EnvironmentSetupError`
         (with the log's last line) if it exits or does not answer in time."""
-        if _port_is_open(self.host, self.port):
+        if port_is_open(self.port, self.host):
             raise PortInUseError(f"{self.host}:{self.port} is in use: cannot start S3Proxy there")
         java = require_tool("java", "to run S3Proxy")
         libs = resolve_s3proxy(log)
@@ -129,7 +123,7 @@ class ObjectStore:
         )
         out.close()
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while not _port_is_open(self.host, self.port):
+        while not port_is_open(self.port, self.host):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise EnvironmentSetupError(
