@@ -4,7 +4,8 @@ the campaign's own read_committed checker.
 
 The campaign starts, kills and restarts its own broker on
 ``KSTREAM_CHAOS_BROKER_PORT`` (default 23392, controller on the next port), never
-the suite's. The schedule is seeded: a failure is repeated with
+the suite's; where that port is refused (a broker directory some other run left),
+the next pair of ports a campaign may take. The schedule is seeded: a failure is repeated with
 ``kstream chaos --duration 200 --seed 7 --mean-gap 8``.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from kstream.tools.chaos.campaign import CampaignConfig, CampaignResult, run_campaign
+from kstream.tools.chaos.own_broker import refusal, survey
 from kstream.tools.chaos.report import summary_lines, write_report
 from kstream.tools.chaos.workload import workload
 
@@ -27,6 +29,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.campaign]
 DURATION = 200.0
 #: The windowed run's: shorter, the word count's run covers every fault kind.
 WINDOWED_DURATION = 150.0
+
+
+def campaign_port(first: int) -> int:
+    """The first port from `first` on (in steps of 2: listener and controller) that a
+    campaign may take: `kstream chaos` refuses one holding data it did not create."""
+    for port in range(first, first + 40, 2):
+        if refusal(survey(port)) is None:
+            return port
+    pytest.fail(f"no port from {first} to {first + 38} may hold a campaign's broker")
 
 
 def campaign(
@@ -40,7 +51,7 @@ def campaign(
         duration=duration,
         seed=seed,
         rate=100.0,
-        port=int(os.environ.get("KSTREAM_CHAOS_BROKER_PORT", "23392")),
+        port=campaign_port(int(os.environ.get("KSTREAM_CHAOS_BROKER_PORT", "23392"))),
         out=tmp_path / "chaos",
         mean_gap=8.0,
     )
