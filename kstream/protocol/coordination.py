@@ -93,6 +93,9 @@ class Heartbeat:
     stuck_on: str = ""
     #: The worker process's incarnation id ("": unknown, never a claim).
     process: str = ""
+    #: The process waits for a new generation instead of joining `generation`,
+    #: which another process of its index runs (`WorkerAlive.waiting`): a claim.
+    waiting: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,12 @@ Invariants (checked by the tests):
   it waits the interval alone;
 * a pause of the coordinator's own process (`Paused`) counts against no
   worker's liveness and no checkpoint's timeout: it could hear nobody then;
+* a process of a worker index that another process runs in the current
+  generation never joins it; it waits, saying so (`Heartbeat.waiting`), and
+  the coordinator opens a new generation at once keeping it (`Recover.kept`):
+  two processes of one index never run one generation (each would write the
+  other's output and snapshots again), and a restarted worker never waits for
+  its predecessor's liveness timeout;
 * a checkpoint reported damaged is never restored again: the job rolls back to
   the newest remaining one, or halts when none remains (it never silently
   starts over, which would drop the state and repeat the output).
@@ -239,6 +245,19 @@ class Coordinator:
                 return self._on_ack(event)
             case DeclineReceived():
                 return self._on_decline(event)
+            case Heartbeat(waiting=True):
+                if event.generation != self.generation or not event.process:
+                    return []  # a generation opened since: the process joins that one
+                # It will not join a generation another process of its index runs,
+                # and must not (it would write what that one wrote, again): open a
+                # new one, keeping it, as for any second claim. Not a sign of life
+                # of the worker: that may be the dead predecessor it replaces.
+                return self._recover(
+                    event.now,
+                    f"worker {event.worker} restarted: process {event.process} waits "
+                    f"to join (was {self.incarnations.get(event.worker) or 'unknown'})",
+                    kept=((event.worker, event.process),),
+                )
             case Heartbeat():
                 if event.generation == self.generation:
                     known = self.incarnations.setdefault(event.worker, event.process)

@@ -431,6 +431,10 @@ class WorkerAlive:
     call of the job's code that has not returned for long (subtask, function,
     record, where), and `stuck_on` what identifies that call across processes
     (`kstream.runtime.worker.stuck`); "" when none, and then absent on the wire.
+    `waiting`: the process has not joined `generation` and never will: another
+    process of its index runs it (`kstream.protocol.recovery`), so this one
+    waits for the next `recover`; the coordinator opens one for it at once
+    (a claim). Absent on the wire unless set.
     """
 
     TYPE: ClassVar[str] = "heartbeat"
@@ -444,6 +448,7 @@ class WorkerAlive:
     restoring: bool = False
     stuck: str = ""
     stuck_on: str = ""
+    waiting: bool = False
 
     def to_dict(self) -> Wire:
         wire: Wire = {
@@ -461,6 +466,8 @@ class WorkerAlive:
         if self.stuck:
             wire["stuck"] = self.stuck
             wire["stuck_on"] = self.stuck_on
+        if self.waiting:
+            wire["waiting"] = True
         return wire
 
     @classmethod
@@ -477,6 +484,7 @@ class WorkerAlive:
             raw.get("restoring") is True,
             _str_or(raw, "stuck", ""),
             _str_or(raw, "stuck_on", ""),
+            raw.get("waiting") is True,
         )
 
 

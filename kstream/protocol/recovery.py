@@ -32,6 +32,17 @@ Until the worker has caught up with the topic (`caught_up`), messages are only
 collected: it restores from the `Recovered` of the backlog's newest generation
 (the last of them) and then acts on the messages after it (a trigger sent
 while the process was starting).
+
+**Never late.** A process joins only a generation no other process of its
+worker index runs. If the backlog holds a heartbeat of the newest generation
+from another process of its index (`WorkerAlive.process`; a predecessor that a
+supervisor replaced before the coordinator declared it lost, or a live process
+this one is a second claim against), it does not restore: it waits that
+generation out (`waiting`), saying so in its heartbeats (`WorkerAlive.waiting`), and joins
+the next `Recovered`, which the coordinator opens for it at once. Joining late
+would restore the generation's starting point while the other process's output
+and snapshots of that generation stand: the same records written twice, and
+checkpoint ids of that generation snapshotted twice.
 """
 
 from __future__ import annotations
@@ -136,10 +147,20 @@ WorkerAction = Restore | Trigger | Announced | Commit | Abort | Interrupt
 
 @dataclass(slots=True)
 class WorkerRecovery:
-    """The control-message decisions of one worker process (see the module docstring)."""
+    """The control-message decisions of one worker process (see the module docstring).
+
+    `worker` and `process` name this process (``w<i>``, its incarnation id); with
+    either empty it never waits (it cannot tell another process of its index).
+    """
 
     #: The generation whose subtasks run; 0 before the first `Restore`.
     generation: int = 0
+    #: This process's worker name and incarnation id (`WorkerAlive.process`).
+    worker: str = ""
+    process: str = ""
+    #: Not joined: the generation another process of this index runs, waited out
+    #: until a newer `Recovered` (0: not waiting).
+    waiting: int = 0
     #: The largest checkpoint id read in any control message.
     clock: LamportClock = field(default_factory=LamportClock)
     #: Whether the backlog of the control topic has been read (`caught_up`).
@@ -147,6 +168,8 @@ class WorkerRecovery:
     #: While joining: the `Recovered` of the newest generation read, and the messages after it.
     _latest: Recovered | None = field(default=None, init=False)
     _since: list[ControlMessage] = field(default_factory=list, init=False)
+    #: While joining: generations another process of this index was heard running.
+    _others: set[int] = field(default_factory=set, init=False)
     #: Messages read in a sink's wait, to be acted on back in the main loop.
     _deferred: list[ControlMessage] = field(default_factory=list, init=False)
     #: A newer `Recovered` was read in a wait or while stopping: the current
@@ -159,6 +182,12 @@ class WorkerRecovery:
         return self.generation > 0
 
     @property
+    def heartbeat_generation(self) -> int:
+        """The generation this process's heartbeats name: the one it runs, or the
+        one it waits out (`waiting`), or 0."""
+        return self.generation or self.waiting
+
+    @property
     def deferred(self) -> tuple[ControlMessage, ...]:
         """Messages waiting for `resume`, in the order they were read."""
         return tuple(self._deferred)
@@ -167,14 +196,19 @@ class WorkerRecovery:
         """The control topic's backlog has been read to its end: join its latest generation.
 
         Returns the `Restore` and the actions of the messages after it, or
-        nothing if no generation was started yet (the next `Recovered` joins).
+        nothing if no generation was started yet, or another process of this
+        index runs the latest (`waiting`): the next `Recovered` joins.
         """
         if self._caught_up:
             return []
         self._caught_up = True
-        latest, since = self._latest, self._since
-        self._latest, self._since = None, []
+        latest, since, others = self._latest, self._since, self._others
+        self._latest, self._since, self._others = None, [], set()
         if latest is None:
+            return []
+        if latest.generation in others:
+            # Its messages after the `Recovered` are that process's business.
+            self.waiting = latest.generation
             return []
         actions = self._recover(latest)
         for msg in since:
@@ -193,6 +227,9 @@ class WorkerRecovery:
                 self._latest, self._since = msg, []
             else:
                 self._since.append(msg)
+            if self._another_process(msg):
+                assert isinstance(msg, WorkerAlive)
+                self._others.add(msg.generation)
             return []
         match where:
             case Where.MAIN:
@@ -215,15 +252,29 @@ class WorkerRecovery:
 
     # -- the rules -----------------------------------------------------------
 
+    def _another_process(self, msg: ControlMessage) -> bool:
+        """Whether `msg` says another process of this worker index runs its generation."""
+        return (
+            isinstance(msg, WorkerAlive)
+            and bool(self.worker and self.process)
+            and msg.worker == self.worker
+            and bool(msg.process)
+            and msg.process != self.process
+            and not msg.waiting  # waiting, it runs nothing
+            and msg.generation > 0
+        )
+
     def _recover(self, msg: Recovered) -> list[WorkerAction]:
         self.generation = msg.generation
+        self.waiting = 0
         return [Restore(msg.generation, msg.checkpoint)]
 
     def _act(self, msg: ControlMessage) -> list[WorkerAction]:
-        """The main loop's rule: act on the current generation, restore on a newer one."""
+        """The main loop's rule: act on the current generation, restore on a newer one
+        (newer than the one waited out, too)."""
         g = self.generation
         match msg:
-            case Recovered(generation=gen) if gen > g:
+            case Recovered(generation=gen) if gen > max(g, self.waiting):
                 return self._recover(msg)
             case Triggered(checkpoint=n, generation=gen) if gen == g and g > 0:
                 return [Trigger(n)]

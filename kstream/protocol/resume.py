@@ -129,7 +129,11 @@ def decide_adoption(
     """Whether a coordinator restarting after `messages` (the control topic, in order)
     may adopt the running generation: every worker of `workers` sent a heartbeat of
     the newest generation within `liveness_timeout` of `now` (wall clock, as
-    heartbeats carry) and none failed in it. None: roll back as always.
+    heartbeats carry), none failed in it, and no process waits to join a new one
+    (`WorkerAlive.waiting`, within the timeout: it is what a restarted worker
+    says, and adopting would only make it wait for the next rollback). A waiting
+    process's heartbeat is no sign of the worker running the generation. None:
+    roll back as always.
 
     The workers' sinks then commit their pending epochs at the generation's next
     completion; an in-flight checkpoint aborted here is one such epoch more.
@@ -143,11 +147,14 @@ def decide_adoption(
     seen: dict[str, WorkerAlive] = {}
     started: set[int] = set()
     ended: set[int] = set()
-    failed = False
+    failed = waiting = False
     for msg in messages:
         match msg:
             case Recovered(generation=g, restated=False) if g == generation:
                 failed = False  # failures before the generation opened are settled
+            case WorkerAlive(generation=g, waiting=True) if g == generation:
+                if msg.time is None or now - msg.time <= liveness_timeout:
+                    waiting = True
             case WorkerAlive(generation=g) if g == generation:
                 seen[msg.worker] = msg
             case WorkerFailed() | RestoreFailed():
@@ -160,7 +167,7 @@ def decide_adoption(
                 ended.add(msg.checkpoint)
             case _:
                 pass
-    if failed:
+    if failed or waiting:
         return None
     for w in workers:
         beat = seen.get(w)

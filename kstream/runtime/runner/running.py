@@ -510,6 +510,7 @@ class RunningJob:
                     stuck=msg.stuck,
                     stuck_on=msg.stuck_on,
                     process=msg.process or "",
+                    waiting=msg.waiting,
                 )
             case WorkerFailed():
                 index = msg.worker.removeprefix("w")

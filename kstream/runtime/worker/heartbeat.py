@@ -44,7 +44,9 @@ class Heartbeat:
     `restoring()` whether its subtasks are still being restored in it (the
     coordinator waits for every worker's restore before the generation's first
     checkpoint); `alive()` is checked before each send from the thread and may
-    end the process (an orphaned worker kills itself there); `stuck()` gives the
+    end the process (an orphaned worker kills itself there); `waiting()` whether
+    it waits for a new generation instead of joining `generation()`
+    (`WorkerAlive.waiting`); `stuck()` gives the
     line and identity of a call of the job's code that does not return
     (`kstream.runtime.worker.stuck`; ("", "") for none), sent with the repeated heartbeats:
     the main loop, when it sends its own, is not stuck.
@@ -58,6 +60,7 @@ class Heartbeat:
         alive: Callable[[], None],
         restoring: Callable[[], bool] = lambda: False,
         stuck: Callable[[], tuple[str, str]] = lambda: ("", ""),
+        waiting: Callable[[], bool] = lambda: False,
     ) -> None:
         self.period = period
         self._send = send
@@ -65,6 +68,7 @@ class Heartbeat:
         self._alive = alive
         self._restoring = restoring
         self._stuck = stuck
+        self._waiting = waiting
         # One lock orders every send: a repeated heartbeat never goes out after
         # a newer one the main loop published (counters would seem to go back).
         self._lock = threading.Lock()
@@ -116,6 +120,7 @@ class Heartbeat:
                 latest,
                 generation=self._generation(),
                 restoring=self._restoring(),
+                waiting=self._waiting(),
                 time=time.time(),
                 stuck=stuck,
                 stuck_on=stuck_on,

@@ -164,10 +164,11 @@ class Worker:
         self.heartbeat = Heartbeat(
             HEARTBEAT_S,
             lambda message, flush: self.control.send(message, flush=flush),
-            lambda: self.generation,
+            lambda: self.recovery.heartbeat_generation,
             self._die_if_orphaned,
             lambda: self.restoring,
             self._stuck,
+            lambda: self.recovery.waiting > 0,
         )
         #: Reports a call of the job's code that does not return (`kstream.runtime.worker.stuck`).
         self.watch = CallWatch()
@@ -178,7 +179,7 @@ class Worker:
         self._last_dead_letter = ""
         self._reader: ControlReader | None = None
         #: What the control messages ask of this worker (generations, deferrals).
-        self.recovery = WorkerRecovery()
+        self.recovery = WorkerRecovery(worker=self.name, process=self.process)
         #: The generation whose subtasks are restored and running (0: none yet).
         self._running = 0
         #: The runner that spawned this process, if one did: the worker dies with it.
@@ -217,12 +218,22 @@ class Worker:
     # -- generations --------------------------------------------------------
 
     def _join(self, reader: ControlReader) -> None:
-        """Read the control topic to its end; restore from the latest `recover`."""
+        """Read the control topic to its end; restore from the latest `recover`, unless
+        another process of this index runs it: then wait for the next one."""
         # History: a rollback that kept another process as this worker was about a
         # predecessor; only claims settled from now on concern this process.
         for _, msg in reader.read_to_end():
             self.recovery.read(msg)
         self._carry_out(self.recovery.caught_up())
+        if self.recovery.waiting:
+            log.info(
+                "%s: another process runs generation %d of this worker; waiting for the next",
+                self.name,
+                self.recovery.waiting,
+            )
+            # Now, not at the thread's next beat: the coordinator opens the generation
+            # this process joins as soon as it reads this claim.
+            self._heartbeat(force=True, flush=True)
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         while not self.recovery.joined:
             if time.monotonic() > deadline:
@@ -424,12 +435,13 @@ class Worker:
             self.heartbeat.publish(
                 WorkerAlive(
                     self.name,
-                    self.generation,
+                    self.recovery.heartbeat_generation,
                     time=time.time(),
                     process=self.process,
                     counters=self.counters(),
                     dead_letter=latest,
                     restoring=self.restoring,
+                    waiting=self.recovery.waiting > 0,
                 ),
                 flush=flush,
             )
