@@ -83,8 +83,14 @@ def manifests(client: object, bucket: str, prefix: str) -> dict[int, dict[str, d
                 continue
             chk, task = key[len(prefix) :].split("/")[:2]
             body = client.get_object(Bucket=bucket, Key=key)["Body"].read()  # type: ignore[attr-defined]
-            out[int(chk[4:])][task] = json.loads(body)["files"]
+            doc = json.loads(body)
+            out[int(chk[4:])][task] = doc["files"]
+            attempts[int(chk[4:]), task] = doc.get("attempt", "")
     return out
+
+
+#: (checkpoint, task) -> the attempt whose objects the manifest names ("": none).
+attempts: dict[tuple[int, str], str] = {}
 
 
 def main() -> None:
@@ -176,7 +182,8 @@ def report(client: object, prefix: str, args: argparse.Namespace, sent: int) -> 
         out = []
         for n in ids:
             for task in snaps[n]:
-                key = f"{prefix}chk-{n}/{task}/meta.json"
+                attempt = attempts.get((n, task), "")
+                key = f"{prefix}chk-{n}/{task}/{attempt + '/' if attempt else ''}meta.json"
                 body = client.get_object(Bucket="bench", Key=key)["Body"].read()  # type: ignore[attr-defined]
                 out.append(SnapshotMeta.from_json(body.decode()).sync_ms)
         return out

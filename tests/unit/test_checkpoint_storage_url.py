@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kstream.errors import CheckpointError, CheckpointStorageError
 from kstream.runtime.checkpoint.objects import (
     FileEntry,
+    Manifest,
     build_manifest,
     parse_manifest,
     unreferenced,
@@ -70,9 +71,17 @@ entries = st.builds(
 )
 
 
-@given(st.dictionaries(st.from_regex(r"(db/)?[A-Za-z0-9_.-]{1,20}", fullmatch=True), entries))
-def test_manifests_round_trip(files: dict[str, FileEntry]) -> None:
-    assert parse_manifest(build_manifest(files), "m") == files
+@given(
+    st.dictionaries(st.from_regex(r"(db/)?[A-Za-z0-9_.-]{1,20}", fullmatch=True), entries),
+    st.text("0123456789abcdef", max_size=16),
+)
+def test_manifests_round_trip(files: dict[str, FileEntry], attempt: str) -> None:
+    assert parse_manifest(build_manifest(files, attempt), "m") == Manifest(files, attempt)
+
+
+def test_a_manifest_of_the_layout_before_attempts_names_none() -> None:
+    old = b'{"files": {"meta.json": {"size": 2, "sha256": "ab"}}}'
+    assert parse_manifest(old, "m") == Manifest({"meta.json": FileEntry(2, "ab")}, "")
 
 
 @pytest.mark.parametrize(
@@ -83,6 +92,8 @@ def test_manifests_round_trip(files: dict[str, FileEntry]) -> None:
         b'{"files": {"a": {"size": "1", "sha256": "x"}}}',
         b'{"files": {"../a": {"size": 1, "sha256": "x"}}}',
         b'{"files": {"db/a": {"size": 1, "sha256": "x", "shared": "../other/x.sst"}}}',
+        b'{"files": {}, "attempt": "../x"}',
+        b'{"files": {}, "attempt": 7}',
     ],
 )
 def test_malformed_manifests_are_checkpoint_errors(text: bytes) -> None:

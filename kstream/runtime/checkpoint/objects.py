@@ -2,16 +2,31 @@
 
 Layout under ``<prefix>/<job>/``::
 
-    shared/<sha256>.sst             immutable RocksDB tables (and .blob files),
-                                    content-addressed: put once, shared by checkpoints
-    chk-<n>/<task>/db/<name>        the database's other files (MANIFEST-*, CURRENT, OPTIONS-*)
-    chk-<n>/<task>/sink-<i>.wal     a sink's payload, if any
-    chk-<n>/<task>/meta.json        `SnapshotMeta`
-    chk-<n>/<task>/manifest.json    size and SHA-256 of every file above, put last
+    shared/<sha256>.sst                 immutable RocksDB tables (and .blob files),
+                                        content-addressed: put once, shared by checkpoints
+    chk-<n>/<task>/<a>/db/<name>        the database's other files (MANIFEST-*, CURRENT, OPTIONS-*)
+    chk-<n>/<task>/<a>/sink-<i>.wal     a sink's payload, if any
+    chk-<n>/<task>/<a>/meta.json        `SnapshotMeta`
+    chk-<n>/<task>/manifest.json        the attempt ``<a>``, and size and SHA-256 of
+                                        every file above; put last, and only once
 
 A manifest lists a table as ``db/<name>`` with ``"shared": "shared/<sha256>.sst"``.
 It is put only after every other object of the snapshot was (a PUT that
 returned is durable), so a snapshot without one is incomplete and never chosen.
+
+**Immutable snapshots.** ``<a>`` is a random token of each `store` (an
+attempt), named by the manifest's ``"attempt"``: two processes storing the
+same checkpoint id of a subtask (a zombie and its replacement, for the moment
+before the coordinator fences one) never put the same key, so no reader meets
+a meta.json of one with the manifest of the other. The first manifest stays:
+a store finding one already there (a ``head`` just before its own put) drops
+its attempt with a `CheckpointError` (the checkpoint is declined). The check and
+the put are two requests, but the coordinator never completes a checkpoint one
+of two such writers stored second (`kstream.protocol.recovery`: the second
+one's claim reaches it first), so the window only ever concerns a checkpoint
+that cannot complete. The sweep collects an attempt no manifest names
+(`unreferenced`). A manifest without ``"attempt"`` (written before attempts)
+names its files at ``chk-<n>/<task>/<rel>``, and is read as before.
 
 **Incremental.** Per subtask, the tables of the newest checkpoint this process
 knows completed (`note_complete`, from the control topic's ``Complete``) or
@@ -62,6 +77,7 @@ from kstream.runtime.checkpoint.url import StorageURL
 __all__ = [
     "TRANSFER_THREADS",
     "FileEntry",
+    "Manifest",
     "ObjectCheckpointStorage",
     "build_manifest",
     "parse_manifest",
@@ -75,6 +91,8 @@ TRANSFER_THREADS = 8
 _CHUNK = 1 << 20
 #: Shared tables younger than this (plus the checkpoint timeout) are never swept.
 SWEEP_MARGIN_S = 60.0
+#: What an attempt token (`Manifest.attempt`) is made of: it is part of object keys.
+_ATTEMPT_CHARS = frozenset("0123456789abcdef")
 
 T = TypeVar("T")
 
@@ -117,21 +135,36 @@ class FileEntry:
     shared: str = ""
 
 
-def build_manifest(files: Mapping[str, FileEntry]) -> bytes:
-    """The manifest listing `files` (path in the snapshot -> entry), as JSON bytes."""
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A snapshot's manifest: its `files` (path in the snapshot -> entry) and the
+    `attempt` whose objects hold those not shared ("": the layout before attempts)."""
+
+    files: dict[str, FileEntry]
+    attempt: str = ""
+
+
+def build_manifest(files: Mapping[str, FileEntry], attempt: str = "") -> bytes:
+    """The manifest listing `files` (path in the snapshot -> entry) of `attempt`, as JSON bytes."""
     out: dict[str, dict[str, Any]] = {}
     for rel, e in sorted(files.items()):
         entry: dict[str, Any] = {"size": e.size, "sha256": e.sha256}
         if e.shared:
             entry["shared"] = e.shared
         out[rel] = entry
-    return json.dumps({"files": out}, sort_keys=True).encode()
+    doc: dict[str, Any] = {"files": out}
+    if attempt:
+        doc["attempt"] = attempt
+    return json.dumps(doc, sort_keys=True).encode()
 
 
-def parse_manifest(data: bytes, where: str) -> dict[str, FileEntry]:
-    """The files `build_manifest` listed; `CheckpointError` naming `where` if malformed."""
+def parse_manifest(data: bytes, where: str) -> Manifest:
+    """What `build_manifest` wrote; `CheckpointError` naming `where` if malformed."""
     try:
         raw = json.loads(data)
+        attempt = raw.get("attempt", "")
+        if not (isinstance(attempt, str) and all(c in _ATTEMPT_CHARS for c in attempt)):
+            raise ValueError(f"attempt {attempt!r}")
         files = {}
         for rel, e in raw["files"].items():
             shared = e.get("shared", "")
@@ -147,7 +180,7 @@ def parse_manifest(data: bytes, where: str) -> dict[str, FileEntry]:
             if shared and not shared.startswith("shared/"):
                 raise ValueError(f"shared key {shared!r}")
             files[rel] = FileEntry(e["size"], e["sha256"], shared)
-        return files
+        return Manifest(files, attempt)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise CheckpointError(f"{where} is unreadable: {exc}") from None
 
@@ -155,9 +188,10 @@ def parse_manifest(data: bytes, where: str) -> dict[str, FileEntry]:
 def unreferenced(
     shared: Mapping[str, float], referenced: Collection[str], now: float, grace_s: float
 ) -> list[str]:
-    """The shared tables the sweep deletes: of `shared` (key -> last modified, epoch
-    seconds), those no retained manifest references (`referenced`) and older than
-    `grace_s` at `now`."""
+    """The objects the sweep deletes: of `shared` (key -> last modified, epoch seconds:
+    the shared tables, and the objects of retained checkpoints' snapshots other than
+    their manifests), those no retained manifest references (`referenced`) and older
+    than `grace_s` at `now`. An attempt that lost to another's manifest is such."""
     return sorted(k for k, t in shared.items() if k not in referenced and now - t > grace_s)
 
 
@@ -229,8 +263,8 @@ class ObjectCheckpointStorage:
         self._trusted: dict[str, dict[_LocalTable, FileEntry]] = {}
         #: (checkpoint, task) -> the tables stored with it, trusted once it completes.
         self._stored: dict[tuple[int, str], dict[_LocalTable, FileEntry]] = {}
-        #: Manifests read (immutable once put): (checkpoint, task) -> files.
-        self._manifests: dict[tuple[int, str], dict[str, FileEntry]] = {}
+        #: Manifests read (put once): (checkpoint, task) -> manifest.
+        self._manifests: dict[tuple[int, str], Manifest] = {}
         #: Runs deletes and sweeps, one at a time, off the caller's thread.
         self._janitor = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-sweep")
         self._queued_sweep: Future[None] | None = None
@@ -298,6 +332,22 @@ class ObjectCheckpointStorage:
                 return
             token = {"ContinuationToken": page["NextContinuationToken"]}
 
+    def _exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            if _is_missing(exc):
+                return False
+            raise CheckpointError(f"s3://{self.bucket}/{key}: head failed: {_cause(exc)}") from None
+        return True
+
+    def _delete_quietly(self, keys: list[str]) -> None:
+        """Delete `keys`, logging a failure: what is left is the sweep's."""
+        try:
+            self._delete(keys)
+        except Exception as exc:
+            log.warning("cannot delete %d objects from %s: %s", len(keys), self.location, _cause(exc))
+
     def _delete(self, keys: Iterable[str]) -> None:
         # One request per key: DeleteObjects needs a Content-MD5 or checksum header
         # that S3-compatible stores differ on.
@@ -339,6 +389,9 @@ class ObjectCheckpointStorage:
         self, meta: SnapshotMeta, staged_db: Path | None, payloads: dict[str, Any] | None
     ) -> None:
         n, task = meta.checkpoint, meta.task
+        # Every object but the shared tables under a key of this attempt alone.
+        attempt = uuid.uuid4().hex[:16]
+        own = f"{attempt}/"
         with self._lock:
             trusted = dict(self._trusted.get(task, {}))
         files: dict[str, FileEntry] = {}
@@ -366,19 +419,28 @@ class ObjectCheckpointStorage:
                 puts.append((self.base + shared, path))
             else:
                 files[rel] = FileEntry(size, digest)
-                puts.append((self._key(n, task, rel), path))
+                puts.append((self._key(n, task, own + rel), path))
         for i, (name, payload) in enumerate(sorted((payloads or {}).items())):
             if payload is None:
                 continue
             data = WAL_MAGIC + marshal.dumps((name, payload), MARSHAL_VERSION)
             rel = f"sink-{i}.wal"
             files[rel] = FileEntry(len(data), hashlib.sha256(data).hexdigest())
-            puts.append((self._key(n, task, rel), data))
+            puts.append((self._key(n, task, own + rel), data))
         data = meta.to_json().encode()
         files["meta.json"] = FileEntry(len(data), hashlib.sha256(data).hexdigest())
-        puts.append((self._key(n, task, "meta.json"), data))
+        puts.append((self._key(n, task, own + "meta.json"), data))
         put = sum(self._parallel(lambda kb: self._put(*kb), puts))
-        self._put(self._key(n, task, MANIFEST), build_manifest(files))
+        manifest = self._key(n, task, MANIFEST)
+        if self._exists(manifest):
+            # Another process stored this snapshot first (a zombie, or this one's
+            # replacement): its manifest stays; this attempt's objects go.
+            self._delete_quietly([k for k, _ in puts if k.startswith(self._key(n, task, own))])
+            raise CheckpointError(
+                f"checkpoint {n} of {task} was already stored by another process "
+                f"(s3://{self.bucket}/{manifest}); this copy is dropped"
+            )
+        self._put(manifest, build_manifest(files, attempt))
         self.last_put_bytes = put
         with self._lock:
             self._stored[n, task] = tables
@@ -395,7 +457,7 @@ class ObjectCheckpointStorage:
             self._trusted.clear()
             self._stored.clear()
 
-    def _manifest(self, checkpoint: int, task: str) -> dict[str, FileEntry]:
+    def _manifest(self, checkpoint: int, task: str) -> Manifest:
         with self._lock:
             cached = self._manifests.get((checkpoint, task))
         if cached is not None:
@@ -409,18 +471,21 @@ class ObjectCheckpointStorage:
                     f"checkpoint {checkpoint} has no complete snapshot of {task} in {self.location}"
                 ) from None
             raise CheckpointError(f"s3://{self.bucket}/{key}: get failed: {_cause(exc)}") from None
-        files = parse_manifest(data, f"s3://{self.bucket}/{key}")
+        manifest = parse_manifest(data, f"s3://{self.bucket}/{key}")
         with self._lock:
-            self._manifests[checkpoint, task] = files
-        return files
+            self._manifests[checkpoint, task] = manifest
+        return manifest
 
-    def _object(self, checkpoint: int, task: str, rel: str, entry: FileEntry) -> str:
-        return self.base + entry.shared if entry.shared else self._key(checkpoint, task, rel)
+    def _object(self, checkpoint: int, task: str, rel: str, entry: FileEntry, attempt: str) -> str:
+        """The key of the object holding file `rel` of a snapshot stored by `attempt`."""
+        if entry.shared:
+            return self.base + entry.shared
+        return self._key(checkpoint, task, f"{attempt}/{rel}" if attempt else rel)
 
     def load(self, checkpoint: int, task: str) -> SnapshotMeta:
-        files = self._manifest(checkpoint, task)
-        entry = files.get("meta.json")
-        where = self._key(checkpoint, task, "meta.json")
+        manifest = self._manifest(checkpoint, task)
+        entry = manifest.files.get("meta.json")
+        where = self._object(checkpoint, task, "meta.json", FileEntry(0, ""), manifest.attempt)
         if entry is None:
             raise CheckpointError(f"the manifest of s3://{self.bucket}/{where} lists no meta.json")
         try:
@@ -433,10 +498,11 @@ class ObjectCheckpointStorage:
 
     def load_payloads(self, checkpoint: int, task: str) -> dict[str, Any]:
         """Every sink payload stored with the snapshot (name -> payload)."""
-        files = self._manifest(checkpoint, task)
+        manifest = self._manifest(checkpoint, task)
+        files = manifest.files
         found: dict[str, Any] = {}
         for rel in sorted(r for r in files if r.startswith("sink-") and r.endswith(".wal")):
-            key = self._key(checkpoint, task, rel)
+            key = self._object(checkpoint, task, rel, files[rel], manifest.attempt)
             data = self._get_bytes(key, files[rel])
             if not data.startswith(WAL_MAGIC):
                 raise CheckpointError(f"s3://{self.bucket}/{key} is not a write-ahead file")
@@ -465,8 +531,8 @@ class ObjectCheckpointStorage:
     def fetch_db(self, checkpoint: int, task: str, target: Path) -> bool:
         """Get the snapshot's database into `target`, every file checked; its tables
         are then referenced without upload by this process's next snapshots."""
-        files = self._manifest(checkpoint, task)
-        db = {rel[3:]: e for rel, e in files.items() if rel.startswith("db/")}
+        manifest = self._manifest(checkpoint, task)
+        db = {rel[3:]: e for rel, e in manifest.files.items() if rel.startswith("db/")}
         shutil.rmtree(target, ignore_errors=True)
         if not db:
             return False
@@ -477,7 +543,8 @@ class ObjectCheckpointStorage:
         def fetch(item: tuple[str, FileEntry]) -> None:
             name, entry = item
             with (target / name).open("wb") as f:
-                self._get(self._object(checkpoint, task, f"db/{name}", entry), entry, f.write)
+                key = self._object(checkpoint, task, f"db/{name}", entry, manifest.attempt)
+                self._get(key, entry, f.write)
 
         try:
             self._parallel(fetch, sorted(db.items()))
@@ -519,12 +586,12 @@ class ObjectCheckpointStorage:
             return [f"{self.location} cannot be listed: {_cause(exc)}"]
         for task in sorted(tasks):
             try:
-                files = self._manifest(checkpoint, task)
+                manifest = self._manifest(checkpoint, task)
                 meta = self.load(checkpoint, task)
             except CheckpointError as exc:
                 return [str(exc)]
-            for rel, entry in sorted(files.items()):
-                key = self._object(checkpoint, task, rel, entry)
+            for rel, entry in sorted(manifest.files.items()):
+                key = self._object(checkpoint, task, rel, entry, manifest.attempt)
                 if key not in sizes:
                     return [f"s3://{self.bucket}/{key} is missing"]
                 if sizes[key] != entry.size:
@@ -592,23 +659,35 @@ class ObjectCheckpointStorage:
         for n in gone:
             self._discard_now(n)
         referenced: set[str] = set()
+        #: Objects of retained snapshots whose manifest was read: an attempt that lost.
+        own: dict[str, float] = {}
         for n in retained:
             prefix = f"{self.base}chk-{n}/"
+            objects: dict[str, dict[str, float]] = {}
             for o in self._list(prefix):
                 task, _, rel = o["Key"][len(prefix) :].partition("/")
-                if rel != MANIFEST:
-                    continue
+                objects.setdefault(task, {})[o["Key"]] = o["LastModified"].timestamp()
+            for task, found in objects.items():
+                if self._key(n, task, MANIFEST) not in found:
+                    continue  # incomplete (or a store in flight): only discard takes it
                 try:
-                    files = self._manifest(n, task)
+                    m = self._manifest(n, task)
                 except CheckpointError:
-                    continue  # unreadable: restoring it fails anyway
-                referenced.update(self.base + e.shared for e in files.values() if e.shared)
+                    continue  # unreadable: restoring it fails anyway; its objects stay
+                referenced.update(
+                    self._object(n, task, rel, e, m.attempt) for rel, e in m.files.items()
+                )
+                # Not the manifest, nor a "directory" some stores list (S3Proxy on a
+                # file system): deleting one may take what is below it.
+                own.update(
+                    (k, t) for k, t in found.items() if not k.endswith(("/", "/" + MANIFEST))
+                )
         shared = {
             o["Key"]: o["LastModified"].timestamp() for o in self._list(f"{self.base}shared/")
         }
         # Taken once: the recheck below judges by the same (earlier, so safer) time.
         now = time.time()
-        garbage = unreferenced(shared, referenced, now, self.shared_grace_s)
+        garbage = unreferenced({**shared, **own}, referenced, now, self.shared_grace_s)
 
         def still_garbage(key: str) -> bool:
             # A worker may have put the same table again since the listing (it was

@@ -22,12 +22,14 @@ an object store does in `kstream.runtime.checkpoint.objects` (``s3://``), and
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import marshal
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -401,19 +403,44 @@ class LocalCheckpointStorage:
         cause and a file it could not write (`storage_failure`), and leaves no
         partial snapshot behind: the checkpoint is then declined and the staged
         copy would only take space from the live state.
+
+        Immutable: the snapshot is written in a directory of its own beside the
+        target and renamed into place, which fails if the target exists. A second
+        writer of the same checkpoint and subtask (a zombie and its replacement,
+        sharing the directory) raises `CheckpointError` and leaves the first's
+        snapshot as it was.
         """
         target = self._dir(meta.checkpoint, meta.task)
+        attempt = target.with_name(f".{meta.task}.{uuid.uuid4().hex[:16]}.tmp")
         try:
-            self._store(target, meta, staged_db, payloads)
+            self._store(attempt, meta, staged_db, payloads)
+            self._place(attempt, target)
         except (OSError, shutil.Error) as exc:
-            shutil.rmtree(target, ignore_errors=True)
-            raise CheckpointError(storage_failure(exc, target)) from exc
-        except BaseException:
-            shutil.rmtree(target, ignore_errors=True)
-            raise
+            # Named as the snapshot's place: the attempt's is gone by then.
+            why = storage_failure(exc, target).replace(str(attempt), str(target))
+            raise CheckpointError(why) from exc
         finally:
+            shutil.rmtree(attempt, ignore_errors=True)
             if staged_db is not None:
                 shutil.rmtree(staged_db, ignore_errors=True)
+
+    def _place(self, attempt: Path, target: Path) -> None:
+        """Rename the complete snapshot `attempt` to `target`, unless one is there."""
+        try:
+            attempt.rename(target)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        if (target / MANIFEST).exists():
+            raise CheckpointError(
+                f"checkpoint of {target.name} in {target.parent} was already stored by "
+                "another process; this copy is dropped"
+            )
+        # A partial snapshot of an older kstream (written in place, then killed):
+        # never restorable, so replaced.
+        shutil.rmtree(target, ignore_errors=True)
+        attempt.rename(target)
 
     def _store(
         self,
@@ -422,7 +449,6 @@ class LocalCheckpointStorage:
         staged_db: Path | None,
         payloads: dict[str, Any] | None,
     ) -> None:
-        shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         if staged_db is not None:
             copy = _link_or_copy if self.link_files else shutil.copyfile
@@ -446,12 +472,10 @@ class LocalCheckpointStorage:
             if self.checksums:
                 entry["sha256"] = _sha256(path)
             files[path.relative_to(target).as_posix()] = entry
-        tmp = target / f"{MANIFEST}.tmp"
-        with tmp.open("w") as f:
+        with (target / MANIFEST).open("w") as f:
             f.write(json.dumps({"files": files}, sort_keys=True))
             f.flush()
             os.fsync(f.fileno())
-        tmp.rename(target / MANIFEST)
 
     def load(self, checkpoint: int, task: str) -> SnapshotMeta:
         path = self._dir(checkpoint, task) / "meta.json"
