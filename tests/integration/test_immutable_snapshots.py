@@ -51,15 +51,13 @@ def staged(path: Path, values: range) -> Path:
 
 def meta(n: int, offset: int) -> SnapshotMeta:
     """Checkpoint `n` of `TASK`; `offset` tells one writer's snapshot from the other's."""
-    return SnapshotMeta(
-        checkpoint=n, generation=4, task=TASK, source_offsets={"in": {0: offset}}
-    )
+    return SnapshotMeta(checkpoint=n, generation=4, task=TASK, source_offsets={"in": {0: offset}})
 
 
 def keys(path: Path) -> int:
     db = Rdict(str(path), Options(raw_mode=True))
     try:
-        return sum(1 for _ in db.keys())
+        return sum(1 for _ in db)
     finally:
         db.close()
 
@@ -84,9 +82,7 @@ def test_the_second_writer_of_a_checkpoint_never_overwrites_the_first(
 
 
 @pytest.mark.s3
-def test_objects_are_put_under_a_key_of_their_attempt_alone(
-    bucket: Bucket, tmp_path: Path
-) -> None:
+def test_objects_are_put_under_a_key_of_their_attempt_alone(bucket: Bucket, tmp_path: Path) -> None:
     s = storage(bucket)
     s.store(meta(3, 1), staged(tmp_path / "a", range(10)))
     manifest = json.loads(
@@ -100,7 +96,8 @@ def test_objects_are_put_under_a_key_of_their_attempt_alone(
         for k in bucket.listing(f"chk/{JOB}/chk-3/")
         if not k.endswith(("/manifest.json", "/"))  # S3Proxy lists its directories
     ]
-    assert own and all(k.startswith(f"chk/{JOB}/chk-3/{TASK}/{attempt}/") for k in own)
+    assert own
+    assert all(k.startswith(f"chk/{JOB}/chk-3/{TASK}/{attempt}/") for k in own)
 
 
 @pytest.mark.s3
@@ -133,7 +130,9 @@ def test_a_snapshot_of_the_layout_before_attempts_is_still_read(
     body = meta(2, 42).to_json().encode()
     bucket.client.put_object(Bucket=bucket.name, Key=prefix + "meta.json", Body=body)
     files = {"meta.json": FileEntry(len(body), hashlib.sha256(body).hexdigest())}
-    bucket.client.put_object(Bucket=bucket.name, Key=prefix + "manifest.json", Body=build_manifest(files))
+    bucket.client.put_object(
+        Bucket=bucket.name, Key=prefix + "manifest.json", Body=build_manifest(files)
+    )
     s = storage(bucket, grace_s=0.0)
     assert s.validate(2, [TASK]) == []
     assert s.load(2, TASK) == meta(2, 42)

@@ -346,7 +346,9 @@ class ObjectCheckpointStorage:
         try:
             self._delete(keys)
         except Exception as exc:
-            log.warning("cannot delete %d objects from %s: %s", len(keys), self.location, _cause(exc))
+            log.warning(
+                "cannot delete %d objects from %s: %s", len(keys), self.location, _cause(exc)
+            )
 
     def _delete(self, keys: Iterable[str]) -> None:
         # One request per key: DeleteObjects needs a Content-MD5 or checksum header
@@ -665,7 +667,7 @@ class ObjectCheckpointStorage:
             prefix = f"{self.base}chk-{n}/"
             objects: dict[str, dict[str, float]] = {}
             for o in self._list(prefix):
-                task, _, rel = o["Key"][len(prefix) :].partition("/")
+                task = o["Key"][len(prefix) :].partition("/")[0]
                 objects.setdefault(task, {})[o["Key"]] = o["LastModified"].timestamp()
             for task, found in objects.items():
                 if self._key(n, task, MANIFEST) not in found:

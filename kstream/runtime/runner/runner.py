@@ -22,6 +22,7 @@ from kstream.dataflow.job import Job
 from kstream.dataflow.plan import Plan, plan
 from kstream.errors import (
     CheckpointDamagedError,
+    CheckpointError,
     ConfigurationError,
     IdentityMismatchError,
 )
@@ -182,8 +183,16 @@ class Runner:
         messages = [m for _, m in read_log(self.config.bootstrap, self.job.name)]
         history = replay(messages, self.config.checkpoints.retained)
         before = rescaled_from(history, self.plan, fresh=False)
-        if before is not None:
-            check_rescalable(self.storage, before, history.completed[-1])
+        if before is None:
+            return None
+        for n in reversed(history.completed):
+            try:
+                check_rescalable(self.storage, before, n)
+                break
+            except CheckpointError:
+                # Damaged: the restore point settles on an older one
+                # (`_settle_restore_point`), which is the one to check.
+                continue
         return before
 
     def start(self) -> RunningJob:
@@ -294,6 +303,8 @@ class Runner:
         while (n := coordinator.latest_completed) is not None:
             problems = validate(self.storage, self.plan, self.identity, self.config, n)
             if not problems:
+                problems = self._unreadable(n)
+            if not problems:
                 break
             damaged.append(f"checkpoint {n} ({problems[0]})")
             for c in coordinator.handle(CheckpointDamaged(n, problems[0], time.monotonic())):
@@ -313,6 +324,18 @@ class Runner:
             # every restore (each worker checks too), or be misread.
             for task in stored_tasks(self.storage, self.plan, n):
                 check_state_serde(self.storage.load(n, task), self.job.state_serde.name)
+
+    def _unreadable(self, n: int) -> list[str]:
+        """Why the metadata of checkpoint `n` that the start reads (the snapshots of
+        its layout) cannot be read: a damaged one falls back like any other damage."""
+        try:
+            for task in stored_tasks(self.storage, self.plan, n):
+                self.storage.load(n, task)
+            for spec in (self.rescaled_from or self.plan).tasks:
+                self.storage.load(n, spec.id)
+        except CheckpointError as exc:
+            return [str(exc)]
+        return []
 
     # -- workers ------------------------------------------------------------
 

@@ -119,7 +119,12 @@ def validate(
         return problems
     known = {identity.fingerprint, dataclasses.replace(identity, max_parallelism=0).fingerprint}
     for task in stored_tasks(storage, plan, n):
-        meta = storage.load(n, task)
+        try:
+            meta = storage.load(n, task)
+        except CheckpointError as exc:
+            # Damaged since the storage's own check (or read twice and found so
+            # the second time): a problem like any other, for the fallback.
+            return [str(exc)]
         if meta.identity not in known:
             theirs = meta.identity or "none"
             return [f"{task} of checkpoint {n} was taken by another job (identity {theirs})"]

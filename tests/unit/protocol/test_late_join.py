@@ -58,7 +58,9 @@ def test_a_process_waits_out_a_generation_its_predecessor_runs() -> None:
     assert sm.read(Recovered(3, 7)) == []
     assert sm.read(Recovered(2, 5)) == []
     assert sm.read(Recovered(4, 9)) == [Restore(4, 9)]
-    assert sm.joined and sm.waiting == 0 and sm.heartbeat_generation == 4
+    assert sm.joined
+    assert sm.waiting == 0
+    assert sm.heartbeat_generation == 4
 
 
 def test_a_process_joins_when_no_other_process_of_its_index_runs_the_generation() -> None:
@@ -84,9 +86,7 @@ def test_a_process_joins_when_no_other_process_of_its_index_runs_the_generation(
 
 def test_without_a_name_a_process_never_waits() -> None:
     sm = WorkerRecovery()
-    assert _catch_up(sm, [Recovered(3, 7), WorkerAlive("w0", 3, process="old")]) == [
-        Restore(3, 7)
-    ]
+    assert _catch_up(sm, [Recovered(3, 7), WorkerAlive("w0", 3, process="old")]) == [Restore(3, 7)]
 
 
 MESSAGES = st.one_of(
@@ -120,18 +120,24 @@ def test_joins_exactly_when_no_other_process_runs_the_newest_generation(
         and not m.waiting
     }
     if newest == 0:
-        assert actions == [] and sm.waiting == 0 and not sm.joined
+        assert actions == []
+        assert sm.waiting == 0
+        assert not sm.joined
     elif newest in taken:
-        assert actions == [] and sm.waiting == newest and not sm.joined
+        assert actions == []
+        assert sm.waiting == newest
+        assert not sm.joined
     else:
         assert actions[:1] == [Restore(newest, _last_of(recovers, newest).checkpoint)]
-        assert sm.generation == newest and sm.waiting == 0
+        assert sm.generation == newest
+        assert sm.waiting == 0
     # Live, a waiting process restores only a generation newer than the one waited out.
     floor = max(sm.generation, sm.waiting)
     for msg in live:
         for a in sm.read(msg):
             if isinstance(a, Restore):
-                assert isinstance(msg, Recovered) and a.generation == msg.generation > floor
+                assert isinstance(msg, Recovered)
+                assert a.generation == msg.generation > floor
                 floor = a.generation
         assert sm.waiting == 0 or not sm.joined
 
@@ -160,7 +166,8 @@ def test_a_waiting_process_gets_a_new_generation_at_once_keeping_it() -> None:
     assert c.handle(Heartbeat("w0", 3, 1.0, process="old")) == []
     [recover] = c.handle(Heartbeat("w0", 3, 1.5, process="new", waiting=True))
     assert isinstance(recover, Recover)
-    assert recover.generation == 4 and recover.kept == (("w0", "new"),)
+    assert recover.generation == 4
+    assert recover.kept == (("w0", "new"),)
     # Its next waiting heartbeats (sent before it read the `recover`) change nothing.
     assert c.handle(Heartbeat("w0", 3, 2.0, process="new", waiting=True)) == []
     assert c.handle(Heartbeat("w0", 4, 2.5, process="new")) == []
@@ -170,7 +177,8 @@ def test_a_waiting_process_gets_a_new_generation_at_once_keeping_it() -> None:
 def test_a_waiting_process_is_heard_even_when_no_process_was_known() -> None:
     c = _started()
     [recover] = c.handle(Heartbeat("w0", 3, 1.0, process="new", waiting=True))
-    assert isinstance(recover, Recover) and recover.kept == (("w0", "new"),)
+    assert isinstance(recover, Recover)
+    assert recover.kept == (("w0", "new"),)
     # Without an id it cannot be kept: nothing happens.
     c = _started()
     assert c.handle(Heartbeat("w0", 3, 1.0, waiting=True)) == []
@@ -202,7 +210,8 @@ def test_the_generation_a_process_waits_out_never_outlives_its_claim(
             Heartbeat("w0", sm.heartbeat_generation, float(i), process=f"p{i}", waiting=True)
         )
         [recover] = commands
-        assert isinstance(recover, Recover) and recover.generation == before + 1
+        assert isinstance(recover, Recover)
+        assert recover.generation == before + 1
         assert recover.kept == (("w0", f"p{i}"),)
         told = Recovered(recover.generation, recover.checkpoint, kept=recover.kept)
         assert sm.read(told) == [Restore(recover.generation, None)]
