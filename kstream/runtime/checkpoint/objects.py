@@ -14,19 +14,14 @@ A manifest lists a table as ``db/<name>`` with ``"shared": "shared/<sha256>.sst"
 It is put only after every other object of the snapshot was (a PUT that
 returned is durable), so a snapshot without one is incomplete and never chosen.
 
-**Immutable snapshots.** ``<a>`` is a random token of each `store` (an
-attempt), named by the manifest's ``"attempt"``: two processes storing the
-same checkpoint id of a subtask (a zombie and its replacement, for the moment
-before the coordinator fences one) never put the same key, so no reader meets
-a meta.json of one with the manifest of the other. The first manifest stays:
-a store finding one already there (a ``head`` just before its own put) drops
-its attempt with a `CheckpointError` (the checkpoint is declined). The check and
-the put are two requests, but the coordinator never completes a checkpoint one
-of two such writers stored second (`kstream.protocol.recovery`: the second
-one's claim reaches it first), so the window only ever concerns a checkpoint
-that cannot complete. The sweep collects an attempt no manifest names
-(`unreferenced`). A manifest without ``"attempt"`` (written before attempts)
-names its files at ``chk-<n>/<task>/<rel>``, and is read as before.
+**Written once.** ``<a>`` is a random token of each `store` (an attempt), named
+by the manifest's ``"attempt"``: two writers of one checkpoint id of a subtask
+never put the same key. A store finding a manifest there already (a ``head``
+just before its put) drops its attempt with a `CheckpointError` (declined); the
+window between the two requests only concerns a checkpoint that cannot complete
+(the internals page on snapshots says why). The sweep collects attempts no
+manifest names. A manifest without ``"attempt"`` names its files at
+``chk-<n>/<task>/<rel>``, as before attempts.
 
 **Incremental.** Per subtask, the tables of the newest checkpoint this process
 knows completed (`note_complete`, from the control topic's ``Complete``) or
@@ -435,8 +430,7 @@ class ObjectCheckpointStorage:
         put = sum(self._parallel(lambda kb: self._put(*kb), puts))
         manifest = self._key(n, task, MANIFEST)
         if self._exists(manifest):
-            # Another process stored this snapshot first (a zombie, or this one's
-            # replacement): its manifest stays; this attempt's objects go.
+            # Another process stored it first (a zombie, or a replacement): that one stays.
             self._delete_quietly([k for k, _ in puts if k.startswith(self._key(n, task, own))])
             raise CheckpointError(
                 f"checkpoint {n} of {task} was already stored by another process "
@@ -679,11 +673,8 @@ class ObjectCheckpointStorage:
                 referenced.update(
                     self._object(n, task, rel, e, m.attempt) for rel, e in m.files.items()
                 )
-                # Not the manifest, nor a "directory" some stores list (S3Proxy on a
-                # file system): deleting one may take what is below it.
-                own.update(
-                    (k, t) for k, t in found.items() if not k.endswith(("/", "/" + MANIFEST))
-                )
+                # Nor a "directory" some stores list (S3Proxy): its delete may take more.
+                own.update((k, t) for k, t in found.items() if not k.endswith(("/", MANIFEST)))
         shared = {
             o["Key"]: o["LastModified"].timestamp() for o in self._list(f"{self.base}shared/")
         }
