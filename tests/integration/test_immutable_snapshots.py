@@ -57,7 +57,7 @@ def meta(n: int, offset: int) -> SnapshotMeta:
 def keys(path: Path) -> int:
     db = Rdict(str(path), Options(raw_mode=True))
     try:
-        return sum(1 for _ in db)
+        return sum(1 for _ in db.items())
     finally:
         db.close()
 
