@@ -93,6 +93,8 @@ class Heartbeat:
     stuck_on: str = ""
     #: The worker process's incarnation id ("": unknown, never a claim).
     process: str = ""
+    #: A snapshot its checkpoint storage is slow to take ("": none; `WorkerAlive.storing`).
+    storing: str = ""
 
 
 @dataclass(frozen=True, slots=True)

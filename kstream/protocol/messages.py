@@ -444,6 +444,9 @@ class WorkerAlive:
     restoring: bool = False
     stuck: str = ""
     stuck_on: str = ""
+    #: A snapshot the checkpoint storage has been slow to take, in one line ("" none;
+    #: absent on the wire then): checkpoints it holds up roll nothing back.
+    storing: str = ""
 
     def to_dict(self) -> Wire:
         wire: Wire = {
@@ -461,6 +464,8 @@ class WorkerAlive:
         if self.stuck:
             wire["stuck"] = self.stuck
             wire["stuck_on"] = self.stuck_on
+        if self.storing:
+            wire["storing"] = self.storing
         return wire
 
     @classmethod
@@ -477,6 +482,7 @@ class WorkerAlive:
             raw.get("restoring") is True,
             _str_or(raw, "stuck", ""),
             _str_or(raw, "stuck_on", ""),
+            _str_or(raw, "storing", ""),
         )
 
 

@@ -47,7 +47,8 @@ class Heartbeat:
     end the process (an orphaned worker kills itself there); `stuck()` gives the
     line and identity of a call of the job's code that does not return
     (`kstream.runtime.worker.stuck`; ("", "") for none), sent with the repeated heartbeats:
-    the main loop, when it sends its own, is not stuck.
+    the main loop, when it sends its own, is not stuck; `storing()` the line of a
+    snapshot the checkpoint storage is slow to take (`kstream.runtime.checkpoint.storing`).
     """
 
     def __init__(
@@ -58,6 +59,7 @@ class Heartbeat:
         alive: Callable[[], None],
         restoring: Callable[[], bool] = lambda: False,
         stuck: Callable[[], tuple[str, str]] = lambda: ("", ""),
+        storing: Callable[[], str] = lambda: "",
     ) -> None:
         self.period = period
         self._send = send
@@ -65,6 +67,7 @@ class Heartbeat:
         self._alive = alive
         self._restoring = restoring
         self._stuck = stuck
+        self._storing = storing
         # One lock orders every send: a repeated heartbeat never goes out after
         # a newer one the main loop published (counters would seem to go back).
         self._lock = threading.Lock()
@@ -119,6 +122,7 @@ class Heartbeat:
                 time=time.time(),
                 stuck=stuck,
                 stuck_on=stuck_on,
+                storing=self._storing(),
             )
             self._last = time.monotonic()
             self._send(message, False)
