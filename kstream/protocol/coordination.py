@@ -96,6 +96,8 @@ class Heartbeat:
     #: The process waits for a new generation instead of joining `generation`,
     #: which another process of its index runs (`WorkerAlive.waiting`): a claim.
     waiting: bool = False
+    #: A snapshot its checkpoint storage is slow to take ("": none; `WorkerAlive.storing`).
+    storing: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,10 @@ Invariants (checked by the tests):
   the subtasks that never acked the last of them (by `placement`)
   `unresponsive`: their
   heartbeats come from a thread, so a subtask stuck for good in user code
-  would otherwise stall the job's output for ever;
+  would otherwise stall the job's output for ever; unless every such worker
+  says its checkpoint storage is slow to take a snapshot (`Heartbeat.storing`):
+  it processes on, a rollback would restore from that same storage, so the
+  checkpoints abort (the reason names the snapshot) and the job goes on;
 * a worker's heartbeat may name a call of the job's code that has not returned
   for long (`Heartbeat.stuck_on`, `kstream.runtime.worker.stuck`); such a rollback
   gives its line as the reason, and when the same call is found stuck at the
@@ -173,6 +176,9 @@ class Coordinator:
     stuck: dict[str, tuple[str, str]] = field(default_factory=dict, init=False)
     #: The stuck calls behind rollbacks for timeouts so far (`Heartbeat.stuck_on`).
     stalled_on: set[str] = field(default_factory=set, init=False)
+    #: Per worker, the snapshot its latest heartbeat of the current generation said
+    #: the checkpoint storage is slow to take (`Heartbeat.storing`).
+    storing: dict[str, str] = field(default_factory=dict, init=False)
     started: bool = field(default=False, init=False)
     #: A checkpoint is wanted now (`request_checkpoint`): the next `Tick` triggers one
     #: without waiting for the interval (still within `max_in_flight`, and after every
@@ -222,6 +228,7 @@ class Coordinator:
         self.joined = set(self.workers)
         self.timeouts, self.unacked = 0, frozenset()
         self.stuck = {}
+        self.storing = {}
         self.incarnations = {w: p for w, p in processes if p}
         return [Abort(n, self.generation, "coordinator restarted") for n in in_flight]
 
@@ -277,6 +284,10 @@ class Coordinator:
                         self.stuck[event.worker] = (event.stuck_on, event.stuck)
                     else:
                         self.stuck.pop(event.worker, None)
+                    if event.storing:
+                        self.storing[event.worker] = event.storing
+                    else:
+                        self.storing.pop(event.worker, None)
                 return []
             case WorkerLost():
                 self.silences.pop(event.worker, None)
@@ -325,6 +336,7 @@ class Coordinator:
         self.joined = set()
         self.timeouts, self.unacked = 0, frozenset()
         self.stuck = {}
+        self.storing = {}
         return [
             Recover(self.generation, self.latest_completed, reason, unresponsive, stalled, kept)
         ]
@@ -338,9 +350,11 @@ class Coordinator:
                 self.timeouts += 1
                 self.unacked = self.tasks.difference(p.acked)
                 last_timed_out = n
-                commands.append(
-                    Abort(n, self.generation, f"not complete within {self.config.timeout:g}s")
-                )
+                reason = f"not complete within {self.config.timeout:g}s"
+                slow = self._storing(self.unacked)
+                if slow:
+                    reason += f"; {slow[0]}"  # "w0 storing s1-0's snapshot of ..."
+                commands.append(Abort(n, self.generation, reason))
         reasons: list[str] = []
         unresponsive: set[str] = set()
         stalled: set[str] = set()
@@ -354,8 +368,16 @@ class Coordinator:
             reasons.append(
                 f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s"
             )
-        if last_timed_out is not None and self.timeouts > self.config.tolerable_timeouts:
-            stalled = {self.placement[t] for t in self.unacked if t in self.placement}
+        holding = {self.placement[t] for t in self.unacked if t in self.placement}
+        # Workers waiting for their checkpoint storage are not stalled: they process
+        # on, and a rollback would restore from the same storage.
+        storage_bound = bool(holding) and holding <= self.storing.keys()
+        if (
+            last_timed_out is not None
+            and self.timeouts > self.config.tolerable_timeouts
+            and not storage_bound
+        ):
+            stalled = holding
             calls = sorted(self.stuck[w] for w in stalled if w in self.stuck)
             again = [line for on, line in calls if on in self.stalled_on]
             if again:
@@ -397,6 +419,11 @@ class Coordinator:
         completes; if it is aborted, the caller asks again.
         """
         self.asap = True
+
+    def _storing(self, tasks: frozenset[str]) -> list[str]:
+        """The slow-storage lines of the workers of `tasks`, as "<worker> <line>"."""
+        workers = sorted({self.placement[t] for t in tasks if t in self.placement})
+        return [f"{w} {self.storing[w]}" for w in workers if w in self.storing]
 
     def _timeouts_reason(self, checkpoint: int, workers: set[str]) -> str:
         """Why the job rolls back for timeouts: which checkpoint, how many, who never acked."""

@@ -449,6 +449,9 @@ class WorkerAlive:
     stuck: str = ""
     stuck_on: str = ""
     waiting: bool = False
+    #: A snapshot the checkpoint storage has been slow to take, in one line ("" none;
+    #: absent on the wire then): checkpoints it holds up roll nothing back.
+    storing: str = ""
 
     def to_dict(self) -> Wire:
         wire: Wire = {
@@ -468,6 +471,8 @@ class WorkerAlive:
             wire["stuck_on"] = self.stuck_on
         if self.waiting:
             wire["waiting"] = True
+        if self.storing:
+            wire["storing"] = self.storing
         return wire
 
     @classmethod
@@ -485,6 +490,7 @@ class WorkerAlive:
             _str_or(raw, "stuck", ""),
             _str_or(raw, "stuck_on", ""),
             raw.get("waiting") is True,
+            _str_or(raw, "storing", ""),
         )
 
 

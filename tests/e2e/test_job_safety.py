@@ -32,8 +32,12 @@ def lines(n: int, salt: int = 0) -> list[str]:
 class Job:
     """One word-count job (a job file, a name, a state directory) run as a user runs it."""
 
-    def __init__(self, bootstrap: str, tmp_path: Path, name: str | None = None) -> None:
+    def __init__(
+        self, bootstrap: str, tmp_path: Path, name: str | None = None, *options: str
+    ) -> None:
         self.bootstrap = bootstrap
+        #: Options every run and worker of the job is given (e.g. its checkpoint storage).
+        self.options = options
         self.name = name or unique_name("safe")
         tmp_path.mkdir(parents=True, exist_ok=True)
         self.state = tmp_path / "state"
@@ -44,14 +48,15 @@ class Job:
         return kstream(
             "run", f"{self.file}:job", "-p", f"input={src}", "-p", f"output={dst}",
             "--bootstrap-servers", self.bootstrap, "--workers", "2", "--job-name", self.name,
-            "--state-dir", str(self.state), "--checkpoint-interval", "0.5", *extra,
+            "--state-dir", str(self.state), "--checkpoint-interval", "0.5",
+            *self.options, *extra,
         )  # fmt: skip
 
     def worker(self, src: str, dst: str, index: int) -> subprocess.Popen[str]:
         return kstream(
             "worker", f"{self.file}:job", "-p", f"input={src}", "-p", f"output={dst}",
             "--bootstrap-servers", self.bootstrap, "--worker", str(index), "--workers", "2",
-            "--job-name", self.name, "--state-dir", str(self.state),
+            "--job-name", self.name, "--state-dir", str(self.state), *self.options,
         )  # fmt: skip
 
     def completed(self) -> list[int]:
@@ -228,24 +233,34 @@ def test_a_damaged_newest_checkpoint_falls_back_loudly_to_the_previous_one(
     job = Job(bootstrap, tmp_path)
     newest = run_until_checkpointed(job, src, dst, first)
     damage(job, newest, how)
-    produce(bootstrap, src, [(None, line.encode()) for line in more])
+    resumes_loudly_from_before(job, src, dst, newest, first, more)
 
+
+def resumes_loudly_from_before(
+    job: Job, src: str, dst: str, newest: int, first: list[str], more: list[str]
+) -> None:
+    """`job`, whose checkpoint `newest` is damaged and whose input `first` was counted,
+    run again with `more` input: it says once that it falls back past `newest`, and
+    every count of the whole input is output (some perhaps twice: the fallback)."""
+    produce(job.bootstrap, src, [(None, line.encode()) for line in more])
     proc = job.run(src, dst)
     try:
-        wait_for(lambda: caught_up(bootstrap, dst, truth(first + more)), 180, "every count")
+        wait_for(lambda: caught_up(job.bootstrap, dst, truth(first + more)), 180, "every count")
     finally:
         if proc.poll() is None:
             stderr = stop(proc)
         else:
             _, stderr = proc.communicate()
             pytest.fail(f"the job stopped: {stderr}")
-    [warning] = [line for line in stderr.splitlines() if "WARNING" in line]
+    warnings = [line for line in stderr.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1, stderr
+    warning = warnings[0]
     assert f"checkpoint {newest} " in warning
     assert "damaged" in warning
     assert "falling back to checkpoint" in warning
     assert "written again" in warning
     # Every count 1..N is there; falling back past a completed checkpoint may repeat output.
-    outputs = counts(bootstrap, dst)
+    outputs = counts(job.bootstrap, dst)
     for word, n in truth(first + more).items():
         assert set(outputs[word]) == set(range(1, n + 1)), word
 

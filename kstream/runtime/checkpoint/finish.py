@@ -15,6 +15,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 from kstream.runtime.checkpoint.storage import CheckpointStorage, SnapshotMeta
+from kstream.runtime.checkpoint.storing import Storing
 from kstream.runtime.checkpoint.take import Taken
 
 __all__ = ["PendingAck", "finish", "store_taken"]
@@ -44,15 +45,17 @@ def finish(
     *,
     unaligned: bool = False,
     in_flight: int = 0,
+    storing: Storing | None = None,
 ) -> PendingAck:
     """Write the durable copy of `taken` on `executor`; the worker acks once it is done.
 
     `executor` must be the one the state's checkpoint was submitted to, with a
-    single thread: the copy then runs after it (first in, first out).
+    single thread: the copy then runs after it (first in, first out). `storing`
+    is told while the copy runs (the worker's heartbeat reports a slow one).
     """
     return PendingAck(
         taken.meta,
-        executor.submit(store_taken, storage, taken),
+        executor.submit(store_taken, storage, taken, storing),
         taken.meta.task,
         unaligned,
         in_flight,
@@ -60,7 +63,9 @@ def finish(
     )
 
 
-def store_taken(storage: CheckpointStorage, taken: Taken) -> SnapshotMeta:
+def store_taken(
+    storage: CheckpointStorage, taken: Taken, storing: Storing | None = None
+) -> SnapshotMeta:
     """The sinks' finishing work, then the copy; the meta stored.
 
     Runs on the executor after the state's checkpoint (submitted before it), so
@@ -71,5 +76,9 @@ def store_taken(storage: CheckpointStorage, taken: Taken) -> SnapshotMeta:
         meta = dataclasses.replace(meta, size=taken.state.result())
     for run in taken.finishers:
         run()
-    storage.store(meta, taken.staged, taken.payloads)
+    if storing is None:
+        storage.store(meta, taken.staged, taken.payloads)
+    else:
+        with storing.store(meta.checkpoint, meta.task):
+            storage.store(meta, taken.staged, taken.payloads)
     return meta

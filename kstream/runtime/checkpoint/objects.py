@@ -643,6 +643,20 @@ class ObjectCheckpointStorage:
         """Wait until every delete and sweep asked for so far is done."""
         self._janitor.submit(lambda: None).result()
 
+    def close(self, timeout_s: float) -> None:
+        """Wait at most `timeout_s` for the deletes and sweeps asked for, then drop the
+        ones not started. Called by the runner's stop: a delete running while the
+        interpreter exits cannot start the threads it needs, and fails."""
+        try:
+            self._janitor.submit(lambda: None).result(timeout_s)
+        except TimeoutError:
+            log.warning(
+                "deletes in %s not done in %.0fs; the next run's sweep does them",
+                self.location,
+                timeout_s,
+            )
+        self._janitor.shutdown(wait=False, cancel_futures=True)
+
     def _sweep_now(self, retained: Collection[int], below: int | None) -> None:
         try:
             self._sweep(retained, below)

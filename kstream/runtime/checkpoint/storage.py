@@ -305,6 +305,10 @@ class ManagedCheckpointStorage(CheckpointStorage, Protocol):
     def read_file(self, rel: str) -> bytes | None:
         """The bytes at `rel` in the job's storage; None if absent."""
 
+    def close(self, timeout_s: float) -> None:
+        """Finish, within `timeout_s`, the deletes asked for so far (the runner's stop);
+        what is left then is deleted by the next run's sweep."""
+
 
 def _link_or_copy(src: str, dst: str) -> str:
     # Only for measuring: links share inodes, so damage to one copy is damage to all.
@@ -589,6 +593,9 @@ class LocalCheckpointStorage:
 
     def discard(self, checkpoint: int) -> None:
         shutil.rmtree(self.root / f"chk-{checkpoint}", ignore_errors=True)
+
+    def close(self, timeout_s: float) -> None:
+        """Nothing to finish: deletes are done when `discard` and `sweep` return."""
 
     def sweep(self, retained: Collection[int], below: int | None = None) -> list[int]:
         """Delete every stored checkpoint older than the newest of `retained` (or than

@@ -95,6 +95,8 @@ FALLBACK_DUPLICATES = (
     "Output the sinks committed after that checkpoint will be written again "
     "(duplicates, also under exactly-once)"
 )
+#: At the stop, how long the runner waits for the checkpoint deletes it asked for.
+STORAGE_CLOSE_TIMEOUT_S = 30.0
 #: After the workers exit, how long the runner reads their final heartbeats (counts).
 WIND_UP_TIMEOUT_S = 10.0
 #: How often a running job checks that its topics still exist (a metadata request).
@@ -516,6 +518,7 @@ class RunningJob:
                     stuck_on=msg.stuck_on,
                     process=msg.process or "",
                     waiting=msg.waiting,
+                    storing=msg.storing,
                 )
             case WorkerFailed():
                 index = msg.worker.removeprefix("w")
@@ -636,6 +639,7 @@ class RunningJob:
         self.supervisor.stop()
         self._wind_up()
         self.purger.close()
+        self.storage.close(STORAGE_CLOSE_TIMEOUT_S)
         self.reader.close()
         try:
             self._announce(stopped=True)

@@ -21,6 +21,7 @@ from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage
 from kstream.protocol.snapshot_id import LamportClock
 from kstream.runtime.checkpoint.storage import CheckpointStorage
+from kstream.runtime.checkpoint.storing import Storing
 from kstream.runtime.worker.faults import Faults
 
 __all__ = ["BATCH", "MAX_POLL_GAP_MS", "TRIGGERED_BATCH", "TaskContext", "WorkerPorts"]
@@ -68,6 +69,8 @@ class TaskContext:
     state_root: Path
     executor: Executor
     ports: WorkerPorts
+    #: What `executor` is storing (`kstream.runtime.checkpoint.storing`), for the heartbeat.
+    storing: Storing = field(default_factory=Storing)
     faults: Faults = field(default_factory=Faults)
     guarantee: Guarantee = "exactly-once"
     transaction_timeout_ms: int = 600_000

@@ -49,7 +49,8 @@ class Heartbeat:
     (`WorkerAlive.waiting`); `stuck()` gives the
     line and identity of a call of the job's code that does not return
     (`kstream.runtime.worker.stuck`; ("", "") for none), sent with the repeated heartbeats:
-    the main loop, when it sends its own, is not stuck.
+    the main loop, when it sends its own, is not stuck; `storing()` the line of a
+    snapshot the checkpoint storage is slow to take (`kstream.runtime.checkpoint.storing`).
     """
 
     def __init__(
@@ -61,6 +62,7 @@ class Heartbeat:
         restoring: Callable[[], bool] = lambda: False,
         stuck: Callable[[], tuple[str, str]] = lambda: ("", ""),
         waiting: Callable[[], bool] = lambda: False,
+        storing: Callable[[], str] = lambda: "",
     ) -> None:
         self.period = period
         self._send = send
@@ -69,6 +71,7 @@ class Heartbeat:
         self._restoring = restoring
         self._stuck = stuck
         self._waiting = waiting
+        self._storing = storing
         # One lock orders every send: a repeated heartbeat never goes out after
         # a newer one the main loop published (counters would seem to go back).
         self._lock = threading.Lock()
@@ -124,6 +127,7 @@ class Heartbeat:
                 time=time.time(),
                 stuck=stuck,
                 stuck_on=stuck_on,
+                storing=self._storing(),
             )
             self._last = time.monotonic()
             self._send(message, False)

@@ -63,6 +63,7 @@ from kstream.protocol.recovery import (
     WorkerRecovery,
 )
 from kstream.runtime.checkpoint.open import open_storage
+from kstream.runtime.checkpoint.storing import Storing
 from kstream.runtime.config import DEFAULT_TRANSACTION_TIMEOUT_S, RunConfig
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.failure import classify
@@ -147,6 +148,8 @@ class Worker:
         # Before its first channel record, which would wait half a second otherwise.
         connect(self.producer, self.control.topic)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
+        #: What `executor` is storing: a slow store excuses the checkpoints it holds up.
+        self.storing = Storing()
         self.faults = Faults.from_env()
         self.guarantee: Guarantee = guarantee
         timeout_s = config.transaction_timeout_s
@@ -169,6 +172,7 @@ class Worker:
             lambda: self.restoring,
             self._stuck,
             lambda: self.recovery.waiting > 0,
+            self.storing.slow,
         )
         #: Reports a call of the job's code that does not return (`kstream.runtime.worker.stuck`).
         self.watch = CallWatch()
@@ -270,6 +274,7 @@ class Worker:
             state_root=self.state_root,
             executor=self.executor,
             ports=self,
+            storing=self.storing,
             faults=self.faults,
             guarantee=self.guarantee,
             transaction_timeout_ms=self.transaction_timeout_ms,
@@ -442,6 +447,7 @@ class Worker:
                     dead_letter=latest,
                     restoring=self.restoring,
                     waiting=self.recovery.waiting > 0,
+                    storing=self.storing.slow(),
                 ),
                 flush=flush,
             )

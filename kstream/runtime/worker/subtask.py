@@ -230,7 +230,12 @@ class Subtask:
         """Write the durable copy on the executor; the worker acks once it is done."""
         self.pending.append(
             finish(
-                self.rt.storage, self.rt.executor, taken, unaligned=unaligned, in_flight=in_flight
+                self.rt.storage,
+                self.rt.executor,
+                taken,
+                unaligned=unaligned,
+                in_flight=in_flight,
+                storing=self.rt.storing,
             )
         )
 

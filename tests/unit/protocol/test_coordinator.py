@@ -263,6 +263,39 @@ def test_a_stuck_call_reported_no_more_or_by_a_worker_that_acked_fails_nothing()
     assert kinds(time_out(coordinator, ["map-0", "sum-0"])) == ["Abort", "Recover"]
 
 
+SLOW = "storing map-1's snapshot of checkpoint 9 for 7s"
+
+
+def test_timeouts_held_up_by_slow_checkpoint_storage_roll_nothing_back() -> None:
+    coordinator = placed(dataclasses.replace(TOLERANT, tolerable_timeouts=0))
+    coordinator.handle(Heartbeat("w1", 1, 1.0, storing=SLOW))
+    for _ in range(5):
+        abort, trigger = time_out(coordinator, ["map-0", "sum-0"])
+        # Aborted, naming the snapshot the storage holds; no rollback, the next is triggered.
+        assert isinstance(abort, Abort)
+        assert abort.reason == f"not complete within 5s; w1 {SLOW}"
+        assert isinstance(trigger, Trigger)
+    assert coordinator.generation == 1
+    # The storage answers again: the next timeout is the usual one.
+    coordinator.handle(Heartbeat("w1", 1, 30.0))
+    abort, recover = time_out(coordinator, ["map-0", "sum-0"])
+    assert abort.reason == "not complete within 5s"  # type: ignore[union-attr]
+    assert isinstance(recover, Recover)
+    assert recover.stalled == ("w1",)
+
+
+def test_slow_storage_on_one_worker_excuses_no_other_that_never_acked() -> None:
+    coordinator = placed(dataclasses.replace(TOLERANT, tolerable_timeouts=0))
+    coordinator.handle(Heartbeat("w1", 1, 1.0, storing=SLOW))
+    abort, recover = time_out(coordinator, ["sum-0"])  # map-0 (w0) and map-1 (w1) never did
+    assert isinstance(abort, Abort)
+    assert abort.reason.endswith(f"; w1 {SLOW}")
+    assert isinstance(recover, Recover)
+    assert recover.stalled == ("w0", "w1")
+    # A rollback forgets what the old generation's heartbeats said.
+    assert coordinator.storing == {}
+
+
 def test_a_completion_between_timeouts_starts_the_count_again() -> None:
     coordinator = placed()
     assert kinds(time_out(coordinator)) == ["Abort", "Trigger"]
