@@ -226,7 +226,7 @@ def report(client: object, prefix: str, args: argparse.Namespace) -> None:
         sys.exit(f"only {len(rows)} checkpoints stored: nothing to measure")
     skip = min(max(1, int(60 / args.interval)), len(rows) // 2)
     steady = [put / total for _, put, total in rows[skip:] if total]
-    state = rows[-1][2]
+    state = max((r for r in rows if r[2]), key=lambda r: r[0])[2]  # the last non-empty
     print(f"{len(rows)} checkpoints; state as stored at the end {state / 1e6:.1f} MB")
     print(f"bytes put / bytes referenced per checkpoint after the first minute"
           f" (or half the run): median"
@@ -243,7 +243,7 @@ def report(client: object, prefix: str, args: argparse.Namespace) -> None:
           f" {statistics.median(state_only):.1%}, p90"
           f" {sorted(state_only)[int(0.9 * len(state_only))]:.1%}, mean"
           f" {statistics.fmean(state_only):.1%}; tables referenced at the end"
-          f" {table_total[rows[-1][0]] / 1e6:.1f} MB")  # fmt: skip
+          f" {table_total[max(table_total)] / 1e6:.1f} MB")  # fmt: skip
     print(f"without increments every checkpoint would put 100% ({state / 1e6:.1f} MB at the end)")
     quarter = max(1, len(rows) // 4)
     from kstream.runtime.checkpoint.storage import SnapshotMeta
