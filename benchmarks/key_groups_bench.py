@@ -1,7 +1,7 @@
 """What key groups cost per record, and how long a restore at another parallelism takes.
 
     python benchmarks/key_groups_bench.py [--words 300000] [--rounds 5] [--keys 100000,1000000]
-                                          [--new 3] [--s3]
+                                          [--new 3] [--s3] [--savepoint]
 
 * **routing**: CPU time per record of `ChannelWriter.send` on a hash edge to 4
   channels, key format 2 (``crc32 % D``) against key format 3 (the owner of
@@ -16,6 +16,10 @@
 
 Rounds alternate the variants so that a change in the machine's load lands on
 both; the median round is printed.
+
+With `--savepoint`, instead: a whole job rescaled from 2 workers to `--new`
+from a savepoint, phase by phase, for each of `--keys`
+(`benchmarks/rescale_bench.py`).
 """
 
 from __future__ import annotations
@@ -177,7 +181,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--s3", action="store_true", help="restore from S3Proxy (started here), not a directory"
     )
+    parser.add_argument(
+        "--savepoint",
+        action="store_true",
+        help="a whole job rescaled from a savepoint, phase by phase (rescale_bench.py)",
+    )
     args = parser.parse_args(argv)
+    if args.savepoint:
+        from benchmarks import rescale_bench
+
+        for keys in args.keys.split(","):
+            rescale_bench.main(["--keys", keys, "--new", str(args.new), *(["--s3"] * args.s3)])
+        return
     words = _words(args.words)
     results: dict[str, list[float]] = {"route2": [], "route3": [], "state2": [], "state3": []}
     with tempfile.TemporaryDirectory() as d:

@@ -1,38 +1,25 @@
 """Savepoints as a user takes them: `kstream savepoint` against a running `kstream run`.
 
-Real processes, a real broker, output read with read_committed.
+Real processes, a real broker, output read with read_committed. Jobs moved from
+savepoint to savepoint at other parallelisms are in test_rescale.py.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from test_cli_run import worker_processes
+from job_runs import run_cli, savepoint, stop_with_savepoint
+from test_cli_run import wait_for, worker_processes
 from test_job_safety import Job, assert_exactly_once, caught_up, lines, truth
 
 from kstream.infra.admin import Admin
 from kstream.testing import produce, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
-
-
-def savepoint(bootstrap: str, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kstream", "savepoint", "--job-name", name,
-         "--bootstrap-servers", bootstrap, *extra],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-
-
-def wait_for(predicate: object, timeout: float, what: str) -> None:
-    from test_cli_run import wait_for as wait
-
-    wait(predicate, timeout, what)
 
 
 def test_savepoint_stop_writes_a_self_contained_savepoint_and_stops(
@@ -87,56 +74,12 @@ def test_savepoint_of_a_job_not_running_is_refused(bootstrap: str, tmp_path: Pat
 def run_job(
     job: Job, src: str, dst: str, name: str, workers: int, *extra: str
 ) -> subprocess.Popen[str]:
-    from test_cli_run import kstream
-
-    return kstream(
-        "run", f"{job.file}:job", "-p", f"input={src}", "-p", f"output={dst}",
-        "--bootstrap-servers", job.bootstrap, "--workers", str(workers), "--job-name", name,
-        "--state-dir", str(job.state), "--checkpoint-interval", "0.5", *extra,
+    """The word count of `job` from `src` to `dst` under `name`."""
+    params = {"input": src, "output": dst}
+    return run_cli(
+        job.bootstrap, f"{job.file}:job", params, name=name, workers=workers, state=job.state,
+        extra=extra,
     )  # fmt: skip
-
-
-def stop_with_savepoint(bootstrap: str, name: str, run: subprocess.Popen[str]) -> str:
-    """`kstream savepoint --stop` of a running job; its URL once the runner exited 0."""
-    try:
-        done = savepoint(bootstrap, name, "--stop", "--timeout-s", "60")
-        assert done.returncode == 0, done.stderr
-        _, stderr = run.communicate(timeout=60)
-        assert run.returncode == 0, stderr
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
-    return done.stdout.strip()
-
-
-def test_savepoints_move_a_job_2_3_1_workers_under_new_names_exactly_once(
-    bootstrap: str, tmp_path: Path
-) -> None:
-    src, dst = unique_name("in"), unique_name("out")
-    Admin(bootstrap).create_topics({src: 3, dst: 3})
-    parts = [lines(900, salt=s) for s in range(3)]
-    job = Job(bootstrap, tmp_path)
-    names = [f"{job.name}-{i}" for i in range(3)]
-    url = ""
-    fed: list[str] = []
-    for step, workers in enumerate([2, 3, 1]):
-        produce(bootstrap, src, [(None, line.encode()) for line in parts[step]])
-        fed = fed + parts[step]
-        expected = truth(fed)
-        extra = ("--from-savepoint", url) if url else ()
-        run = run_job(job, src, dst, names[step], workers, *extra)
-        try:
-            wait_for(lambda e=expected: caught_up(bootstrap, dst, e), 90, f"step {step}")
-        except BaseException:
-            run.kill()
-            _, stderr = run.communicate()
-            raise AssertionError(stderr) from None
-        url = stop_with_savepoint(bootstrap, names[step], run)
-        info = json.loads((Path(urlsplit(url).path) / "savepoint.json").read_text())
-        assert info["parallelism"] == [workers, workers]
-    # Every word's counts 1..N once each, across three jobs: an uninterrupted run's output.
-    assert_exactly_once(bootstrap, dst, truth(fed))
 
 
 def test_a_savepoint_of_another_job_is_refused_with_the_reason(

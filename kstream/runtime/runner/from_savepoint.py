@@ -15,9 +15,13 @@ What the copy leaves out, and why:
 * channel offsets: they name the channel topics of the job that took the
   savepoint (another job name, another layout); an aligned cut leaves nothing
   in flight that the sources do not produce again, so the channels start empty;
-* sink write-ahead copies: the epochs a savepoint keeps are the taking job's
-  output, committed by that job (at once with ``--stop``); publishing them again
-  under this job's name would duplicate them.
+* what the sinks kept (``SnapshotMeta.sink``: pending epochs, their commit
+  markers) and their write-ahead copies: the epochs a savepoint keeps are the
+  taking job's output, committed by that job (at once with ``--stop``);
+  publishing them again under this job's name would duplicate them, and their
+  markers are in the taking job's commit-marker topic, not this job's (a
+  resume would look for them there and refuse the checkpoint as one whose
+  topic was deleted).
 
 Only a job name without a completed checkpoint takes a savepoint: one with
 checkpoints resumes its own (a job stopped by ``kstream savepoint --stop``
@@ -158,6 +162,7 @@ def import_savepoint(
                 checkpoint=m,
                 channel_offsets={},
                 channel_replay={},
+                sink={},
                 identity=identity.fingerprint,
             )
             storage.store(
