@@ -37,6 +37,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from kstream.infra.admin import Admin
+from kstream.infra.client_settings import client_config
 from kstream.infra.object_store import ObjectStore
 from kstream.runtime.checkpoint.objects import s3_client
 from kstream.testing import produce
@@ -124,12 +125,11 @@ def rescale(bootstrap: str, keys: int, old: int, new: int, storage: str | None, 
     # A word the job counted once: its next output (2) can only come from restored state.
     produce(bootstrap, src, [(None, b"k0")])
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"rsb-{run}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
+        client_config(
+            bootstrap,
+            {"group.id": f"rsb-{run}", "isolation.level": "read_committed"},
+            {"enable.auto.commit": False},
+        )
     )
     consumer.assign(
         [TopicPartition(dst, p, high) for p, (_, high) in admin.watermarks(dst).items()]
