@@ -38,7 +38,6 @@ from kstream.testing import produce, unique_name
 pytestmark = [pytest.mark.broker, pytest.mark.e2e, pytest.mark.s3]
 
 
-
 def s3_job(bucket: Bucket, tmp_path: Path, bootstrap: str, *options: str) -> Job:
     return Job(
         bootstrap, tmp_path, None, "--checkpoint-storage", bucket.url(),

@@ -51,21 +51,21 @@ def finish(
 
     `executor` must be the one the state's checkpoint was submitted to, with a
     single thread: the copy then runs after it (first in, first out). `storing`
-    is told while the copy runs (the worker's heartbeat reports a slow one).
+    is told from the hand-over to the end (the worker's heartbeat reports a slow one).
     """
-    return PendingAck(
-        taken.meta,
-        executor.submit(store_taken, storage, taken, storing),
-        taken.meta.task,
-        unaligned,
-        in_flight,
-        taken.cut_on,
-    )
+    queued = None if storing is None else storing.queued(taken.meta.checkpoint, taken.meta.task)
+    try:
+        future = executor.submit(store_taken, storage, taken)
+    except BaseException:
+        if storing is not None and queued is not None:
+            storing.done(queued)
+        raise
+    if storing is not None and queued is not None:
+        future.add_done_callback(lambda _: storing.done(queued))
+    return PendingAck(taken.meta, future, taken.meta.task, unaligned, in_flight, taken.cut_on)
 
 
-def store_taken(
-    storage: CheckpointStorage, taken: Taken, storing: Storing | None = None
-) -> SnapshotMeta:
+def store_taken(storage: CheckpointStorage, taken: Taken) -> SnapshotMeta:
     """The sinks' finishing work, then the copy; the meta stored.
 
     Runs on the executor after the state's checkpoint (submitted before it), so
@@ -76,9 +76,5 @@ def store_taken(
         meta = dataclasses.replace(meta, size=taken.state.result())
     for run in taken.finishers:
         run()
-    if storing is None:
-        storage.store(meta, taken.staged, taken.payloads)
-    else:
-        with storing.store(meta.checkpoint, meta.task):
-            storage.store(meta, taken.staged, taken.payloads)
+    storage.store(meta, taken.staged, taken.payloads)
     return meta
