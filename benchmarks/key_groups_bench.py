@@ -1,6 +1,6 @@
 """What key groups cost per record, and how long a restore at another parallelism takes.
 
-    python benchmarks/key_groups_bench.py [--words 300000] [--rounds 5] [--keys 100000,1000000]
+    python -m benchmarks.key_groups_bench [--words 300000] [--rounds 5] [--keys 100000,1000000]
                                           [--new 3] [--s3] [--savepoint]
 
 * **routing**: CPU time per record of `ChannelWriter.send` on a hash edge to 4
@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import os
 import random
-import socket
 import statistics
 import tempfile
 import time
@@ -42,7 +40,6 @@ from kstream.connectors.kafka import KafkaSink, KafkaSource
 from kstream.dataflow.job import Job
 from kstream.dataflow.state.serde import MSGPACK
 from kstream.examples.wordcount import count
-from kstream.infra.object_store import ObjectStore
 from kstream.protocol.key_groups import group_of, owner
 from kstream.runtime.channels.writer import ChannelWriter
 from kstream.runtime.checkpoint.finish import finish
@@ -227,17 +224,10 @@ def _storage(s3: bool, tmp: Path) -> Iterator[CheckpointStorage | None]:
     if not s3:
         yield None
         return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    proxy = ObjectStore(tmp / "s3", port)
-    proxy.start()
-    os.environ.update(proxy.env)
-    try:
-        s3_client().create_bucket(Bucket="bench")
-        yield ObjectCheckpointStorage(parse_storage_url("s3://bench/kg"), "bench", s3_client())
-    finally:
-        proxy.stop()
+    from benchmarks.rescale_bench import s3proxy
+
+    with s3proxy(tmp, "kg") as url:
+        yield ObjectCheckpointStorage(parse_storage_url(url), "bench", s3_client())
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """A rescale from a savepoint, end to end, phase by phase.
 
     python -m benchmarks.rescale_bench [--keys 1000000] [--old 2] [--new 5] [--s3]
-    (also: python benchmarks/key_groups_bench.py --savepoint [--keys ...] [--new 5] [--s3])
+    (also: python -m benchmarks.key_groups_bench --savepoint [--keys ...] [--new 5] [--s3])
 
 1. The word count (`kstream.examples.wordcount`) runs with `--old` workers over
    `--keys` distinct words, one line of 500 words per record, until its output
@@ -63,9 +63,9 @@ def _uptime() -> str:
 
 
 @contextlib.contextmanager
-def s3proxy(tmp: Path) -> Iterator[str]:
-    """S3Proxy on a free port with a bucket `bench`; its URL prefix. Its credentials
-    and endpoint are in this process's environment (and so its children's)."""
+def s3proxy(tmp: Path, prefix: str = "rescale") -> Iterator[str]:
+    """S3Proxy on a free port with a bucket `bench`; the URL of `prefix` in it. Its
+    credentials and endpoint are in this process's environment (and so its children's)."""
     import socket
 
     with socket.socket() as probe:
@@ -76,7 +76,7 @@ def s3proxy(tmp: Path) -> Iterator[str]:
     os.environ.update(proxy.env)
     try:
         s3_client().create_bucket(Bucket="bench")
-        yield "s3://bench/rescale"
+        yield f"s3://bench/{prefix}"
     finally:
         proxy.stop()
 
