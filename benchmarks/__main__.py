@@ -6,6 +6,8 @@
         [--figures throughput,latency,state] [--latency-intervals 0.5,1]
         [--latency-seconds 30] [--latency-rate R] [--capacity-words N]
         [--state-keys 10000,1000000] [--state-value-bytes 100]
+    python -m benchmarks --workloads nexmark [--queries q0,q1,...] [--events 1000000]
+        [--rate 10000] [--contenders kstream-eos] [--bootstrap-servers B]
 
 Contenders (each its own OS process): plain, eos-loop, quix-eos, quix-alo,
 kafka-streams, kstream-eos, kstream-alo, kstream-alo-nocp (checkpoints off),
@@ -16,12 +18,17 @@ input record; `benchmarks.state_bench`: pause, recovery and RSS against state
 size) add their tables and PNGs to the same report. Exit 1 if any
 contender failed (crashed, timed out, wrong output); skipped ones (nothing to
 install them from) do not count as failures.
+
+``--workloads nexmark`` runs the Nexmark queries (`benchmarks.nexmark.bench`):
+events/s per query and contender, every output checked against its reference,
+into nexmark.json in --out; alone, it runs no word workload and no other figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -32,6 +39,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from benchmarks import figures_report, latency, report, state_bench
 from benchmarks.contenders import CONTENDERS
+from benchmarks.nexmark import bench as nexmark_bench
+from benchmarks.nexmark.model import QUERIES
 from benchmarks.suite import Result, WindowedInput, run_contender, write_input
 from benchmarks.workloads import (
     WINDOW_MS,
@@ -51,7 +60,9 @@ from kstream.testing import unique_name
 
 
 def _parse() -> argparse.Namespace:
+    # The word workloads' contenders, then those that run Nexmark only (Flink).
     keys = [c.key for c in CONTENDERS]
+    keys += [k for k in nexmark_bench.CONTENDERS if k not in keys]
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     ap.add_argument("--words", type=int, default=3_000_000, help="input words (default 3M)")
     ap.add_argument("--seed", type=int, default=13)
@@ -70,7 +81,15 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--capacity-words", type=int, default=1_000_000, help="backlog for capacity")
     ap.add_argument("--state-keys", default="10000,1000000", help="state sizes (10000000: ~1 GB)")
     ap.add_argument("--state-value-bytes", type=int, default=100)
+    ap.add_argument("--queries", default=",".join(QUERIES), help="nexmark: comma-separated")
+    ap.add_argument("--events", type=int, default=1_000_000, help="nexmark: input events")
+    ap.add_argument("--rate", type=int, default=10_000, help="nexmark: events per s of event time")
     args = ap.parse_args()
+    bad_queries = [q for q in args.queries.split(",") if q not in QUERIES]
+    if bad_queries:
+        ap.error(f"unknown queries {bad_queries}; choose from {list(QUERIES)}")
+    if args.events < 1 or args.rate < 1:
+        ap.error("--events and --rate must be at least 1")
     bad_figures = [f for f in args.figures.split(",") if f not in figures]
     if bad_figures:
         ap.error(f"unknown figures {bad_figures}; choose from {list(figures)}")
@@ -78,9 +97,9 @@ def _parse() -> argparse.Namespace:
     unknown = [k for k in chosen if k not in keys]
     if unknown:
         ap.error(f"unknown contenders {unknown}; choose from {keys}")
-    bad = [w for w in args.workloads.split(",") if w not in WORKLOADS]
+    bad = [w for w in args.workloads.split(",") if w not in (*WORKLOADS, "nexmark")]
     if bad:
-        ap.error(f"unknown workloads {bad}; choose from {list(WORKLOADS)}")
+        ap.error(f"unknown workloads {bad}; choose from {[*WORKLOADS, 'nexmark']}")
     if args.words < 1:
         ap.error("--words must be at least 1")
     if args.window_ms < 1:
@@ -102,11 +121,45 @@ def main() -> int:
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     bootstrap = bootstrap_servers(args.bootstrap_servers, log=console.log)
-    contenders = [c for c in CONTENDERS if c.key in args.contenders.split(",")]
-    workloads: list[Workload] = [w for w in WORKLOADS if w in args.workloads.split(",")]
-    out = args.out or cache_dir() / "bench" / "runs" / time.strftime(
+    chosen = args.workloads.split(",")
+    failed = _nexmark(args, bootstrap, console) if "nexmark" in chosen else 0
+    if chosen == ["nexmark"]:
+        return failed
+    return max(failed, _run_words(args, bootstrap, console))
+
+
+def _nexmark(args: argparse.Namespace, bootstrap: str, console: Console) -> int:
+    """The Nexmark queries: a table, nexmark.json in the report folder; 1 if any failed."""
+    results = nexmark_bench.run(
+        bootstrap,
+        queries=[q for q in QUERIES if q in args.queries.split(",")],
+        contenders=args.contenders.split(","),
+        events=args.events,
+        rate=args.rate,
+        seed=args.seed,
+        partitions=args.partitions,
+        timeout=args.timeout,
+        say=console.log,
+    )
+    console.print(nexmark_bench.table(results))
+    out = _out_dir(args) / "nexmark.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps([r.as_json() for r in results], indent=2))
+    console.print(f"nexmark results: {out}")
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def _out_dir(args: argparse.Namespace) -> Path:
+    out: Path = args.out or cache_dir() / "bench" / "runs" / time.strftime(
         "%Y%m%dT%H%M%SZ", time.gmtime()
     )
+    return out
+
+
+def _run_words(args: argparse.Namespace, bootstrap: str, console: Console) -> int:
+    contenders = [c for c in CONTENDERS if c.key in args.contenders.split(",")]
+    workloads: list[Workload] = [w for w in WORKLOADS if w in args.workloads.split(",")]
+    out = _out_dir(args)
     admin = Admin(bootstrap)
     lines = generate(args.words, args.seed)
     input_topic = unique_name("bench-input")

@@ -158,19 +158,22 @@ def quix_python() -> Path:
     return cache_dir() / "bench" / f"quixstreams-{QUIX_VERSION}" / "bin" / "python"
 
 
-def _prepare_quix(say: Callable[[str], None]) -> None:
-    """Create the Quix Streams virtualenv once; `ContenderUnavailableError` without PyPI."""
-    python = quix_python()
+def install_peer(python: Path, package: str, say: Callable[[str], None], size: str = "") -> None:
+    """Create, once, the virtualenv whose interpreter is `python` and pip-install
+    `package` (``name==version``) into it; `ContenderUnavailableError` in one line
+    when PyPI does not deliver it. A marker file says the install finished, so an
+    interrupted one is redone."""
     venv = python.parents[1]
     marker = venv / ".complete"
     if marker.is_file():
         return
-    say(f"installing quixstreams=={QUIX_VERSION} into {venv} (once)")
+    say(f"installing {package} into {venv} (once{', ' + size if size else ''})")
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    name = package.split("==")[0]
     try:
         done = subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", f"quixstreams=={QUIX_VERSION}"],
+            [str(python), "-m", "pip", "install", "-q", package],
             capture_output=True,
             text=True,
             timeout=PIP_TIMEOUT_S,
@@ -178,15 +181,18 @@ def _prepare_quix(say: Callable[[str], None]) -> None:
         )
     except subprocess.TimeoutExpired as exc:
         raise ContenderUnavailableError(
-            f"pip could not install quixstreams within {PIP_TIMEOUT_S:.0f}s: is PyPI reachable?"
+            f"pip could not install {name} within {PIP_TIMEOUT_S:.0f}s: is PyPI reachable?"
         ) from exc
     if done.returncode != 0:
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         detail = lines[-1].strip() if lines else f"exit code {done.returncode}"
-        raise ContenderUnavailableError(
-            f"pip could not install quixstreams=={QUIX_VERSION}: {detail}"
-        )
-    marker.write_text(QUIX_VERSION)
+        raise ContenderUnavailableError(f"pip could not install {package}: {detail}")
+    marker.write_text(package)
+
+
+def _prepare_quix(say: Callable[[str], None]) -> None:
+    """Create the Quix Streams virtualenv once; `ContenderUnavailableError` without PyPI."""
+    install_peer(quix_python(), f"quixstreams=={QUIX_VERSION}", say)
 
 
 def _quix(guarantee: str) -> Callable[[Context], list[str]]:

@@ -44,9 +44,11 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from kstream.infra.client_settings import client_config
 from kstream.infra.object_store import ObjectStore
@@ -88,9 +90,9 @@ def produce(
     return sent
 
 
-def manifests(client: object, bucket: str, prefix: str) -> dict[int, dict[str, dict]]:
+def manifests(client: object, bucket: str, prefix: str) -> dict[int, dict[str, dict[str, Any]]]:
     """Checkpoint -> task -> its manifest's files, for every snapshot in the store."""
-    out: dict[int, dict[str, dict]] = defaultdict(dict)
+    out: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)  # type: ignore[attr-defined]
     for page in pages:
         for o in page.get("Contents", []):

@@ -149,9 +149,9 @@ def rescale(bootstrap: str, keys: int, old: int, new: int, storage: str | None, 
             now = time.perf_counter() - start
             seen.setdefault("run started (first line)", now)
             if "importing savepoint" in line:
-                seen.setdefault("savepoint imported (runner)", now)
+                seen.setdefault("savepoint opened, import starts (runner)", now)
             if "rescaling from" in line:
-                seen.setdefault("rescale decided (runner)", now)
+                seen.setdefault("import done, rescale decided (runner)", now)
 
     reader = threading.Thread(target=stderr, daemon=True)
     reader.start()

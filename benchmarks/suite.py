@@ -198,7 +198,8 @@ def _committed_all(bootstrap: str, group: str, topic: str, ends: dict[int, int])
     return all(tp.offset >= ends[tp.partition] for tp in done)
 
 
-def _reader(bootstrap: str, topic: str, partitions: int) -> Consumer:
+def committed_reader(bootstrap: str, topic: str, partitions: int) -> Consumer:
+    """A read_committed reader of every partition of `topic` from offset 0, reporting ends."""
     consumer = Consumer(
         client_config(
             bootstrap,
@@ -216,7 +217,7 @@ def _reader(bootstrap: str, topic: str, partitions: int) -> Consumer:
     return consumer
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_contender(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the contender (a clean stop, so no transaction is left open), then its group."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -228,7 +229,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _tail(log: Path) -> str:
+def log_tail(log: Path) -> str:
+    """The last `LOG_TAIL` non-blank lines of `log`, on one line."""
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     return " | ".join(lines[-LOG_TAIL:])
 
@@ -303,7 +305,7 @@ def run_contender(
     admin.create_topics({output: partitions})
     task = progress.add_task(f"{workload}: {contender.name}", total=expect.total)
     tally = Tally(expect)
-    consumer = _reader(bootstrap, output, partitions)
+    consumer = committed_reader(bootstrap, output, partitions)
     with tempfile.TemporaryDirectory(prefix="kstream-bench-") as scratch:
         log = Path(scratch) / "contender.log"
         group = unique_name(f"bench-{contender.key}")
@@ -348,11 +350,11 @@ def run_contender(
                     break
             done = time.monotonic()
         finally:
-            _stop(proc)
+            stop_contender(proc)
         _drain(consumer, tally, at_end, partitions)
         consumer.close()
         progress.remove_task(task)
-        tail = _tail(log)
+        tail = log_tail(log)
     admin.delete_topics([output])
     figures: dict[str, Any] = {"outputs_read": tally.received, "load_at_start": load}
     if failure:

@@ -6,7 +6,7 @@ import importlib.metadata
 
 project = "kstream"
 author = "the kstream authors"
-copyright = "the kstream authors"  # noqa: A001 (Sphinx's name for it)
+copyright = "the kstream authors"
 # One version: pyproject.toml is the source, read through the installed package.
 release = importlib.metadata.version("kstream")
 version = release
@@ -76,6 +76,7 @@ def _front_door_reference(app, env, node, contnode):  # type: ignore[no-untyped-
 
 def setup(app):  # type: ignore[no-untyped-def]
     app.connect("missing-reference", _front_door_reference)
+
 
 html_theme = "furo"
 html_title = f"kstream {release}"

@@ -25,6 +25,8 @@ Organised by what the caller can do about an error::
     │   └── TransactionExpiredError   the broker aborted a sink epoch's transaction on timeout:
     │                                 the rollback re-publishes it from the write-ahead copy
     ├── BrokerError                   the local broker failed to start or stop: read its log
+    ├── DatabaseError                 a sink's database could not be reached or refused a write:
+    │                                 the job rolls back to its latest checkpoint
     ├── RecordError                   one record could not be decoded or processed
     │   ├── DecodeError               its bytes are not valid for the serde that reads them
     │   ├── TimestampError            a timestamp is not a 64-bit integer of milliseconds
@@ -55,6 +57,7 @@ __all__ = [
     "CheckpointStorageError",
     "ConfigurationError",
     "CoordinatorFencedError",
+    "DatabaseError",
     "DecodeError",
     "DependencyResolutionError",
     "EnvironmentSetupError",
@@ -69,6 +72,7 @@ __all__ = [
     "ProtocolError",
     "RecordError",
     "RecordLostError",
+    "RecordRefusedError",
     "RecordTooLargeError",
     "SpecError",
     "StateValueError",
@@ -191,6 +195,16 @@ class BrokerError(KStreamError):
     """The local broker could not be started, reached or stopped."""
 
 
+class DatabaseError(KStreamError):
+    """A sink's database could not be reached, or failed a batch of rows for a
+    reason that is not a row's (a row it refuses is a `RecordRefusedError`).
+
+    The epoch's transaction is not prepared, so nothing of it is visible: the
+    worker stops and the job rolls back to its latest checkpoint. The message
+    carries the database's own.
+    """
+
+
 class RecordError(KStreamError):
     """A record could not be decoded, or a user function raised on it."""
 
@@ -213,6 +227,12 @@ class UnsupportedTypeError(RecordError, TypeError):
     def __init__(self, type_: type, message: str = "") -> None:
         self.type_name = f"{type_.__module__}.{type_.__qualname__}"
         super().__init__(message or f"cannot store {type_.__qualname__} values ({self.type_name})")
+
+
+class RecordRefusedError(RecordError):
+    """A sink's destination refused one result (a database row violating a
+    constraint or a column's type); the message is the destination's own, in one
+    line. Handed to the job's error policy (`SinkContext.refused`)."""
 
 
 class RecordTooLargeError(RecordError):

@@ -32,8 +32,9 @@ from kstream.infra.admin import Admin
 from kstream.infra.broker import LocalBroker
 from kstream.testing import unique_name
 
-#: The object store's fixtures (`object_store`, `bucket`): S3Proxy, started when used.
-pytest_plugins = ["object_store"]
+#: The object store's fixtures (`object_store`, `bucket`): S3Proxy, started when used;
+#: the Spark cluster's (`spark_cluster`): a master and two workers, started when used.
+pytest_plugins = ["object_store", "spark_cluster"]
 
 # Property tests judge answers, never speed: on a loaded 2-core machine an example
 # can take longer than hypothesis's default 200 ms deadline and fail for that alone.

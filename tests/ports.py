@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaError, Message
+
 from kstream.protocol.messages import ControlMessage
 
 
@@ -13,6 +15,7 @@ class DetachedPorts:
 
     sent: list[ControlMessage] = field(default_factory=list)
     announced: list[int] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
 
     def send_control(self, message: ControlMessage) -> None:
         self.sent.append(message)
@@ -21,7 +24,10 @@ class DetachedPorts:
         """No worker: no complete or abort to serve."""
 
     def raise_if_undelivered(self) -> None:
-        """No delivery errors are collected here."""
+        """Lost records are kept in `lost`, for the test to look at."""
+
+    def delivery_failed(self, err: KafkaError, msg: Message) -> None:
+        self.lost.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
 
     def announce(self, checkpoint: int) -> None:
         self.announced.append(checkpoint)

@@ -17,8 +17,12 @@ cp="/opt/kafka/libs/*"
 logging=-Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties
 if [ ! -f "$data/meta.properties" ]; then
     # A cluster id is 16 random bytes in URL-safe base64 (what `StorageTool
-    # random-uuid` prints), made here to spare a JVM start.
-    cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c 1-22)
+    # random-uuid` prints), made here to spare a JVM start. Like Kafka's own, it
+    # never starts with '-': the tool's argument parser would take it for an option.
+    cluster_id=-
+    while [ "${cluster_id#-}" != "$cluster_id" ]; do
+        cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c 1-22)
+    done
     java "$logging" -cp "$cp" kafka.tools.StorageTool \
         format --standalone -t "$cluster_id" -c "$config" >/dev/null
 fi

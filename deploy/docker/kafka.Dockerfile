@@ -5,7 +5,7 @@
 # Run with the host's network so the advertised address 127.0.0.1:$KAFKA_PORT is
 # the one clients reach:
 #     docker run --rm --network host -e KAFKA_PORT=23192 kstream/kafka:4.1.1
-ARG BASE=kstream/java:17-bookworm
+ARG BASE=kstream/base:bookworm
 FROM ${BASE}
 ARG KAFKA_VERSION
 LABEL org.opencontainers.image.title="kstream-kafka" \

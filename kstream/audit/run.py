@@ -1,4 +1,8 @@
-"""One audit from start to verdict: fix offsets, start Spark, check, write reports."""
+"""One audit from start to verdict: fix offsets, start Spark, check, write reports.
+
+The output is a topic or a table (`kstream.audit.tables`); the input, when the
+check reads one, is always a topic.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,15 @@ from kstream.audit.checks import Check, CheckResult, PartitionStats, load_expect
 from kstream.audit.jars import connector_jars, require_pyspark
 from kstream.audit.progress import StageProgress
 from kstream.audit.report import AuditFacts, write_html, write_json
-from kstream.audit.spark import read_topic, snapshot, spark_session
-from kstream.errors import ConfigurationError, EnvironmentSetupError, KafkaUnavailableError
+from kstream.audit.spark import TopicSnapshot, read_topic, snapshot, spark_session
+from kstream.audit.tables import TableAudit
+from kstream.errors import (
+    ConfigurationError,
+    DatabaseError,
+    EnvironmentSetupError,
+    KafkaUnavailableError,
+)
+from kstream.infra.spark_cluster import check_master
 
 __all__ = ["AuditResult", "run_audit"]
 
@@ -73,13 +84,14 @@ def _require_matplotlib() -> None:
 def run_audit(
     *,
     input_topic: str,
-    output_topic: str,
+    output_topic: str | None = None,
     bootstrap: str,
     check: str = "running-count",
     master: str = "local[*]",
     report_dir: Path,
     progress: bool = True,
     expected: Path | None = None,
+    table: TableAudit | None = None,
 ) -> AuditResult:
     """Audit `output_topic` against `input_topic` with Spark and write both reports.
 
@@ -90,12 +102,24 @@ def run_audit(
     ``report.html`` and Spark's own log ``spark.log`` into `report_dir` (created
     if needed) and returns the figures.
 
+    With `table` instead of `output_topic`, the output audited is that table's
+    rows (see `kstream.audit.tables`), in one partition numbered by key and value;
+    the lineage check needs headers, which rows do not have.
+
     Violations are a result, not an error. Raises `ConfigurationError` for an
     unknown check or a missing topic, `KafkaUnavailableError` when the cluster
     does not answer, `EnvironmentSetupError` when pyspark, matplotlib, Java or the
-    connector jars are missing.
+    connector jars are missing, `DatabaseError` when a table's database does not
+    answer.
     """
     kind = _check(check)
+    if (output_topic is None) == (table is None):
+        raise ConfigurationError("audit either an output topic or a table, exactly one")
+    if table is not None and kind is Check.LINEAGE:
+        raise ConfigurationError(
+            "the lineage check reads the kstream.src.* headers, which a table's rows do not "
+            "have; audit a table with --check running-count or --check expected"
+        )
     if (kind is Check.EXPECTED) != (expected is not None):
         raise ConfigurationError(
             "--expected FILE goes with --check expected, and only with it"
@@ -105,28 +129,45 @@ def run_audit(
     reference = load_expected(expected) if expected is not None else []  # fails before Spark
     require_pyspark()
     _require_matplotlib()
+    check_master(master)  # an unreachable cluster: one line in seconds, not Spark's retries
+    if table is not None:
+        table = table.resolve()  # an unreachable database, a missing column: one line
+        output_name = table.reader.label
+    else:
+        assert output_topic is not None
+        output_name = output_topic
     report_dir.mkdir(parents=True, exist_ok=True)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     started = time.monotonic()
     with StageProgress(progress) as bar:
         bar.step("fixing the offsets to audit")
         source = snapshot(bootstrap, input_topic)
-        sink = snapshot(bootstrap, output_topic)
+        sink = snapshot(bootstrap, output_topic) if output_topic is not None else None
         bar.step("resolving Spark's Kafka connector")
         jars = connector_jars(log=bar.step)
+        if table is not None:
+            jars += table.reader.jars(bar.step)
         bar.step(f"starting Spark ({master})")
-        with spark_session(master, jars, report_dir / "spark.log") as spark:
+        config = table.reader.spark_config() if table is not None else {}
+        with spark_session(master, jars, report_dir / "spark.log", config=config) as spark:
             bar.watch(spark.sparkContext)
-            width = max(1, math.ceil(max(source.max_end, sink.max_end) / OFFSET_BINS))
             column = "value" if kind is Check.RUNNING_COUNT else "key"
             inputs = read_topic(spark, bootstrap, source).select("partition", "offset", column)
-            outputs = read_topic(spark, bootstrap, sink, headers=kind is Check.LINEAGE)
             # Read once, used twice (statistics, then the check).
             inputs = inputs.cache()
             try:
+                if table is not None:
+                    bar.step(f"reading {output_name}")
+                    # Read once: every pass of the check sees the same rows.
+                    outputs = table.records(spark).cache()
+                    sink = TopicSnapshot(output_name, {0: (0, outputs.count())})
+                else:
+                    assert sink is not None
+                    outputs = read_topic(spark, bootstrap, sink, headers=kind is Check.LINEAGE)
+                width = max(1, math.ceil(max(source.max_end, sink.max_end) / OFFSET_BINS))
                 bar.step(f"reading {input_topic}")
                 input_partitions = spark_checks.input_stats(inputs, input_topic, source.ranges)
-                bar.step(f"checking {output_topic} ({kind.value})")
+                bar.step(f"checking {output_name} ({kind.value})")
                 if kind is Check.EXPECTED:
                     assert expected is not None
                     bar.step(f"reading {len(reference):,} expected records from {expected}")
@@ -138,7 +179,7 @@ def run_audit(
                     result, output_partitions = spark_checks.expected_output(
                         wanted,
                         outputs,
-                        output_topic=output_topic,
+                        output_topic=output_name,
                         ranges=sink.ranges,
                         bin_width=width,
                     )
@@ -152,17 +193,19 @@ def run_audit(
                         inputs,
                         outputs,
                         input_topic=input_topic,
-                        output_topic=output_topic,
+                        output_topic=output_name,
                         ranges=sink.ranges,
                         bin_width=width,
                     )
             except Exception as exc:
                 _raise_if_kafka(exc, bootstrap)
+                if table is not None:
+                    _raise_if_database(exc, table)
                 raise
         bar.step("writing reports")
         facts = AuditFacts(
             input_topic=input_topic,
-            output_topic=output_topic,
+            output_topic=output_name,
             bootstrap=bootstrap,
             master=master,
             started_at=started_at,
@@ -178,7 +221,7 @@ def run_audit(
         clean=result.clean,
         check=kind,
         input_topic=input_topic,
-        output_topic=output_topic,
+        output_topic=output_name,
         input_records=facts.input_records,
         output_records=facts.output_records,
         expected_outputs=result.expected,
@@ -203,3 +246,11 @@ def _raise_if_kafka(exc: Exception, bootstrap: str) -> None:
             (ln.strip() for ln in text.splitlines() if "org.apache.kafka" in ln), text[:200]
         )
         raise KafkaUnavailableError(f"Spark could not read from {bootstrap}: {cause}") from None
+
+
+def _raise_if_database(exc: Exception, table: TableAudit) -> None:
+    """Turn a Spark failure caused by the table's database into one line."""
+    text = str(exc)
+    if "org.postgresql" in text or "SQLException" in text:
+        cause = next((ln.strip() for ln in text.splitlines() if "Exception" in ln), text[:200])
+        raise DatabaseError(f"Spark could not read {table.reader.label}: {cause}") from None

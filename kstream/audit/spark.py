@@ -17,7 +17,8 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,9 @@ CONNECT_TIMEOUT_S = 10.0
 #: Memory of the local driver JVM (which also runs the executors in local mode):
 #: enough to cache the flagged output of a 10 M record audit.
 LOCAL_DRIVER_MEMORY = "4g"
+#: How long a cluster master gets to give the session its first executor: a
+#: master without a (free) worker would otherwise leave every job waiting forever.
+EXECUTOR_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,13 +160,39 @@ def _jvm_output_to(log_file: Path) -> Iterator[None]:
             os.close(fd)
 
 
+def _await_executor(spark: SparkSession, master: str, timeout_s: float) -> None:
+    """Return once an executor has registered; `EnvironmentSetupError` after `timeout_s`."""
+    # The driver's own block manager is one entry of the executors' memory status.
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
+    deadline = time.monotonic() + timeout_s
+    while status().size() < 2:
+        if time.monotonic() > deadline:
+            raise EnvironmentSetupError(
+                f"Spark master {master} gave no executor within {timeout_s:.0f} s: it has no "
+                "live worker, or none with a free core and spark.executor.memory free"
+            )
+        time.sleep(0.2)
+
+
 @contextlib.contextmanager
-def spark_session(master: str, jars: Sequence[Path], log_file: Path) -> Iterator[SparkSession]:
+def spark_session(
+    master: str,
+    jars: Sequence[Path],
+    log_file: Path,
+    *,
+    app_name: str = "kstream-audit",
+    executor_timeout_s: float = EXECUTOR_TIMEOUT_S,
+    config: Mapping[str, str] | None = None,
+) -> Iterator[SparkSession]:
     """A Spark session on `master` with the Kafka connector `jars`; stopped on exit.
+
+    `config` adds session settings, e.g. what a table reader needs.
 
     Spark's console output goes to `log_file`. The session's Python workers run
     this interpreter (``PYSPARK_PYTHON``, unless set). Raises `EnvironmentSetupError`
-    (one line) when Spark cannot start, e.g. without Java or with a bad master URL.
+    (one line) when Spark cannot start, e.g. without Java or with a bad master URL,
+    and when a ``spark://`` master gives no executor within `executor_timeout_s`
+    (no worker, or none with free resources), rather than letting jobs wait forever.
 
     pyspark keeps one JVM per Python process: a session started earlier in this
     process without the connector jars would be reused as it is.
@@ -173,7 +203,7 @@ def spark_session(master: str, jars: Sequence[Path], log_file: Path) -> Iterator
     log4j = deploy_dir() / "spark" / "log4j2.properties"
     builder = (
         SparkSession.builder.master(master)
-        .appName("kstream-audit")
+        .appName(app_name)
         .config("spark.jars", ",".join(str(j) for j in jars))
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
         # The audit shows its own progress; Spark's console bar would interleave with it.
@@ -181,6 +211,8 @@ def spark_session(master: str, jars: Sequence[Path], log_file: Path) -> Iterator
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
     )
+    for name, value in (config or {}).items():
+        builder = builder.config(name, value)
     cores = _local_cores(master)
     if cores is not None:
         # 200 shuffle partitions (Spark's default, sized for clusters) means 200 tiny
@@ -198,6 +230,8 @@ def spark_session(master: str, jars: Sequence[Path], log_file: Path) -> Iterator
         ) from None
     spark.sparkContext.setLogLevel("ERROR")
     try:
+        if master.startswith("spark://"):
+            _await_executor(spark, master, executor_timeout_s)
         yield spark
     finally:
         spark.stop()

@@ -49,6 +49,7 @@ from typing import Any, Generic, Literal, Protocol
 
 from typing_extensions import TypeVar
 
+from kstream.errors import RecordError
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 
 __all__ = [
@@ -88,6 +89,10 @@ class Producer(Protocol):
 
 Guarantee = Literal["exactly-once", "at-least-once", "at-most-once"]
 GUARANTEES: tuple[Guarantee, ...] = ("exactly-once", "at-least-once", "at-most-once")
+
+
+def _raise_refused(value: Any, exc: RecordError) -> None:
+    raise exc
 
 
 class RollbackInterrupt(BaseException):
@@ -151,6 +156,14 @@ class SinkContext:
     #: ``message.max.bytes`` of the shared `producer`: a larger output record
     #: written through it is a `RecordTooLargeError` (see `kstream.protocol.limits`).
     max_record_bytes: int = DEFAULT_PRODUCER_BYTES
+    #: Hand result `value`, which the destination refused (a row violating a
+    #: constraint of its table, say), to the job's error policy with `exc`, a
+    #: `RecordError` whose message says why in one line: the result is
+    #: dead-lettered (its ``repr``, no source position: a refusal is found when a
+    #: batch is written, after many inputs) or skipped, and the writer leaves it
+    #: out and goes on with the others; under ``on_error="fail"`` it raises
+    #: `JobFailedError`. Default (no error policy at hand): raise `exc`.
+    refused: Callable[[Any, RecordError], None] = _raise_refused
 
 
 class SinkWriter(ABC):

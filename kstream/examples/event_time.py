@@ -26,7 +26,16 @@ from typing import Any
 from kstream import KafkaSink, KafkaSource
 from kstream.examples.references import Record
 
-__all__ = ["encode", "event_time", "key_of", "late_sink", "output_sink", "source", "value_of"]
+__all__ = [
+    "encode",
+    "event_time",
+    "key_of",
+    "late_sink",
+    "output_sink",
+    "source",
+    "value_of",
+    "with_key",
+]
 
 
 def encode(record: Record) -> tuple[bytes, bytes]:
@@ -43,6 +52,15 @@ def event_time(value: Any) -> Any:
 def key_of(value: dict[str, Any]) -> str:
     key: str = value["key"]
     return key
+
+
+def with_key(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A window's result as a (key, result) pair for the sink. Written with its key,
+    every result of a key goes to one partition in the order it was emitted, so a
+    reader meets an update after the result it supersedes, also after a rescale has
+    moved the key to another subtask (without a key, results are spread over the
+    partitions and their order across them is lost)."""
+    return str(result["key"]), result
 
 
 def value_of(value: dict[str, Any]) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kstream import LATE, Job, TimeWindow, session
-from kstream.examples.event_time import key_of, late_sink, output_sink, source
+from kstream.examples.event_time import key_of, late_sink, output_sink, source, with_key
 
 #: The input generator's bound (`inputs.clicks`).
 OUT_OF_ORDERNESS_MS = 5_000
@@ -40,6 +40,6 @@ def job(params: dict[str, str]) -> Job:
         )
         .apply(summary)
     )
-    sessions.sink(output_sink(params, "sessions"))
+    sessions.map(with_key).sink(output_sink(params, "sessions"))
     sessions.side_output(LATE).sink(late_sink(params, "sessions"))
     return j

@@ -7,14 +7,15 @@ Input: `inputs.keyed_events` (see `kstream.examples.event_time` for the
 format). Output: one ``{"key", "start", "end", "value": count, "update"}``
 per window when the watermark passes its end, and again (``"update":
 true``) for every record within the allowed lateness after that; the last
-one per window is `references.windowed_counts`' result. Too-late records go
-to the late topic.
+one per window is `references.windowed_counts`' result. Each is written with
+its key (`event_time.with_key`), so a key's results keep their order. Too-late
+records go to the late topic.
 """
 
 from __future__ import annotations
 
 from kstream import LATE, Job, Sliding, Tumbling, sliding, tumbling
-from kstream.examples.event_time import key_of, late_sink, output_sink, source
+from kstream.examples.event_time import key_of, late_sink, output_sink, source, with_key
 
 #: The input generator's bound (`inputs.keyed_events`).
 OUT_OF_ORDERNESS_MS = 1_000
@@ -38,6 +39,6 @@ def job(params: dict[str, str]) -> Job:
         .window(assigner(params), allowed_lateness_ms=int(params.get("lateness", 0)))
         .count()
     )
-    counts.sink(output_sink(params, "counts"))
+    counts.map(with_key).sink(output_sink(params, "counts"))
     counts.side_output(LATE).sink(late_sink(params, "counts"))
     return j

@@ -73,9 +73,10 @@ _TRANSIENT = {
 }
 
 
-def retrying(call: Callable[[], T], timeout: float = ADMIN_TIMEOUT_S) -> T:
-    """Run `call`, retrying transient metadata errors until `timeout` has passed."""
-    deadline = time.monotonic() + timeout
+def retrying(call: Callable[[], T], timeout: float | None = None) -> T:
+    """Run `call`, retrying transient metadata errors until `timeout` has passed
+    (`ADMIN_TIMEOUT_S`, read at the call, when None)."""
+    deadline = time.monotonic() + (ADMIN_TIMEOUT_S if timeout is None else timeout)
     while True:
         try:
             return call()
@@ -120,8 +121,10 @@ class Admin:
         protocol = security_settings().get("security.protocol", "PLAINTEXT")
         return mismatch(self.bootstrap, protocol, os.environ.get(ENV_VAR))
 
-    def _metadata(self, topic: str | None = None, timeout: float = ADMIN_TIMEOUT_S) -> Any:
-        """The cluster's metadata (of `topic` only, if given); `KafkaUnavailableError` if none."""
+    def _metadata(self, topic: str | None = None, timeout: float | None = None) -> Any:
+        """The cluster's metadata (of `topic` only, if given); `KafkaUnavailableError` if none
+        within `timeout` (`ADMIN_TIMEOUT_S`, read at the call, when None)."""
+        timeout = ADMIN_TIMEOUT_S if timeout is None else timeout
         try:
             return self._client.list_topics(topic=topic, timeout=timeout)
         except KafkaException as exc:
@@ -250,7 +253,7 @@ class Admin:
             return None
         return len(meta.partitions[min(meta.partitions)].replicas)
 
-    def topics(self, timeout: float = ADMIN_TIMEOUT_S) -> set[str]:
+    def topics(self, timeout: float | None = None) -> set[str]:
         """The cluster's topics; `KafkaUnavailableError` if it gives none within `timeout`."""
         return set(self._metadata(timeout=timeout).topics)
 

@@ -46,6 +46,7 @@ from kstream.infra.broker_security import BrokerSecurity
 from kstream.infra.client_settings import client_config
 from kstream.infra.maven import resolve_maven_classpath
 from kstream.infra.paths import cache_dir, deploy_dir, require_tool
+from kstream.infra.processes import runs_with
 
 __all__ = ["DEFAULT_PORT", "SECURITY_MODES", "BrokerInfo", "LocalBroker"]
 
@@ -208,15 +209,7 @@ class LocalBroker:
         return None
 
     def _is_our_jvm(self, pid: int) -> bool:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            return False
-        # A zombie (state Z) has exited; only its parent has not reaped it yet.
-        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-            return False
-        return str(self._config_file).encode() in cmdline
+        return runs_with(pid, str(self._config_file).encode())
 
     def status(self) -> BrokerInfo:
         return BrokerInfo(port=self.port, pid=self.pid(), directory=self.directory, host=self.host)

@@ -92,6 +92,7 @@ from typing import assert_never
 
 from kstream.errors import ProtocolError
 from kstream.protocol.snapshot_id import SnapshotId
+from kstream.protocol.worker_alive import SubtaskAlignment
 
 __all__ = [
     "NO_GENERATION",
@@ -406,6 +407,22 @@ class Aligner:
     def recording(self) -> dict[int, frozenset[Channel]]:
         """Checkpoint → channels whose channel state is being recorded for it."""
         return {n: frozenset(r.pending) for n, r in self._recordings.items()}
+
+    def report(self, task: str) -> SubtaskAlignment | None:
+        """What subtask `task`'s heartbeat says of it now: the barrier being
+        aligned and the oldest snapshot being recorded (None: neither)."""
+        if self.aligning is None and not self._recordings:
+            return None
+        oldest = min(self._recordings, default=None)
+        pending = {} if oldest is None else self._recordings[oldest].pending
+        return SubtaskAlignment.of(
+            task,
+            len(self.channels),
+            self.aligning,
+            ((str(c), o) for c, o in self._arrived.items()),
+            oldest,
+            ((str(c), o) for c, o in pending.items()),
+        )
 
     def handle(self, event: Event) -> list[Action]:
         """Feed one event; return the actions to carry out, in order."""

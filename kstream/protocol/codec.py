@@ -106,6 +106,12 @@ class Codec:
         self._defaults = [self._default_at(d) for d in range(MAX_DEPTH + 1)]
         self._hooks = [self._hook_at(d) for d in range(MAX_DEPTH + 1)]
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as what it was made of: its pooled packers (C objects, filled on
+        # first use) cannot be pickled, and a Codec travels with the functions
+        # Spark ships to executors (a job's state serde is bound to one).
+        return (_rebuild_codec, (tuple(self._types.values()), self._canonical))
+
     # -- encoding -------------------------------------------------------------
 
     def _pack(self, value: Any, depth: int) -> bytes:
@@ -256,3 +262,8 @@ def _a_list(value: Any) -> list[Any]:
 def _why(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _rebuild_codec(types: tuple[RecordType, ...], canonical: bool) -> Codec:
+    """A `Codec` unpickled (`Codec.__reduce__`)."""
+    return Codec(types, canonical=canonical)

@@ -36,10 +36,12 @@ Invariants (checked by the tests):
   the subtasks that never acked the last of them (by `placement`)
   `unresponsive`: their
   heartbeats come from a thread, so a subtask stuck for good in user code
-  would otherwise stall the job's output for ever; unless every such worker
-  says its checkpoint storage is slow to take a snapshot (`Heartbeat.storing`):
-  it processes on, a rollback would restore from that same storage, so the
-  checkpoints abort (the reason names the snapshot) and the job goes on;
+  would otherwise stall the job's output for ever; a timeout does not count
+  (nor break the run) when every such worker said, while the checkpoint was
+  pending, that its checkpoint storage was slow to take a snapshot
+  (`Heartbeat.storing`), even if it has answered since: the worker processes
+  on and a rollback would restore from that same storage, so the checkpoint
+  aborts (the reason names the snapshot) and the job goes on;
 * a worker's heartbeat may name a call of the job's code that has not returned
   for long (`Heartbeat.stuck_on`, `kstream.runtime.worker.stuck`); such a rollback
   gives its line as the reason, and when the same call is found stuck at the
@@ -129,6 +131,9 @@ MAX_NAMED = 10
 class _Pending:
     triggered_at: float
     acked: dict[str, AckReceived] = field(default_factory=dict)
+    #: The workers that said, while it was pending, that their checkpoint storage was
+    #: slow to take a snapshot, and their latest such line (`Heartbeat.storing`).
+    storing: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -286,6 +291,8 @@ class Coordinator:
                         self.stuck.pop(event.worker, None)
                     if event.storing:
                         self.storing[event.worker] = event.storing
+                        for p in self.pending.values():
+                            p.storing[event.worker] = event.storing
                     else:
                         self.storing.pop(event.worker, None)
                 return []
@@ -347,14 +354,22 @@ class Coordinator:
         for n, p in sorted(self.pending.items()):
             if now - p.triggered_at > self.config.timeout:
                 del self.pending[n]
-                self.timeouts += 1
-                self.unacked = self.tasks.difference(p.acked)
-                last_timed_out = n
+                unacked = self.tasks.difference(p.acked)
                 reason = f"not complete within {self.config.timeout:g}s"
-                slow = self._storing(self.unacked)
+                storing = {**p.storing, **self.storing}
+                slow = self._storing(unacked, storing)
                 if slow:
                     reason += f"; {slow[0]}"  # "w0 storing s1-0's snapshot of ..."
                 commands.append(Abort(n, self.generation, reason))
+                holding = {self.placement[t] for t in unacked if t in self.placement}
+                # Held up by the storage alone, even if it has just answered again
+                # (the snapshots queued behind a hang are written, their acks are
+                # on the way): not a stall, so it neither counts nor breaks the run.
+                if holding and holding <= storing.keys():
+                    continue
+                self.timeouts += 1
+                self.unacked = unacked
+                last_timed_out = n
         reasons: list[str] = []
         unresponsive: set[str] = set()
         stalled: set[str] = set()
@@ -368,16 +383,8 @@ class Coordinator:
             reasons.append(
                 f"worker {silent[0]} silent for more than {self.config.liveness_timeout:g}s"
             )
-        holding = {self.placement[t] for t in self.unacked if t in self.placement}
-        # Workers waiting for their checkpoint storage are not stalled: they process
-        # on, and a rollback would restore from the same storage.
-        storage_bound = bool(holding) and holding <= self.storing.keys()
-        if (
-            last_timed_out is not None
-            and self.timeouts > self.config.tolerable_timeouts
-            and not storage_bound
-        ):
-            stalled = holding
+        if last_timed_out is not None and self.timeouts > self.config.tolerable_timeouts:
+            stalled = {self.placement[t] for t in self.unacked if t in self.placement}
             calls = sorted(self.stuck[w] for w in stalled if w in self.stuck)
             again = [line for on, line in calls if on in self.stalled_on]
             if again:
@@ -420,10 +427,10 @@ class Coordinator:
         """
         self.asap = True
 
-    def _storing(self, tasks: frozenset[str]) -> list[str]:
-        """The slow-storage lines of the workers of `tasks`, as "<worker> <line>"."""
+    def _storing(self, tasks: frozenset[str], storing: dict[str, str]) -> list[str]:
+        """The slow-storage lines (`storing`) of the workers of `tasks`, as "<worker> <line>"."""
         workers = sorted({self.placement[t] for t in tasks if t in self.placement})
-        return [f"{w} {self.storing[w]}" for w in workers if w in self.storing]
+        return [f"{w} {storing[w]}" for w in workers if w in storing]
 
     def _timeouts_reason(self, checkpoint: int, workers: set[str]) -> str:
         """Why the job rolls back for timeouts: which checkpoint, how many, who never acked."""

@@ -12,11 +12,17 @@ subtask reads its inputs:
   reader reported no position yet counts from the channel's first offset (a
   reader that has not started yet has read nothing of it); without that
   either, its lag is 0;
-* between two probes the writer adds what it wrote since the latest probe
-  began (`Wrote`, its own counts): a fast writer pauses within one batch of
-  crossing the bound instead of one probe round trip later. The estimate
-  errs high by what the probe already saw of those records, until the next
-  probe replaces it;
+* between two probes the writer adds what it wrote (`Wrote`, its own counts
+  of records handed to its producer) beyond what had been delivered when the
+  latest probe began (`Probed.delivered`): a fast writer pauses within one
+  batch of crossing the bound instead of one probe round trip later. Counting
+  from the records *delivered* rather than handed matters: a record still in
+  the producer's queue when the probe read the end offsets is in neither the
+  probe's lag nor, counted from what was handed, the writer's addition, and on
+  a loaded machine those queues hold several records per channel (a channel
+  bounded at 10 records was measured at 44). The estimate errs high by what
+  the probe already saw of the records it adds, until the next probe
+  replaces it;
 * a gate starts paused (`Opened`): until the first probe answers, the
   writer does not know what its channels hold (a restarted job's channels
   may hold a backlog already, and a writer reading on would add a few
@@ -24,7 +30,8 @@ subtask reads its inputs:
 * the gate **pauses** (`Pause`) once some channel's lag exceeds
   `FlowConfig.max_lag`, and **resumes** (`Resume`) once every channel's lag is
   at most `FlowConfig.resume_lag` (hysteresis: one probe's noise must not
-  flip it back and forth);
+  flip it back and forth); the lag both decisions use is the estimate
+  above, the probe's plus what was not delivered yet when it began;
 * a paused gate whose latest probe (or its opening, before any probe) is
   older than `FlowConfig.stale_after_s`, or that heard neither, resumes
   (`Tick`): when the probes
@@ -128,14 +135,16 @@ class Probed:
     `ends`: the end offset of every channel the subtask writes; `positions`:
     the position each channel's reader last reported (missing: none yet);
     `starts`: the first offset of channels whose reader reported none;
-    `written`: the writer's own counts (`Wrote.written`) when the probe began.
+    `delivered`: per channel, how many of the records the writer counts in
+    `Wrote.written` were delivered (the broker acknowledged them) when the
+    probe began, so that `ends` includes at least these.
     """
 
     at: float
     ends: Mapping[Channel, int]
     positions: Mapping[Channel, int]
     starts: Mapping[Channel, int] = field(default_factory=dict)
-    written: Mapping[Channel, int] = field(default_factory=dict)
+    delivered: Mapping[Channel, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,8 +226,8 @@ class FlowGate:
         self.opened_at: float | None = None
         #: Lag per channel at the latest probe.
         self.lags: dict[Channel, int] = {}
-        #: The writer's counts when the latest probe began.
-        self._written_at_probe: Mapping[Channel, int] = {}
+        #: The writer's records delivered when the latest probe began.
+        self._delivered_at_probe: Mapping[Channel, int] = {}
         #: The counts and reads at the previous `Wrote`: one turn's difference.
         self._written_before: Mapping[Channel, int] = {}
         self._read_before = 0
@@ -255,10 +264,14 @@ class FlowGate:
         self.probed_at = event.at
         self.blind = False
         self.lags = channel_lags(event.ends, event.positions, event.starts)
-        self._written_at_probe = event.written
+        self._delivered_at_probe = event.delivered
         if not self.config.enabled:
             return []
-        worst = max(self.lags.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+        # Records the writer handed that the probe could not see yet count too:
+        # resuming on the probe's lag alone let a writer whose producer was slow
+        # to deliver read on and on while its channels grew past the bound.
+        held = {**self.lags, **self.estimate(self._written_before)}
+        worst = max(held.items(), key=lambda kv: (kv[1], kv[0]), default=None)
         if worst is None:
             return self._resume()
         channel, lag = worst
@@ -303,8 +316,9 @@ class FlowGate:
 
     def estimate(self, written: Mapping[Channel, int]) -> dict[Channel, int]:
         """Per channel, what it holds now as far as the gate knows: the latest
-        probe's lag plus what the writer wrote since that probe began."""
-        since = self._written_at_probe
+        probe's lag plus what the writer wrote beyond what had been delivered
+        when that probe began."""
+        since = self._delivered_at_probe
         return {
             ch: self.lags.get(ch, 0) + max(0, n - since.get(ch, 0)) for ch, n in written.items()
         }

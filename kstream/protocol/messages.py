@@ -24,6 +24,7 @@ class           ``type`` on the wire   fields
 `Aborted`       abort                  checkpoint, generation, reason, time
 `WorkerAlive`   heartbeat              worker, generation, time, process,
                                        counters {in, out, dead_letters, replayed}, dead_letter
+                                       (alignment when set: `kstream.protocol.worker_alive`)
 `WorkerFailed`  failed                 worker, reason
 `RestoreFailed` restore-failed         worker, generation, checkpoint, reason
 `Presence`      coordinator            incarnation, pid, host, state_dir, time, stopped
@@ -50,7 +51,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias, assert_never
 
 from kstream.errors import ProtocolError
-from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.identity import JobIdentity
 from kstream.protocol.message_fields import (
     float_or as _float_or,
@@ -77,6 +77,7 @@ from kstream.protocol.message_fields import (
     str_or as _str_or,
 )
 from kstream.protocol.savepoint_messages import SavepointDone, SavepointRequested
+from kstream.protocol.worker_alive import WorkerAlive
 
 __all__ = [
     "Aborted",
@@ -417,80 +418,6 @@ class Aborted:
             _int(raw, "generation"),
             _str_or(raw, "reason", ""),
             _float_or_none(raw, "time"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerAlive:
-    """Worker `worker` runs `generation`; process `process` has done `counters` so far.
-
-    `dead_letter` describes the latest record it dead-lettered ("" if none).
-    `restoring`: the worker is alive in `generation` but still restoring its
-    subtasks (its heartbeat thread speaks for it meanwhile); absent in
-    messages of earlier versions, read as False. `stuck`: one line naming a
-    call of the job's code that has not returned for long (subtask, function,
-    record, where), and `stuck_on` what identifies that call across processes
-    (`kstream.runtime.worker.stuck`); "" when none, and then absent on the wire.
-    `waiting`: the process has not joined `generation` and never will: another
-    process of its index runs it (`kstream.protocol.recovery`), so this one
-    waits for the next `recover`; the coordinator opens one for it at once
-    (a claim). Absent on the wire unless set.
-    """
-
-    TYPE: ClassVar[str] = "heartbeat"
-
-    worker: str
-    generation: int
-    time: float | None = None
-    process: str | None = None
-    counters: WorkerCounters | None = None
-    dead_letter: str = ""
-    restoring: bool = False
-    stuck: str = ""
-    stuck_on: str = ""
-    waiting: bool = False
-    #: A snapshot the checkpoint storage has been slow to take, in one line ("" none;
-    #: absent on the wire then): checkpoints it holds up roll nothing back.
-    storing: str = ""
-
-    def to_dict(self) -> Wire:
-        wire: Wire = {
-            "type": self.TYPE,
-            "worker": self.worker,
-            "generation": self.generation,
-            "time": self.time,
-            "process": self.process,
-            "counters": None if self.counters is None else self.counters.to_message(),
-            "dead_letter": self.dead_letter,
-        }
-        if self.restoring:
-            # Only when set: a running worker's heartbeat keeps the bytes it always had.
-            wire["restoring"] = True
-        if self.stuck:
-            wire["stuck"] = self.stuck
-            wire["stuck_on"] = self.stuck_on
-        if self.waiting:
-            wire["waiting"] = True
-        if self.storing:
-            wire["storing"] = self.storing
-        return wire
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> WorkerAlive:
-        process = raw.get("process")
-        dead_letter = raw.get("dead_letter")
-        return cls(
-            _str(raw, "worker"),
-            _int(raw, "generation"),
-            _float_or_none(raw, "time"),
-            process if isinstance(process, str) else None,
-            WorkerCounters.from_message(raw.get("counters")),
-            dead_letter if isinstance(dead_letter, str) else "",
-            raw.get("restoring") is True,
-            _str_or(raw, "stuck", ""),
-            _str_or(raw, "stuck_on", ""),
-            raw.get("waiting") is True,
-            _str_or(raw, "storing", ""),
         )
 
 

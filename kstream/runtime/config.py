@@ -121,6 +121,17 @@ class RunConfig:
     #: The S3 endpoint (an S3-compatible store), overriding ``AWS_ENDPOINT_URL``; "" if none.
     s3_endpoint_url: str = ""
     start: StartOptions = field(default_factory=StartOptions)
+    #: The runner's metrics port (0: no metrics); worker i of a runner that spawns
+    #: its workers serves on ``metrics_port + 1 + i`` (`kstream.infra.metrics`).
+    metrics_port: int = 0
+    #: The interface the metrics endpoints listen on.
+    metrics_address: str = "0.0.0.0"
+    #: How processes log: "text" (for people) or "json" (one object per line;
+    #: `kstream.infra.logs`).
+    log_format: str = "text"
+    #: A spawned worker's log file is rotated at this size, `log_backups` older kept.
+    log_max_bytes: int = 10 * 1024 * 1024
+    log_backups: int = 3
 
     def __post_init__(self) -> None:
         if self.workers < 1:

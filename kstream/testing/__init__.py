@@ -8,6 +8,8 @@ Two sets, for two kinds of test:
 * ``kstream.testing.kafka`` verifies jobs against a real cluster (unique topics,
   producing, reading back): nothing there fakes Kafka. kstream's own suite
   uses it as well.
+* ``kstream.testing.text`` and ``kstream.testing.ports``: word-count input
+  (`skewed_lines`) and free ports for a test's own servers (`free_ports`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from kstream.testing.kafka import (
     unique_name,
     wait_settled,
 )
+from kstream.testing.ports import free_ports
+from kstream.testing.text import skewed_lines
 
 __all__ = [
     "BACKLOG_READER",
@@ -37,11 +41,13 @@ __all__ = [
     "Record",
     "RecordingSink",
     "TestRun",
+    "free_ports",
     "in_flight_at",
     "produce",
     "read_all",
     "run_job",
     "run_until_consumed",
+    "skewed_lines",
     "unique_name",
     "wait_settled",
 ]

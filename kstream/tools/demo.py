@@ -186,6 +186,8 @@ def wordcount_demo(
     source_snapshot_interval_s: float | None = None,
     hold_input_while_recovering: bool = False,
     checkpoint_storage: str = "",
+    metrics_port: int = 0,
+    on_runner: Callable[[Runner], None] | None = None,
 ) -> WordcountOutcome:
     """Run the word count with `workers` workers, SIGKILL a random worker `kills` times,
     wait until every input line is processed, and check the counts against the input.
@@ -201,6 +203,9 @@ def wordcount_demo(
     as much running time, however long starts and recoveries take (a test
     whose kills are due after some checkpoints needs the input still flowing
     then). `checkpoint_storage`: a ``--checkpoint-storage`` URL ("": the state directory).
+    `metrics_port`: the run's ``--metrics-port`` (0: none; served on 127.0.0.1).
+    `on_runner` is called with the runner before it starts (the CLI serves the
+    coordinator's metrics and the dashboard there).
     """
     servers = bootstrap_servers(bootstrap, say)
     admin = Admin(servers)
@@ -232,11 +237,15 @@ def wordcount_demo(
             alignment_timeout_s=alignment_timeout_s,
             source_snapshot_interval_s=source_snapshot_interval_s,
             checkpoint_storage=checkpoint_storage,
+            metrics_port=metrics_port,
+            metrics_address="127.0.0.1",
         ),
         job,
         say=say,
         worker_env=worker_env,
     )
+    if on_runner is not None:
+        on_runner(runner)
     runner.prepare()
 
     def each_round(r: RunningJob) -> None:

@@ -22,7 +22,7 @@ from netns import Host, HostNet
 from object_store import Bucket
 
 from kstream.infra.admin import Admin
-from kstream.testing import Feeder, ReadRecord, read_all, unique_name, wait_settled
+from kstream.testing import Feeder, ReadRecord, read_all, skewed_lines, unique_name, wait_settled
 from kstream.tools.demo import CountCheck, check_running_counts
 
 SPEC = "kstream.examples.wordcount:job"
@@ -56,12 +56,7 @@ class CheckpointStore:
 
 
 def words(n: int, seed: int = 11) -> list[str]:
-    import random
-
-    rnd = random.Random(seed)
-    vocab = [f"w{i:03d}" for i in range(300)] + ["the", "a", "kafka", "stream"]
-    weights = [1.0 / (i + 1) for i in range(len(vocab))]
-    return [" ".join(rnd.choices(vocab, weights, k=rnd.randint(4, 12))) for _ in range(n)]
+    return skewed_lines(n, seed, vocabulary=300)
 
 
 @dataclass

@@ -43,6 +43,7 @@ from test_event_time_examples import (
     ref_late,
     shifted,
     topics,
+    tumbling_params,
     write,
 )
 
@@ -206,15 +207,7 @@ def run_windowed(bootstrap: str, state_dir: Path, mode: str) -> ModeRun:
             write(bootstrap, src, parts[released])
             released += 1
 
-    params = {
-        "input": src,
-        "output": dst,
-        "late": late,
-        "name": f"w-{run}",
-        "window": "tumbling",
-        "lateness": "0",
-        "ooo": str(JOB_OOO_MS),
-    }
+    params = tumbling_params(src, dst, late, f"w-{run}", 0)
     messages: list[str] = []
     job = windowed_counts.job(params)
     runner = new_runner(

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+# ~70 s: extended tier (the benchmark suite's own test runs in the default tier).
+pytestmark = [pytest.mark.broker, pytest.mark.e2e, pytest.mark.extended]
 
 REPO = Path(__file__).resolve().parents[2]
 INTERVALS = (0.5, 1.0)

@@ -136,6 +136,17 @@ def ref_late(records: list[Record], side: str | None = None) -> Counter[tuple[An
     return Counter((side, ts, key, value) for _, ts, key, value in records)
 
 
+def tumbling_params(
+    src: str, dst: str, late: str, name: str, lateness: int, **more: str
+) -> dict[str, str]:
+    """Parameters of `kstream.examples.windowed_counts` with tumbling windows, the
+    job's out-of-orderness (`JOB_OOO_MS`) and `lateness` ms; `more` adds or overrides."""
+    return {
+        "input": src, "output": dst, "late": late, "name": name, "window": "tumbling",
+        "lateness": str(lateness), "ooo": str(JOB_OOO_MS), **more,
+    }  # fmt: skip
+
+
 def topics(bootstrap: str, run: str, *names: str, compact: tuple[str, ...] = ()) -> list[str]:
     made = [f"{run}-{n}" for n in names]
     admin = Admin(bootstrap)
@@ -197,7 +208,7 @@ def test_windowed_counts_are_the_reference_across_worker_kills(
             "".join(
                 json.dumps(
                     {
-                        "key": None,
+                        "key": k,  # each result is written with its key
                         "value": dumps(
                             {"key": k, "start": w.start, "end": w.end, "value": n, "update": False}
                         ).decode(),

@@ -23,7 +23,10 @@ from kstream.tools.chaos.own_broker import refusal, survey
 from kstream.tools.chaos.report import summary_lines, write_report
 from kstream.tools.chaos.workload import workload
 
-pytestmark = [pytest.mark.e2e, pytest.mark.campaign]
+# The extended tier (6-7 min together): each fault kind a campaign injects has its
+# own default-tier test (test_chaos.py, test_liveness.py, test_several_hosts.py);
+# the campaigns add their random mix over minutes.
+pytestmark = [pytest.mark.e2e, pytest.mark.campaign, pytest.mark.extended]
 
 #: Seconds of faults; start-up and the final drain add a minute or two.
 DURATION = 200.0

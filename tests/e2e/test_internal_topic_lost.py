@@ -65,7 +65,15 @@ def ends(bootstrap: str, topic: str) -> dict[int, int]:
     return {p: high for p, (_, high) in Admin(bootstrap).watermarks(topic).items()}
 
 
-@pytest.mark.parametrize("lost", ["control", "commits", "channel"])
+# One topic in the default tier; the other two take ~55 s each (extended tier).
+@pytest.mark.parametrize(
+    "lost",
+    [
+        "control",
+        pytest.param("commits", marks=pytest.mark.extended),
+        pytest.param("channel", marks=pytest.mark.extended),
+    ],
+)
 def test_a_restart_after_an_internal_topic_was_deleted_is_refused(
     bootstrap: str, tmp_path: Path, lost: str
 ) -> None:

@@ -52,10 +52,11 @@ class Job:
             *self.options, *extra,
         )  # fmt: skip
 
-    def worker(self, src: str, dst: str, index: int) -> subprocess.Popen[str]:
+    def worker(self, src: str, dst: str, index: int, workers: int = 2) -> subprocess.Popen[str]:
         return kstream(
             "worker", f"{self.file}:job", "-p", f"input={src}", "-p", f"output={dst}",
-            "--bootstrap-servers", self.bootstrap, "--worker", str(index), "--workers", "2",
+            "--bootstrap-servers", self.bootstrap, "--worker", str(index),
+            "--workers", str(workers),
             "--job-name", self.name, "--state-dir", str(self.state), *self.options,
         )  # fmt: skip
 

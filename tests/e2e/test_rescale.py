@@ -104,6 +104,7 @@ def test_windowed_counts_rescaled_2_to_3_are_the_reference(bootstrap: str, tmp_p
         ref_late,
         shifted,
         topics,
+        tumbling_params,
         write,
     )
 
@@ -113,15 +114,7 @@ def test_windowed_counts_rescaled_2_to_3_are_the_reference(bootstrap: str, tmp_p
     src, dst, late = topics(bootstrap, run, "in", "out", "late")
     lateness = 1_500
     records = shifted(inputs.keyed_events(7, partitions=PARTITIONS, allowed_lateness=lateness))
-    params = {
-        "input": src,
-        "output": dst,
-        "late": late,
-        "name": f"c-{run}",
-        "window": "tumbling",
-        "lateness": str(lateness),
-        "ooo": str(JOB_OOO_MS),
-    }
+    params = tumbling_params(src, dst, late, f"c-{run}", lateness)
     spec = "kstream.examples.windowed_counts:job"
     half = len(records) // 2
     first = write(bootstrap, src, records[:half])
@@ -300,6 +293,7 @@ def test_windowed_counts_rescaled_by_savepoints_then_to_3_after_sigkill_are_the_
         ref_late,
         shifted,
         topics,
+        tumbling_params,
     )
 
     from kstream.examples import inputs, references, windowed_counts
@@ -310,18 +304,9 @@ def test_windowed_counts_rescaled_by_savepoints_then_to_3_after_sigkill_are_the_
     records = shifted(
         inputs.keyed_events(11, partitions=PARTITIONS, count=900, allowed_lateness=lateness)
     )
-    params = {
-        "input": src,
-        "output": dst,
-        "late": late,
-        "name": f"w-{run}",
-        "window": "tumbling",
-        "lateness": str(lateness),
-        "ooo": str(JOB_OOO_MS),
-        # Slices are fed while a step runs and while it is down: no partition may
-        # go idle for lack of input while the others go on.
-        "idle": "600000",
-    }
+    # Slices are fed while a step runs and while it is down: no partition may go
+    # idle for lack of input while the others go on.
+    params = tumbling_params(src, dst, late, f"w-{run}", lateness, idle="600000")
     ref = references.windowed_counts(
         records, windowed_counts.assigner(params), JOB_OOO_MS, lateness
     )

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 from job_runs import run_cli, savepoint, stop_with_savepoint
 from test_cli_run import wait_for, worker_processes
-from test_job_safety import Job, assert_exactly_once, caught_up, lines, truth
+from test_job_safety import Job, assert_exactly_once, caught_up, lines, stop, truth
 
 from kstream.infra.admin import Admin
 from kstream.testing import produce, unique_name
@@ -119,3 +119,43 @@ def test_a_savepoint_of_another_job_is_refused_with_the_reason(
         run.terminate()
         run.communicate(timeout=60)
     assert_exactly_once(bootstrap, dst, truth(text + more))
+
+
+def test_a_savepoint_taken_up_by_workers_started_elsewhere_at_another_parallelism(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """As on Kubernetes: the coordinator (`kstream run --no-spawn --from-savepoint`)
+    and three workers started on their own (`kstream worker --worker I --workers 3`)
+    take up a savepoint of a job that ran two; every count goes on exactly once."""
+    src, dst = unique_name("in"), unique_name("out")
+    Admin(bootstrap).create_topics({src: 4, dst: 2})
+    first, more = lines(2000), lines(1000, salt=7)
+    produce(bootstrap, src, [(None, line.encode()) for line in first])
+    old = Job(bootstrap, tmp_path / "old")
+    run = old.run(src, dst)
+    wait_for(lambda: caught_up(bootstrap, dst, truth(first)), 90, "the job to catch up")
+    url = stop_with_savepoint(bootstrap, old.name, run)
+    new = Job(bootstrap, tmp_path / "new")
+    coordinator = new.run(src, dst, "--no-spawn", "--workers", "3", "--from-savepoint", url)
+    workers = [new.worker(src, dst, i, workers=3) for i in range(3)]
+    procs = [coordinator, *workers]
+    try:
+        produce(bootstrap, src, [(None, line.encode()) for line in more])
+
+        def done() -> bool:
+            exited = [p.returncode for p in procs if p.poll() is not None]
+            assert not exited, f"a process of the new job exited: {exited}"
+            return caught_up(bootstrap, dst, truth(first + more))
+
+        wait_for(done, 120, "every count")
+        stderr = stop(coordinator)
+        assert f"importing savepoint {url}" in stderr
+        assert "rescaling from" in stderr, stderr
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        # A worker stops cleanly on SIGTERM, as under a supervisor.
+        outputs = [p.communicate(timeout=60)[1] for p in workers]
+    assert all(p.returncode == 0 for p in workers), outputs
+    assert_exactly_once(bootstrap, dst, truth(first + more))

@@ -25,7 +25,9 @@ from kstream.infra.broker import LocalBroker
 from kstream.runtime.kafka import client_config
 from kstream.testing import unique_name
 
-pytestmark = pytest.mark.broker
+# ~90 s of broker restarts: extended tier (the chaos suite restarts a broker under a
+# running job in the default tier).
+pytestmark = [pytest.mark.broker, pytest.mark.extended]
 
 #: Broker restarts per run: the old probe's process died within three in trials.
 RESTARTS = 4

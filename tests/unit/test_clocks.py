@@ -39,6 +39,11 @@ ALLOWED = {
     ("kstream/runtime/runner/takeover.py", "refuse_if_coordinated_elsewhere"),
     # `kstream savepoint` asks whether the job's runner is alive by the same heartbeat.
     ("kstream/tools/cli/savepoint.py", "savepoint_command"),
+    # `kstream status` ages the control topic's stamps (heartbeats, completions,
+    # presences: wall-clock times of other hosts) against the time it reads them.
+    ("kstream/tools/cli/status.py", "status"),
+    # The dashboard ages the same stamps against the time it builds its view.
+    ("kstream/tools/ui/server.py", "document"),
     # Adoption compares the workers' last heartbeats (wall-clock stamps of their
     # hosts) with the time the control topic was read: only a wall clock compares
     # across machines. A jump makes live workers look silent (a rollback, as
@@ -57,6 +62,9 @@ ALLOWED = {
     # An output's event time against the broker's wall clock, which is what the
     # topic's message.timestamp.after.max.ms judges it by.
     ("connectors/kafka/rows.py", "guard"),
+    # Delta's log stamps a file's modification time and a transaction's lastUpdated
+    # with the writer's wall clock, as every Delta writer does.
+    ("connectors/delta/writer.py", "stamp_ms"),
     # Time retention deletes by the wall clock: the input's event time is judged
     # against it to warn that results would be deleted.
     ("kstream/runtime/runner/preflight.py", "_warn_of_retention"),
@@ -64,6 +72,9 @@ ALLOWED = {
     # age rule compares against it, with a margin of a minute beyond the checkpoint
     # timeout for skew.
     ("kstream/runtime/checkpoint/objects.py", "_sweep"),
+    # A liveness file's age: the file system stamps its modification time with the
+    # wall clock, and the probe reading it runs on the same host.
+    ("kstream/runtime/runner/alive.py", "age"),
 }
 
 

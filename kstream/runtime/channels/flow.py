@@ -14,8 +14,12 @@ carries out what it says (see :ref:`flow-control-design`):
   that subtask's group that never joins it, not by the admin client: see
   `ChannelProbe`), off the processing thread;
 * the writer counts the channel records it hands to its producer, per
-  channel (`FlowControl.counted`: one dictionary update per channel record,
-  which carries up to 500 stream records);
+  channel, and those the broker acknowledged (`FlowControl.counted`: one
+  dictionary update and one delivery callback per channel record, which
+  carries up to 500 stream records); a probe takes the acknowledged counts
+  as they are when it begins, since only those records are surely in the end
+  offsets it reads (see `kstream.protocol.flow`). `FlowControl.step` serves the
+  producer's delivery callbacks, so the counts move wherever the subtask runs;
 * `FlowControl.step`, called once per poll of the subtask, hands the newest
   answer, its counts and the time to the gate. A pause is kept by not reading
   the consumer (`FlowControl.consume` returns nothing), not by
@@ -44,7 +48,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, assert_never, cast
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 # Public, but missing from the type stubs' exports.
@@ -209,11 +213,12 @@ class ChannelProbe:
         self,
         bootstrap: str,
         channels: dict[Channel, str],
-        written: dict[Channel, int] | None = None,
+        delivered: dict[Channel, int] | None = None,
     ) -> None:
         self._channels = channels
-        #: The writer's counts, read (copied) when a probe begins: their keys never change.
-        self._written = written if written is not None else {}
+        #: The writer's delivered records, read (copied) when a probe begins:
+        #: their keys never change.
+        self._delivered = delivered if delivered is not None else {}
         self._groups: dict[str, list[Channel]] = {}
         for ch, group in channels.items():
             self._groups.setdefault(group, []).append(ch)
@@ -275,7 +280,8 @@ class ChannelProbe:
         """One round: end offsets and the readers' positions (raises `KafkaException`,
         or `TimeoutError` when the cluster does not answer in time)."""
         at = time.monotonic()
-        written = dict(self._written)
+        # Before the end offsets are asked for: what was delivered by now is in them.
+        delivered = dict(self._delivered)
         tps = [TopicPartition(c.topic, c.partition) for c in self._channels]
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # untyped in the stubs
         end_futures = self._admin.list_offsets(
@@ -300,7 +306,7 @@ class ChannelProbe:
                     dict.fromkeys(unknown, earliest), request_timeout=PROBE_TIMEOUT_S
                 )
             )
-        return Probed(at, ends, positions, starts, written)
+        return Probed(at, ends, positions, starts, delivered)
 
     def close(self) -> None:
         self._stop.set()
@@ -349,9 +355,13 @@ class FlowControl:
         self._held = held
         self._on_resume = on_resume
         channels = written_channels(plan, spec) if config.enabled else {}
-        #: Channel records handed to the producer per channel (`counted`).
+        #: Channel records handed to the producer per channel (`counted`), and
+        #: those of them the broker acknowledged.
         self._written = dict.fromkeys(channels, 0)
-        self._probe = ChannelProbe(bootstrap, channels, self._written) if channels else None
+        self._delivered = dict.fromkeys(channels, 0)
+        self._probe = ChannelProbe(bootstrap, channels, self._delivered) if channels else None
+        #: The producer `counted` wraps: `step` serves its delivery callbacks.
+        self._producer: Producer | None = None
         self._seen: Probed | None = None
         #: Input records read through `consume` (for the gate's fan-out).
         self._read = 0
@@ -362,11 +372,27 @@ class FlowControl:
     def paused(self) -> bool:
         return self.gate.paused
 
-    def counted(self, producer: Producer) -> Producer:
-        """`producer`, counting what it is handed for this subtask's channels."""
+    def counted(
+        self,
+        producer: Producer,
+        on_failed: Callable[[KafkaError, Message], None] = lambda err, msg: None,
+    ) -> Producer:
+        """`producer`, counting what it is handed for this subtask's channels and
+        what of that was delivered.
+
+        Channel records get a delivery callback of their own, which replaces the
+        producer's: `on_failed` receives their failures instead (the worker's
+        producer-wide callback, which kills the worker on a lost record).
+        `producer` must report every delivery (``delivery.report.only.error``
+        off): a gate that never learns of a delivery counts those records as
+        still queued, and stays paused once they pass the bound.
+        """
         if self._probe is None:
             return producer
-        return cast(Producer, _CountingProducer(producer, self._written))
+        self._producer = producer
+        return cast(
+            Producer, _CountingProducer(producer, self._written, self._delivered, on_failed)
+        )
 
     def consume(
         self, consumer: Any, limit: int, timeout: float, *, counted: bool = True
@@ -409,6 +435,8 @@ class FlowControl:
         to `consumer`, the subtask's."""
         if self._probe is None:
             return
+        if self._producer is not None:
+            self._producer.poll(0)  # the delivery callbacks that count
         actions = self.gate.handle(Opened(now)) if self.gate.opened_at is None else []
         actions += self.gate.handle(Tick(now))
         latest = self._probe.latest
@@ -450,19 +478,38 @@ class FlowControl:
 
 
 class _CountingProducer:
-    """A producer's stand-in for channel writers: counts each record produced, per channel."""
+    """A producer's stand-in for channel writers: counts each record produced, per
+    channel, and each delivered."""
 
-    def __init__(self, producer: Producer, counts: dict[Channel, int]) -> None:
+    def __init__(
+        self,
+        producer: Producer,
+        counts: dict[Channel, int],
+        delivered: dict[Channel, int],
+        on_failed: Callable[[KafkaError, Message], None],
+    ) -> None:
         self._producer = producer
         self._counts = counts
+        self._delivered = delivered
+        self._on_failed = on_failed
 
     def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
-        self._producer.produce(topic, *args, **kwargs)
         # Positional as `kstream.runtime.kafka.produce` calls it: value, key, partition.
         partition = kwargs.get("partition", args[2] if len(args) > 2 else -1)
         ch = Channel(topic, partition)
-        if ch in self._counts:
-            self._counts[ch] += 1
+        if ch not in self._counts:
+            self._producer.produce(topic, *args, **kwargs)
+            return
+        kwargs["on_delivery"] = self._on_delivery
+        self._producer.produce(topic, *args, **kwargs)
+        self._counts[ch] += 1
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._on_failed(err, msg)
+            return
+        ch = Channel(cast(str, msg.topic()), cast(int, msg.partition()))
+        self._delivered[ch] += 1
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._producer, name)

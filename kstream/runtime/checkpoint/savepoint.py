@@ -40,6 +40,7 @@ __all__ = [
     "default_target",
     "open_savepoint",
     "parse_savepoint_url",
+    "savepoint_storage",
     "write_savepoint",
 ]
 
@@ -163,6 +164,14 @@ def _storage(url: StorageURL, s3_endpoint_url: str, *, create: bool) -> ManagedC
     )
 
 
+def savepoint_storage(
+    text: str, *, s3_endpoint_url: str = "", create: bool = False
+) -> ManagedCheckpointStorage:
+    """The storage of the savepoint at `text`, without reading its description: for
+    writers that build a savepoint in parts (`create`) and write `DESCRIPTION` last."""
+    return _storage(parse_savepoint_url(text), s3_endpoint_url, create=create)
+
+
 def default_target(storage: ManagedCheckpointStorage, job: str, checkpoint: int) -> str:
     """Where a savepoint of `checkpoint` goes without ``--target``: ``savepoints/`` in
     the job's checkpoint storage (never swept: retention touches only ``chk-*`` and
@@ -213,13 +222,15 @@ def write_savepoint(
 
 
 def open_savepoint(
-    text: str, *, s3_endpoint_url: str = ""
+    text: str, *, s3_endpoint_url: str = "", validate: bool = True
 ) -> tuple[ManagedCheckpointStorage, SavepointInfo]:
     """The savepoint at `text`: its storage and description.
 
     Raises `CheckpointError` (one line) when it is missing, incomplete (no
-    description), of another format version, or its snapshots are not all
-    present and intact (every file's size and SHA-256).
+    description), of another format version, or (with `validate`) its snapshots
+    are not all present and intact (every file's size and SHA-256). Without
+    `validate` the caller checks each snapshot it reads (`validate` of the storage
+    for that task): a reader spread over many processes checks each there.
     """
     url = parse_savepoint_url(text)
     storage = _storage(url, s3_endpoint_url, create=False)
@@ -232,7 +243,9 @@ def open_savepoint(
             f"savepoint {url} is of format version {info.version}; this kstream reads "
             f"version {FORMAT_VERSION}"
         )
-    problems = storage.validate(info.checkpoint, info.tasks, info.identity.fingerprint)
+    problems = (
+        storage.validate(info.checkpoint, info.tasks, info.identity.fingerprint) if validate else []
+    )
     if problems:
         raise CheckpointError(f"savepoint {url} is damaged: {problems[0]}")
     return storage, info

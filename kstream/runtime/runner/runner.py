@@ -44,6 +44,7 @@ from kstream.runtime.config import RunConfig
 from kstream.runtime.control import ControlReader, ControlWriter, read_log
 from kstream.runtime.lock import ProcessLock, runner_lock_path
 from kstream.runtime.runner.from_savepoint import import_savepoint
+from kstream.runtime.runner.metrics import RunnerMetrics
 from kstream.runtime.runner.preflight import check_cluster
 from kstream.runtime.runner.purge import CONTROL_HISTORY, ChannelPurger
 from kstream.runtime.runner.report import RunReport
@@ -104,6 +105,8 @@ class Runner:
         self.plan: Plan = plan(job, config.workers)
         self.identity = identity_of(self.plan)
         self.stats = RunStats()
+        #: The coordinator's metrics (`kstream.runtime.runner.metrics`), served on request.
+        self.metrics = RunnerMetrics(job.name, self.stats)
         #: Console notices and the exit summary (see `kstream.runtime.runner.report`).
         self.report = RunReport(job.name)
         job_dir = self.config.state_dir / job.name
@@ -295,6 +298,7 @@ class Runner:
             seen=written,
             fresh=isinstance(decided, StartFresh),
             adoption=adoption,
+            metrics=self.metrics,
         )
 
     def _settle_restore_point(self, coordinator: Coordinator) -> None:

@@ -31,6 +31,7 @@ from kstream.errors import (
     ProducerFencedError,
 )
 from kstream.infra.admin import Admin
+from kstream.infra.logs import context as log_context
 from kstream.protocol.coordination import (
     UNRESPONSIVE_AFTER,
     Abort,
@@ -79,6 +80,7 @@ from kstream.runtime.checkpoint.storage import ManagedCheckpointStorage
 from kstream.runtime.config import RunConfig
 from kstream.runtime.control import ControlReader, ControlWriter
 from kstream.runtime.lock import ProcessLock
+from kstream.runtime.runner.metrics import RunnerMetrics
 from kstream.runtime.runner.preflight import missing_topics
 from kstream.runtime.runner.purge import ChannelPurger
 from kstream.runtime.runner.report import RunReport
@@ -182,6 +184,7 @@ class RunningJob:
         seen: list[tuple[int, ControlMessage]],
         fresh: bool,
         adoption: Adopt | None = None,
+        metrics: RunnerMetrics | None = None,
     ) -> None:
         self.config = config
         self.plan = plan
@@ -189,6 +192,8 @@ class RunningJob:
         self.identity = identity
         self.storage = storage
         self.stats = stats
+        #: What the metrics endpoint serves, if one is started (`kstream.infra.metrics`).
+        self.metrics = metrics if metrics is not None else RunnerMetrics(self.name, stats)
         self.report = report
         self.supervisor = supervisor
         self.purger = purger
@@ -555,22 +560,23 @@ class RunningJob:
                     self._send(Triggered(c.checkpoint, c.generation, time.time()))
                     self.savepoints.triggered(c.checkpoint)
                 case Complete():
-                    self._send(
-                        Completed(
-                            c.checkpoint,
-                            c.generation,
-                            duration_s=round(c.duration_s, 4),
-                            size=c.size,
-                            alignment_ms=c.alignment_ms,
-                            time=time.time(),
-                            identity=self.identity,
-                        )
+                    done = Completed(
+                        c.checkpoint,
+                        c.generation,
+                        duration_s=round(c.duration_s, 4),
+                        size=c.size,
+                        alignment_ms=c.alignment_ms,
+                        time=time.time(),
+                        identity=self.identity,
                     )
+                    self._send(done)
                     self._on_complete(c)
+                    self.metrics.completed(c.duration_s, c.size, done.time)
                     self._spare_due = True
                 case Abort():
                     self._acks.pop(c.checkpoint, None)
                     self._send(Aborted(c.checkpoint, c.generation, c.reason, time.time()))
+                    self.metrics.aborted(c.reason)
                     self.savepoints.aborted(c.checkpoint)
                 case Recover():
                     if self.stats.generation and self._topics_gone():
@@ -579,7 +585,9 @@ class RunningJob:
                         continue  # the fallback's own Recover was carried out instead
                     if self.stats.generation:
                         self.stats.recoveries += 1
+                        self.metrics.recovered(c.reason)
                     self.stats.generation = c.generation
+                    log_context.update(generation=c.generation)
                     self._spare_due = False
                     self._acks.clear()
                     fresh, self._announce_fresh = self._announce_fresh, False
@@ -664,6 +672,7 @@ class RunningJob:
                     self.report.observe(msg, time.monotonic())
             for n in sorted(self.coordinator.pending):
                 self._send(Aborted(n, self.coordinator.generation, "job stopped", time.time()))
+                self.metrics.aborted("job stopped")
             self.coordinator.pending.clear()
         except ProducerFencedError:
             pass  # replaced by another coordinator: the cause of the stop, told once

@@ -37,6 +37,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ __all__ = [
     "KEY_FORMAT",
     "LEGACY_KEY_FORMAT",
     "UNGROUPED_KEY_FORMAT",
+    "RocksDBFigures",
     "StateStore",
     "key_bytes",
     "key_encoder",
@@ -85,6 +87,26 @@ _FLUSH_PROPERTIES = (
     "rocksdb.mem-table-flush-pending",
     "rocksdb.num-running-flushes",
 )
+
+
+@dataclass(frozen=True)
+class RocksDBFigures:
+    """What RocksDB says of one subtask's database (its own estimates, in bytes)."""
+
+    #: Live data, an estimate (``rocksdb.estimate-live-data-size``).
+    live_data_bytes: int
+    #: The SST files on disk (``rocksdb.total-sst-files-size``).
+    sst_bytes: int
+    #: Memtables, active and immutable (``rocksdb.cur-size-all-mem-tables``).
+    memtable_bytes: int
+    #: Block cache in use (``rocksdb.block-cache-usage``).
+    block_cache_bytes: int
+    #: Index and filter blocks held by table readers (``rocksdb.estimate-table-readers-mem``).
+    table_readers_bytes: int
+    #: Keys, an estimate (``rocksdb.estimate-num-keys``).
+    keys: int
+
+
 #: Entries per `WriteBatch` when `copy_groups` copies a key-group range.
 COPY_BATCH = 4096
 #: First byte of every key that is not a str or bytes: 0xFF never occurs in UTF-8.
@@ -302,6 +324,22 @@ class StateStore:
             if time.monotonic() >= deadline:
                 return
             time.sleep(MEMTABLE_FLUSH_POLL_S)
+
+    def figures(self) -> RocksDBFigures:
+        """RocksDB's own figures for the database. Callable from any thread (RocksDB
+        reads its properties under its own locks), but not after `close`."""
+
+        def prop(name: str) -> int:
+            return self._db.property_int_value(name) or 0
+
+        return RocksDBFigures(
+            live_data_bytes=prop("rocksdb.estimate-live-data-size"),
+            sst_bytes=prop("rocksdb.total-sst-files-size"),
+            memtable_bytes=prop("rocksdb.cur-size-all-mem-tables"),
+            block_cache_bytes=prop("rocksdb.block-cache-usage"),
+            table_readers_bytes=prop("rocksdb.estimate-table-readers-mem"),
+            keys=prop("rocksdb.estimate-num-keys"),
+        )
 
     def close(self) -> None:
         self.settle()

@@ -39,6 +39,7 @@ from kstream.protocol.input import (
 )
 from kstream.protocol.snapshot_id import source_initiator
 from kstream.protocol.watermarks import InputWatermarks
+from kstream.protocol.worker_alive import SubtaskAlignment
 from kstream.runtime.channels.flow import PositionReport
 from kstream.runtime.channels.format import decode_timed
 from kstream.runtime.channels.reader import ChannelReader, malformed
@@ -129,6 +130,9 @@ class ChannelTask(Subtask):
         # completion (`SinkContext.pump`): between two parts of it.
         self._carry_out(self.input.abort(checkpoint))
         super().on_abort(checkpoint)
+
+    def alignment(self) -> SubtaskAlignment | None:
+        return self.aligner.report(self.id)
 
     def poll(self, timeout: float) -> int:
         now = time.monotonic()

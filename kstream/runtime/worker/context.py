@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from confluent_kafka import KafkaError, Message
+
 from kstream.dataflow.outputs import Guarantee
 from kstream.dataflow.plan import Plan
 from kstream.protocol.barrier import Alignment
@@ -49,6 +51,11 @@ class WorkerPorts(Protocol):
 
     def raise_if_undelivered(self) -> None:
         """Raise `RecordLostError` if the shared producer lost a record (see `SinkContext`)."""
+
+    def delivery_failed(self, err: KafkaError, msg: Message) -> None:
+        """The shared producer lost `msg`: a record produced with a delivery
+        callback of its own (a channel record) hands its failure on here, so
+        that `raise_if_undelivered` sees it."""
 
     def announce(self, checkpoint: int) -> None:
         """A source subtask of this worker started `checkpoint`: tell the worker's

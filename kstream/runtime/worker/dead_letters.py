@@ -1,7 +1,8 @@
 """The job's error policy for records that fail, and the dead letters it writes.
 
 A record fails when it cannot be decoded, when a user function raises on it,
-or when an output it led to is too large for its topic. The job's
+when an output it led to is too large for its topic, or when a sink's
+destination refuses a result (`SinkContext.refused`). The job's
 ``on_error`` decides: ``"fail"`` stops the job (`JobFailedError`), ``"skip"``
 drops the record with a warning, ``"dead-letter"`` writes it, with why and
 where it came from in headers (`kstream.protocol.names`), to the job's
@@ -144,6 +145,15 @@ class RecordErrors:
         The dead letter keeps the record's ``repr``: it has no encoding to keep.
         """
         self.apply(exc, "a stream record", None, repr(item).encode(), [])
+
+    def on_sink_refused(self, sink: str, value: Any, exc: RecordError) -> None:
+        """Result `value` of sink `sink` was refused by its destination (`SinkContext.refused`).
+
+        Found when the sink writes a batch, after many inputs: the dead letter
+        holds the result's ``repr`` and names no source position rather than a
+        wrong one.
+        """
+        self.apply(exc, f"a result of sink {sink}", None, repr(value).encode(), [])
 
     def apply(
         self,

@@ -8,6 +8,7 @@ snapshots and its commit-marker partition are found again after a restore.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -93,6 +94,7 @@ class Ends:
                 source_position=self._source_position,
                 max_record_bytes=ctx.max_record_bytes,
                 event_time=self._event_time() if self._element.timed else None,
+                refused=functools.partial(self._errors.on_sink_refused, node.sink.name),
             )
         )
         self.sinks[f"{node.sink.name}#{ordinal}"] = writer

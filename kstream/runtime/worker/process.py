@@ -40,6 +40,7 @@ from kstream.errors import (
     RecordLostError,
 )
 from kstream.infra.admin import Admin
+from kstream.infra.logs import context as log_context
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.limits import INTERNAL_TOPIC_MAX_BYTES, MAX_MESSAGE_BYTES, producer_limit
 from kstream.protocol.messages import (
@@ -74,6 +75,7 @@ from kstream.runtime.worker.channel_task import ChannelTask
 from kstream.runtime.worker.context import TaskContext
 from kstream.runtime.worker.faults import Faults
 from kstream.runtime.worker.heartbeat import Heartbeat
+from kstream.runtime.worker.metrics import WorkerMetrics
 from kstream.runtime.worker.source_task import SourceTask
 from kstream.runtime.worker.stuck import CallWatch
 from kstream.runtime.worker.subtask import Subtask
@@ -139,8 +141,13 @@ class Worker:
                     # Every record it accepts, and every batch it builds, fits each topic
                     # it writes; writers check records against this before producing.
                     "message.max.bytes": self.max_record_bytes,
-                    # Only failures call back (`BATCHING`); one producer-wide
-                    # callback sees them all.
+                    # Every delivery is reported, not only failures (as `BATCHING`
+                    # would have it): flow control counts its channel records'
+                    # deliveries (`FlowControl.counted`, a callback per channel
+                    # record, which carries up to 500 stream records). The other
+                    # records (plain sink output, dead letters) come to one
+                    # producer-wide callback that keeps the failures.
+                    "delivery.report.only.error": False,
                     "on_delivery": self._on_delivery_error,
                 },
             )
@@ -188,6 +195,8 @@ class Worker:
         self._running = 0
         #: The runner that spawned this process, if one did: the worker dies with it.
         self.runner_pid = runner_pid()
+        #: What a metrics endpoint serves (`kstream.infra.metrics`), if one is started.
+        self.metrics = WorkerMetrics(job.name, self.name)
 
     @property
     def generation(self) -> int:
@@ -201,7 +210,11 @@ class Worker:
 
     def _on_delivery_error(self, err: KafkaError | None, msg: KafkaMessage) -> None:
         if err is not None:
-            self._undelivered.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+            self.delivery_failed(err, msg)
+
+    def delivery_failed(self, err: KafkaError, msg: KafkaMessage) -> None:
+        """Note a lost record of the shared producer (`WorkerPorts`)."""
+        self._undelivered.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
 
     def raise_if_undelivered(self) -> None:
         """Raise `RecordLostError` if a record of the shared producer was lost.
@@ -296,6 +309,7 @@ class Worker:
             # instead of restarting this worker into the same failure.
             self.send_control(RestoreFailed(self.name, generation, checkpoint, str(exc)))
             raise
+        log_context.update(generation=generation)
         log.info(
             "%s: generation %d, restored %s from %s in %.2fs",
             self.name,
@@ -303,8 +317,10 @@ class Worker:
             ", ".join(t.id for t in self.tasks) or "no subtasks",
             f"checkpoint {checkpoint}" if checkpoint is not None else "scratch",
             time.monotonic() - started,
+            extra={"checkpoint": checkpoint},
         )
         self._running = generation
+        self.metrics.running(self.tasks, generation, time.monotonic() - started)
         # Flushed: the coordinator triggers the generation's first checkpoint as
         # soon as every worker's first heartbeat not marked restoring arrives.
         self._heartbeat(force=True, flush=True)
@@ -381,10 +397,17 @@ class Worker:
                     # the state in memory (the last completed checkpoint stays the
                     # restore point), and the next checkpoint tries the storage again.
                     why = f"snapshot not stored: {exc}"
-                    log.warning("%s: checkpoint %d: %s", t.id, p.meta.checkpoint, why)
+                    log.warning(
+                        "%s: checkpoint %d: %s",
+                        t.id,
+                        p.meta.checkpoint,
+                        why,
+                        extra={"subtask": t.id, "checkpoint": p.meta.checkpoint},
+                    )
                     t.decline(p.meta.checkpoint, why)
                     continue
                 m = p.future.result()
+                self.metrics.acked(m.task, m.size, m.alignment_ms, m.sync_ms)
                 self.control.send(
                     Acked(
                         m.checkpoint,
@@ -418,6 +441,7 @@ class Worker:
 
     def _retire_tasks(self) -> None:
         """Close every subtask, keeping what it counted."""
+        self.metrics.retire()
         for t in self.tasks:
             self._counted = self._counted + t.counters()
             self._last_dead_letter = t.stats.last_dead_letter or self._last_dead_letter
@@ -448,6 +472,7 @@ class Worker:
                     restoring=self.restoring,
                     waiting=self.recovery.waiting > 0,
                     storing=self.storing.slow(),
+                    alignment=tuple(a for t in self.tasks if (a := t.alignment()) is not None),
                 ),
                 flush=flush,
             )

@@ -14,6 +14,7 @@ What feeds the stage is the kind's: `SourceTask` reads source partitions,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from kstream.errors import KStreamError, RecordError
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.cuts import Cut
 from kstream.protocol.messages import Declined
+from kstream.protocol.worker_alive import SubtaskAlignment
 from kstream.runtime.channels.flow import FlowControl
 from kstream.runtime.channels.format import BatchFormat
 from kstream.runtime.channels.writer import ChannelWriter
@@ -42,6 +44,7 @@ from kstream.runtime.worker.consumers import task_consumer
 from kstream.runtime.worker.context import TaskContext
 from kstream.runtime.worker.dead_letters import RAW, PolicyCounts, RecordErrors
 from kstream.runtime.worker.ends import Ends
+from kstream.runtime.worker.epochs import SinkEpochs
 
 __all__ = ["Subtask"]
 
@@ -120,7 +123,7 @@ class Subtask:
         ends = Ends(
             rt,
             spec,
-            channel_producer=self.flow.counted(rt.producer),
+            channel_producer=self.flow.counted(rt.producer, rt.ports.delivery_failed),
             errors=self.errors,
             element=self.element,
             batch_format=self.batch_format,
@@ -140,6 +143,8 @@ class Subtask:
             key_bytes=self.key_bytes,
         )
         self.sinks: dict[str, SinkWriter] = ends.sinks
+        #: When the sinks' epochs not yet committed began (metrics).
+        self.epochs = SinkEpochs(time.monotonic())
         self.writers: list[ChannelWriter] = ends.writers
         ends.start(self.restored_from)
         #: What this subtask's snapshots are taken of (`take_snapshot`).
@@ -221,6 +226,7 @@ class Subtask:
         )
         self.stats.snapshots += 1
         self.stats.last_sync_ms = taken.meta.sync_ms
+        self.epochs.sealed(checkpoint, time.monotonic())
         if hold:
             self._held.hold(taken)
         else:
@@ -270,6 +276,7 @@ class Subtask:
     def on_complete(self, checkpoint: int) -> None:
         for w in self.sinks.values():
             w.commit(checkpoint)
+        self.epochs.committed(checkpoint)
 
     def on_abort(self, checkpoint: int) -> None:
         for w in self.sinks.values():
@@ -300,6 +307,11 @@ class Subtask:
         if m is None:
             return ""
         return f"{m.topic()}[{m.partition()}]@{m.offset()}"
+
+    def alignment(self) -> SubtaskAlignment | None:
+        """The barrier it aligns and the channel state it records now, for the
+        heartbeat (None: neither; a source subtask has no input channels)."""
+        return None
 
     def counters(self) -> WorkerCounters:
         """What this subtask did so far (see `kstream.protocol.counters`)."""

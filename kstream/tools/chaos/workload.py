@@ -151,9 +151,9 @@ def _canonical_window(value: bytes | None) -> bytes | None:
 def _window_key(_key: bytes | None, value: bytes | None) -> bytes | None:
     """A window result's key and window, from its JSON: ``key@start``.
 
-    Results are written without a Kafka key, so one key's windows may land in
-    different partitions and be read out of order: the campaign follows each
-    key's last window by itself, not the key's latest result.
+    The campaign follows each key's windows one by one (a window's last result is
+    its count), not the key's latest result: it judges by what each window holds,
+    whichever partition its results were written to.
     """
     try:
         d = json.loads(value or b"")

@@ -9,13 +9,17 @@ installed), which `kstream.tools.cli.main` prints as one line.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from kstream.audit.checks import Check
-from kstream.tools.cli.options import KafkaConfigOption
+from kstream.errors import ConfigurationError
+from kstream.tools.cli.options import KafkaConfigOption, SparkMasterOption
+
+if TYPE_CHECKING:
+    from kstream.audit.tables import TableAudit
 
 __all__ = ["audit_command"]
 
@@ -30,7 +34,9 @@ def audit_command(
     input_topic: Annotated[
         str, typer.Option("--input", help="Topic the job read (text lines for running-count).")
     ],
-    output_topic: Annotated[str, typer.Option("--output", help="Topic the job wrote.")],
+    output_topic: Annotated[
+        str | None, typer.Option("--output", help="Topic the job wrote (or audit --table).")
+    ] = None,
     check: Annotated[
         Check,
         typer.Option(
@@ -53,9 +59,33 @@ def audit_command(
         typer.Option(help="Kafka to audit instead of KSTREAM_BOOTSTRAP or the local broker."),
     ] = None,
     kafka_config: KafkaConfigOption = None,
-    master: Annotated[
-        str, typer.Option("--master", help="Spark master URL, e.g. local[2] or spark://host:7077.")
-    ] = "local[*]",
+    master: SparkMasterOption = "local[*]",
+    table: Annotated[
+        str | None,
+        typer.Option(
+            "--table",
+            help="Audit this table instead of an output topic (schema.table or table); "
+            "its database is --postgres.",
+        ),
+    ] = None,
+    postgres: Annotated[
+        str | None,
+        typer.Option(
+            "--postgres",
+            help="The PostgreSQL database of --table: postgresql://user:password@host:port/db.",
+        ),
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option("--key", help="The table's key columns, comma-separated (e.g. word)."),
+    ] = None,
+    value: Annotated[
+        str | None,
+        typer.Option(
+            "--value",
+            help="The table's value columns, comma-separated (default: every other column).",
+        ),
+    ] = None,
     report_dir: Annotated[
         Path | None,
         typer.Option(
@@ -65,18 +95,23 @@ def audit_command(
         ),
     ] = None,
 ) -> None:
-    """Audit an output topic for duplicates, losses and disorder with a Spark batch job."""
+    """Audit an output topic or a table for duplicates, losses and disorder with Spark."""
     from kstream.audit.run import run_audit
     from kstream.infra.cluster import bootstrap_servers as resolve_bootstrap
 
+    audited = _table(table, postgres, key, value)
+    if (output_topic is None) == (audited is None):
+        raise ConfigurationError("audit either --output TOPIC or --table TABLE, exactly one")
+    name = output_topic or (table or "").replace("/", "_")
     bootstrap = resolve_bootstrap(bootstrap_servers, _say)
     result = run_audit(
         input_topic=input_topic,
         output_topic=output_topic,
+        table=audited,
         bootstrap=bootstrap,
         check=check.value,
         master=master,
-        report_dir=report_dir or Path("audit-reports") / output_topic,
+        report_dir=report_dir or Path("audit-reports") / name,
         progress=_err.is_terminal,
         expected=expected,
     )
@@ -90,3 +125,29 @@ def audit_command(
     print(f"report: {result.report_html}")
     if not result.clean:
         raise typer.Exit(1)
+
+
+def _columns(option: str, text: str | None) -> tuple[str, ...]:
+    names = tuple(c.strip() for c in (text or "").split(","))
+    if text is not None and not all(names):
+        raise ConfigurationError(f"{option}: column names, comma-separated, none empty")
+    return names if text is not None else ()
+
+
+def _table(
+    table: str | None, postgres: str | None, key: str | None, value: str | None
+) -> TableAudit | None:
+    """The table `--table`/`--postgres`/`--key`/`--value` name; None without --table."""
+    from kstream.audit.tables import PostgresTable, TableAudit
+
+    if table is None:
+        if postgres is not None or key is not None or value is not None:
+            raise ConfigurationError("--postgres, --key and --value go with --table")
+        return None
+    if postgres is None:
+        raise ConfigurationError("--table needs its database: --postgres postgresql://…")
+    if key is None:
+        raise ConfigurationError("--table needs its key columns: --key COL[,COL...]")
+    return TableAudit(
+        PostgresTable(postgres, table), _columns("--key", key), _columns("--value", value)
+    )

@@ -8,21 +8,40 @@ command's result from stdout undisturbed.
 from __future__ import annotations
 
 import logging
-import time
+import sys
 
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["err", "log_lines", "out", "say"]
+from kstream.infra.logs import JsonFormatter, clock_prefix, context, formatter, one_line
+
+__all__ = ["err", "error_line", "log_lines", "out", "say"]
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 
+#: Set by `log_lines`: lines of `say` are log records then (one JSON object each).
+_as_records = False
+_said = logging.getLogger("kstream.cli")
+
+
 def say(message: str) -> None:
-    """Print one progress or error line on stderr, prefixed ``kstream:``."""
+    """Print one progress or error line on stderr, prefixed ``kstream:`` (with
+    ``--log-format json``: a log record of ``kstream.cli``, as JSON)."""
+    if _as_records:
+        _said.info(message)
+        return
     # Messages quote topics ("t[0]@5") and user errors: print them as they are, not as markup.
     err.print(f"[dim]kstream:[/dim] {escape(message)}", highlight=False)
+
+
+def error_line(message: str) -> None:
+    """Print ``kstream: error: <message>`` on stderr (with JSON logs: an error record)."""
+    if _as_records:
+        _said.error(message)
+    else:
+        err.print(f"kstream: error: {message}", highlight=False, markup=False)
 
 
 class _OneLine(logging.Handler):
@@ -34,24 +53,35 @@ class _OneLine(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = record.getMessage()
-            if record.exc_info and record.exc_info[1] is not None:
-                exc = record.exc_info[1]
-                text += f" ({type(exc).__name__}: {exc})"
-            text = " ".join(text.splitlines())
-            if record.levelno >= logging.WARNING:
-                text = f"{record.levelname}: {text}"
-            when = time.strftime("%H:%M:%S ", time.localtime(record.created)) if self.clock else ""
-            err.print(f"{when}[dim]kstream:[/dim] {escape(text)}", highlight=False)
+            when = clock_prefix(record, self.clock)
+            err.print(f"{when}[dim]kstream:[/dim] {escape(one_line(record))}", highlight=False)
         except Exception:
             self.handleError(record)
 
 
-def log_lines(level: int, *, clock: bool = False) -> None:
-    """Print the log records of `level` and above as one line each on stderr.
+def log_lines(
+    level: int,
+    *,
+    clock: bool = False,
+    log_format: str = "text",
+    handler: logging.Handler | None = None,
+) -> None:
+    """Print the log records of `level` and above as one line each on stderr
+    (or through `handler`), as text or as JSON (`kstream.infra.logs`).
 
     Not rich's log layout, which wraps a long warning over several lines beside
     the one-line ``kstream:`` messages of the same console. `clock` prefixes the
-    time (a worker's log file, read after the fact).
+    time (a worker's log file, read after the fact). With JSON, `say`'s lines
+    are log records too, so every line of the process is an object.
     """
-    logging.basicConfig(level=level, handlers=[_OneLine(clock)], force=True)
+    global _as_records
+    _as_records = log_format == "json"
+    if handler is not None:
+        handler.setFormatter(formatter(log_format, clock=clock))
+    elif log_format == "json":
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler = _OneLine(clock)
+    handler.addFilter(context)
+    logging.basicConfig(level=level, handlers=[handler], force=True)

@@ -4,13 +4,15 @@ and of the seeds' examples (`kstream.tools.seeds`)."""
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kstream.errors import JobFailedError
 from kstream.tools.cli.console import err, log_lines, out, say
+from kstream.tools.cli.metrics import MetricsPortOption, serve_runner
 from kstream.tools.cli.options import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
@@ -22,6 +24,10 @@ from kstream.tools.cli.options import (
     parse_alignment,
     parse_guarantee,
 )
+from kstream.tools.cli.ui import UiPortOption, serve_run_ui
+
+if TYPE_CHECKING:
+    from kstream.runtime.runner.runner import Runner
 
 __all__ = ["demo_app"]
 
@@ -69,12 +75,25 @@ def demo_wordcount(
     ] = True,
     bootstrap_servers: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
+    metrics_port: MetricsPortOption = 0,
+    ui_port: UiPortOption = 0,
 ) -> None:
-    """Run the word count on the local broker while killing workers; verify the counts."""
+    """Run the word count on the local broker while killing workers; verify the counts.
+
+    With --ui-port the job's dashboard is served on 127.0.0.1 while it runs and
+    after, until Ctrl-C; with --metrics-port so are the Prometheus endpoints (the
+    coordinator's until Ctrl-C too).
+    """
     from kstream.tools.demo import wordcount_demo
 
     log_lines(logging.WARNING)
     chosen = parse_guarantee(guarantee)
+
+    def serve(runner: Runner) -> None:
+        serve_runner(runner.config, runner.metrics.registry, say)
+        serve_run_ui(runner.config.bootstrap, runner.job.name, ui_port, "127.0.0.1",
+                     runner.identity, say)  # fmt: skip
+
     outcome = wordcount_demo(
         lines=lines,
         workers=workers,
@@ -84,12 +103,26 @@ def demo_wordcount(
         say=say,
         console=out,
         guarantee=chosen,
+        metrics_port=metrics_port,
+        on_runner=serve,
     )
     audited_clean = _demo_audit(outcome.input_topic, outcome.output_topic, outcome.bootstrap, audit)
+    if ui_port or metrics_port:
+        _stay_up(ui_port)
     if not outcome.check.state_exact:
         raise JobFailedError("word counts do not match the input")
     if chosen == "exactly-once" and not (outcome.check.output_exact and audited_clean):
         raise JobFailedError("exactly-once output has duplicates, gaps or disorder")
+
+
+def _stay_up(ui_port: int) -> None:
+    """Keep serving the finished demo's dashboard (and coordinator metrics) until Ctrl-C."""
+    where = f"the dashboard at http://127.0.0.1:{ui_port}/" if ui_port else "the metrics"
+    say(f"the job is done; {where} stays up: Ctrl-C to leave")
+    try:
+        threading.Event().wait()  # until Ctrl-C (KeyboardInterrupt) or SIGTERM
+    except KeyboardInterrupt:
+        return
 
 
 _NO_SNAPSHOTS = (

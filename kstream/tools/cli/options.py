@@ -41,11 +41,13 @@ __all__ = [
     "GuaranteeOption",
     "JobNameOption",
     "KafkaConfigOption",
+    "LogFormatOption",
     "ParamsOption",
     "PortOption",
     "RequiredJobNameOption",
     "S3EndpointOption",
     "SourceSnapshotIntervalOption",
+    "SparkMasterOption",
     "SpecArgument",
     "StateDirOption",
     "number",
@@ -192,6 +194,9 @@ CheckpointStorageOption = Annotated[
         "(credentials from the AWS environment); default: <state-dir>/<job>/checkpoints.",
     ),
 ]
+SparkMasterOption = Annotated[
+    str, typer.Option("--master", help="Spark master URL, e.g. local[2] or spark://host:7077.")
+]
 S3EndpointOption = Annotated[
     str,
     typer.Option(
@@ -314,3 +319,24 @@ def run_config(
             allow_non_restored_state=allow_non_restored_state,
         ),
     )
+
+
+def _check_log_format(value: str) -> str:
+    from kstream.infra.logs import FORMATS
+
+    if value not in FORMATS:
+        raise ConfigurationError(f"--log-format must be one of {', '.join(FORMATS)}, got {value!r}")
+    return value
+
+
+#: How a process logs (`kstream.infra.logs`).
+LogFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        envvar="KSTREAM_LOG_FORMAT",
+        help="text (for people) or json (one object per line: time, level, logger, "
+        "message, job, worker, subtask, generation, checkpoint).",
+        callback=_check_log_format,
+    ),
+]

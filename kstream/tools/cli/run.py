@@ -23,8 +23,18 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from kstream.errors import ConfigurationError
+from kstream.infra.logs import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, LOG_FORMAT_ENV, RotatingLog
+from kstream.infra.logs import context as log_context
 from kstream.protocol.flow import DEFAULT_MAX_LAG
-from kstream.tools.cli.console import err, log_lines, say
+from kstream.tools.cli.console import err, error_line, log_lines, say
+from kstream.tools.cli.metrics import (
+    MetricsAddressOption,
+    MetricsPortOption,
+    check_worker_port,
+    serve_runner,
+    serve_worker,
+    worker_port,
+)
 from kstream.tools.cli.options import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
@@ -36,6 +46,7 @@ from kstream.tools.cli.options import (
     GuaranteeOption,
     JobNameOption,
     KafkaConfigOption,
+    LogFormatOption,
     ParamsOption,
     S3EndpointOption,
     SourceSnapshotIntervalOption,
@@ -44,6 +55,7 @@ from kstream.tools.cli.options import (
     parse_alignment,
     run_config,
 )
+from kstream.tools.cli.ui import UiAddressOption, UiPortOption, serve_run_ui
 
 #: Flow control's bound (see `kstream.protocol.flow`).
 MaxChannelLagOption = Annotated[
@@ -61,7 +73,13 @@ if TYPE_CHECKING:
     from kstream.runtime.config import RunConfig
     from kstream.runtime.failure import Failure
 
-__all__ = ["run_command", "worker_command"]
+__all__ = ["WORKERS_ENV", "WORKER_ENV", "run_command", "worker_command"]
+
+#: Where `kstream run` and `kstream worker` read ``--workers`` when it is not given,
+#: and `kstream worker` ``--worker``: one setting for a coordinator and its workers
+#: (a ConfigMap), and a worker index from a StatefulSet's pod index (the downward API).
+WORKERS_ENV = "KSTREAM_WORKERS"
+WORKER_ENV = "KSTREAM_WORKER"
 
 
 def run_command(
@@ -70,7 +88,10 @@ def run_command(
     bootstrap_servers: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     workers: Annotated[
-        int, typer.Option("--workers", help="Worker processes.", callback=AT_LEAST_ONE)
+        int,
+        typer.Option(
+            "--workers", help="Worker processes.", envvar=WORKERS_ENV, callback=AT_LEAST_ONE
+        ),
     ] = 2,
     checkpoint_interval: Annotated[
         float,
@@ -193,17 +214,52 @@ def run_command(
             "of the job takes (refused otherwise).",
         ),
     ] = False,
+    liveness_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--liveness-file",
+            help="Touch this file at most once a second while the runner's loop turns "
+            "(for a supervisor's probe: `kstream alive FILE`).",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    metrics_port: MetricsPortOption = 0,
+    metrics_address: MetricsAddressOption = "0.0.0.0",
+    log_format: LogFormatOption = "text",
+    log_max_bytes: Annotated[
+        int,
+        typer.Option(
+            "--log-max-bytes",
+            help="A spawned worker's log file is rotated at this size (bytes).",
+            callback=AT_LEAST_ONE,
+        ),
+    ] = DEFAULT_MAX_BYTES,
+    log_backups: Annotated[
+        int,
+        typer.Option(
+            "--log-backups",
+            help="Rotated worker log files kept (worker-0.log.1, ...): with --log-max-bytes, "
+            "a worker's logs take at most (backups + 1) x max bytes.",
+            callback=NON_NEGATIVE,
+        ),
+    ] = DEFAULT_BACKUPS,
+    ui_port: UiPortOption = 0,
+    ui_address: UiAddressOption = "127.0.0.1",
 ) -> None:
     """Run a job on worker processes until SIGTERM or Ctrl-C; recover from worker deaths."""
     from kstream.runtime.checkpoint.url import parse_storage_url
+    from kstream.runtime.runner.alive import AliveFile
     from kstream.runtime.runner.runner import Runner
 
-    _logging(verbose)
+    _logging(verbose, log_format=log_format)
+    # The standbys this runner starts log the same way before they are told the
+    # run configuration (which carries it too).
+    os.environ[LOG_FORMAT_ENV] = log_format
     if fresh and accept_changes:
         raise ConfigurationError("--fresh and --accept-changes exclude each other")
     # Refused before the job loads.
     parse_alignment(alignment, alignment_timeout)
+    alive = AliveFile(liveness_file) if liveness_file is not None else None
     if checkpoint_storage:
         parse_storage_url(checkpoint_storage)
     if from_savepoint:
@@ -243,7 +299,14 @@ def run_command(
         from_savepoint=from_savepoint,
         allow_non_restored_state=allow_non_restored_state,
     )
+    config = dataclasses.replace(config, metrics_port=metrics_port, metrics_address=metrics_address)
+    config = dataclasses.replace(
+        config, log_format=log_format, log_max_bytes=log_max_bytes, log_backups=log_backups
+    )
+    log_context.update(job=job.name)
     runner = Runner(config, job, say=say)
+    serve_runner(config, runner.metrics.registry, say)
+    serve_run_ui(config.bootstrap, job.name, ui_port, ui_address, runner.identity, say)
     stop = _stop_flag()
     runner.prepare()
     running = runner.start()
@@ -255,6 +318,8 @@ def run_command(
     try:
         while not stop() and not running.finished:
             running.step()
+            if alive is not None:
+                alive.beat()
             if runner.stats.latest != last and runner.stats.latest is not None:
                 last = runner.stats.latest
                 # Every tenth by count: ids are Lamport clocks, not 1, 2, 3, ...
@@ -266,6 +331,8 @@ def run_command(
         if running.finished:
             say(f"job {job.name}: stopping after its savepoint")
     finally:
+        if alive is not None:
+            alive.clear()
         running.stop()
         for line in runner.report.summary(time.monotonic()):
             say(line)
@@ -281,6 +348,7 @@ def worker_command(
         typer.Option(
             "--workers",
             help="Number of workers in the job (required without --standby).",
+            envvar=WORKERS_ENV,
             callback=AT_LEAST_ONE,
         ),
     ] = None,
@@ -288,7 +356,9 @@ def worker_command(
         int | None,
         typer.Option(
             "--worker",
-            help="This worker's index (required without --standby).",
+            help="This worker's index (required without --standby); on Kubernetes, "
+            "the pod index of a StatefulSet.",
+            envvar=WORKER_ENV,
             callback=NON_NEGATIVE,
         ),
     ] = None,
@@ -326,6 +396,9 @@ def worker_command(
             "(how `kstream run` starts its workers and keeps a spare; no other option applies).",
         ),
     ] = False,
+    metrics_port: MetricsPortOption = 0,
+    metrics_address: MetricsAddressOption = "0.0.0.0",
+    log_format: LogFormatOption = "text",
 ) -> None:
     """Run one worker of a job (started by `kstream run`, or by hand on another machine)."""
     from kstream.runtime.failure import CAUSE_DIR_ENV, guard_os_exit
@@ -364,6 +437,9 @@ def worker_command(
             concurrent_snapshots=concurrent_snapshots,
             verbose=verbose,
             standby=standby,
+            metrics_port=metrics_port,
+            metrics_address=metrics_address,
+            log_format=log_format,
         )
     except BaseException as exc:  # every end of a worker is reported
         end.died(exc)
@@ -386,7 +462,7 @@ class _WorkerEnd:
 
     def report(self, failure: Failure) -> None:
         failure = dataclasses.replace(failure, log=self.log)
-        err.print(f"kstream: error: {failure.cause}", highlight=False, markup=False)
+        error_line(failure.cause)
         sys.stderr.flush()  # before an os._exit
         if self.cause_dir is not None:
             from kstream.runtime.failure import write_cause
@@ -433,16 +509,25 @@ def _worker(
     concurrent_snapshots: int,
     verbose: bool,
     standby: bool,
+    metrics_port: int = 0,
+    metrics_address: str = "0.0.0.0",
+    log_format: str = "text",
 ) -> None:
     from kstream.runtime.worker.process import Worker
 
     # A worker's output is its log file, read after the fact: each line has its time.
-    _logging(verbose, clock=True)
+    _logging(verbose, clock=True, log_format=log_format)
     if standby:
         told = _standby()
         if told is None:
             return  # the runner stopped (or died) before it needed this standby
         job, config, worker, end.log = told
+        if end.log:
+            # From now on the log file is rotated, with the process's output in it.
+            rotating = RotatingLog(
+                Path(end.log), config.log_max_bytes, config.log_backups, take_output=True
+            )
+            _logging(verbose, clock=True, log_format=config.log_format, handler=rotating)
     else:
         if spec is None or workers is None:
             raise ConfigurationError("a job and --workers are required (unless --standby)")
@@ -475,8 +560,14 @@ def _worker(
     workers = config.workers
     if not 0 <= worker < workers:
         raise ConfigurationError(f"--worker must be in 0..{workers - 1}, got {worker}")
+    log_context.update(job=job.name, worker=f"w{worker}")
     _name_process(worker, workers, job.name, config.job.spec)
-    Worker(config, worker, job).run(stop)
+    port = worker_port(config, worker, spawned=standby, option=metrics_port)
+    address = config.metrics_address if standby else metrics_address
+    check_worker_port(port, address)
+    process = Worker(config, worker, job)
+    serve_worker(process.metrics.registry, port, address, worker)
+    process.run(stop)
 
 
 def _name_process(index: int, workers: int, job: str, spec: str) -> None:
@@ -523,8 +614,19 @@ def _standby() -> tuple[Job, RunConfig, int, str] | None:
     return job, config, int(index), str(log)
 
 
-def _logging(verbose: bool, *, clock: bool = False) -> None:
-    log_lines(logging.DEBUG if verbose else logging.INFO, clock=clock)
+def _logging(
+    verbose: bool,
+    *,
+    clock: bool = False,
+    log_format: str = "text",
+    handler: logging.Handler | None = None,
+) -> None:
+    log_lines(
+        logging.DEBUG if verbose else logging.INFO,
+        clock=clock,
+        log_format=log_format,
+        handler=handler,
+    )
 
 
 def _load(spec: str, params: list[str] | None, job_name: str | None) -> tuple[Job, dict[str, str]]:

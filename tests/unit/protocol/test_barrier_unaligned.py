@@ -560,3 +560,27 @@ def test_the_simulator_detects_a_record_both_in_state_and_replayed() -> None:
     sim.snapshots[1].state = {(0, 0)}
     with pytest.raises(AssertionError, match="consistent cut"):
         check_cuts(sim, rule, GEN, [1])
+
+
+def test_report_says_which_barriers_arrived_and_which_channels_are_recorded() -> None:
+    a = Aligner.over([C0, C1, C2], GEN, mode=UNALIGNED)
+    assert a.report("s1-0") is None  # neither aligning nor recording
+    a.handle(barrier(C0, 4, 1, {C1: 2, C2: 9}))
+    r = a.report("s1-0")
+    assert r is not None
+    assert (r.task, r.channels, r.recording_for) == ("s1-0", 3, 1)
+    assert r.recording == ((str(C1), 2), (str(C2), 9))
+    a.handle(barrier(C1, 6, 1))
+    r = a.report("s1-0")
+    assert r is not None
+    assert r.recording == ((str(C2), 9),)
+    a.handle(barrier(C2, 11, 1))
+    assert a.report("s1-0") is None  # recorded: the snapshot is complete
+
+
+def test_report_of_an_aligned_barrier_lists_the_arrived_channels() -> None:
+    a = Aligner.over([C0, C1], GEN)
+    a.handle(barrier(C1, 3, 2))
+    r = a.report("s1-1")
+    assert r is not None
+    assert (r.checkpoint, r.arrived, r.recording_for) == (2, ((str(C1), 4),), None)

@@ -260,3 +260,16 @@ def test_encoding_refuses_values_nested_beyond_the_bound() -> None:
 def test_deep_native_nesting_is_refused() -> None:
     with pytest.raises(DecodeError):
         CODEC.loads(b"\x91" * 100_000 + b"\x01")
+
+
+def test_a_codec_pickles_after_use_as_what_it_was_made_of() -> None:
+    """Its packer pool is C objects; a used codec (a job's state serde, shipped to
+    Spark executors) still pickles, and the copy encodes as the original."""
+
+    codec = Codec(canonical=True)
+    value = {"b": [1, 2.5, "x"], "a": None}
+    first = codec.dumps(value)  # fills the pool
+    copy = pickle.loads(pickle.dumps(codec))
+    assert copy.dumps(value) == first
+    assert copy.loads(first) == value
+    assert pickle.loads(pickle.dumps(codec.dumps))(value) == first  # the bound method too

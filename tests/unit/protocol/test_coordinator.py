@@ -284,6 +284,56 @@ def test_timeouts_held_up_by_slow_checkpoint_storage_roll_nothing_back() -> None
     assert recover.stalled == ("w1",)
 
 
+def test_a_timeout_just_after_the_storage_answers_again_is_still_the_storage() -> None:
+    """The last checkpoint of a hang times out after the heartbeats stop naming a slow
+    snapshot (the queue is written, its acks are on the way): it does not count."""
+    coordinator = placed(TOLERANT)  # two tolerated, the third rolls back
+    coordinator.handle(Heartbeat("w1", 1, 1.0, storing=SLOW))
+    for _ in range(4):
+        abort, trigger = time_out(coordinator, ["map-0", "sum-0"])
+        assert isinstance(trigger, Trigger)
+        coordinator.handle(Heartbeat("w1", 1, coordinator.last_trigger or 0.0, storing=SLOW))
+    coordinator.handle(Heartbeat("w1", 1, (coordinator.last_trigger or 0.0) + 1.0))
+    abort, trigger = time_out(coordinator, ["map-0", "sum-0"])
+    assert abort.reason == f"not complete within 5s; w1 {SLOW}"  # type: ignore[union-attr]
+    assert isinstance(trigger, Trigger)
+    assert coordinator.timeouts == 0
+    # The storage quiet for a whole checkpoint: timeouts count again, from the first.
+    assert kinds(time_out(coordinator, ["map-0", "sum-0"])) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator, ["map-0", "sum-0"])) == ["Abort", "Trigger"]
+    assert kinds(time_out(coordinator, ["map-0", "sum-0"])) == ["Abort", "Recover"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tolerable=st.integers(0, 3),
+    # Per checkpoint: did w1 (holding map-1) name a slow store while it was pending,
+    # and does its latest heartbeat still name one when the checkpoint times out?
+    held=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=8),
+)
+def test_only_timeouts_the_storage_did_not_hold_up_count(
+    tolerable: int, held: list[tuple[bool, bool]]
+) -> None:
+    coordinator = placed(dataclasses.replace(TOLERANT, tolerable_timeouts=tolerable))
+    count = 0
+    for seen, still in held:
+        if not coordinator.pending:
+            due = (coordinator.last_trigger or 0.0) + coordinator.config.interval
+            assert kinds(coordinator.handle(Tick(due))) == ["Trigger"]
+        at = coordinator.pending[max(coordinator.pending)].triggered_at
+        coordinator.handle(Heartbeat("w1", 1, at, storing=SLOW if seen else ""))
+        coordinator.handle(Heartbeat("w1", 1, at, storing=SLOW if still else ""))
+        abort, after = time_out(coordinator, ["map-0", "sum-0"])
+        assert isinstance(abort, Abort)
+        assert abort.reason.endswith(SLOW) == (seen or still)
+        count += not (seen or still)
+        if count > tolerable:
+            assert isinstance(after, Recover)
+            assert f"timeout {count} in a row" in after.reason
+            return
+        assert isinstance(after, Trigger)
+
+
 def test_slow_storage_on_one_worker_excuses_no_other_that_never_acked() -> None:
     coordinator = placed(dataclasses.replace(TOLERANT, tolerable_timeouts=0))
     coordinator.handle(Heartbeat("w1", 1, 1.0, storing=SLOW))
@@ -674,6 +724,16 @@ class Model:
     awaiting_join: bool = False
     #: Checkpoints timed out in the current generation since its last completion.
     timeouts: int = 0
+    #: Workers whose latest heartbeat of the generation names a slow snapshot store.
+    storing: set[str] = field(default_factory=set)
+    #: Per pending checkpoint, the workers that named one while it was pending.
+    storing_seen: dict[int, set[str]] = field(default_factory=dict)
+
+    def held_by_storage(self, n: int) -> bool:
+        """Every worker of a subtask that never acked `n` named a slow store while it
+        was pending (or names one now): its timeout does not count."""
+        holding = {PLACEMENT[t] for t in TASKS - self.acked[n]}
+        return bool(holding) and holding <= self.storing_seen[n] | self.storing
 
     def trigger_due(self, now: float, config: CoordinatorConfig) -> bool:
         """Every trigger follows an interval; a generation's first one also every
@@ -693,6 +753,7 @@ class Model:
                 self.max_triggered = command.checkpoint
                 self.pending[command.checkpoint] = now
                 self.acked[command.checkpoint] = set()
+                self.storing_seen[command.checkpoint] = set()
                 self.last_trigger = now
             elif isinstance(command, Complete):
                 n = command.checkpoint
@@ -721,6 +782,8 @@ class Model:
                 self.generation = command.generation
                 self.pending.clear()
                 self.acked.clear()
+                self.storing.clear()
+                self.storing_seen.clear()
                 self.last_trigger = now
                 self.heartbeats = dict.fromkeys(self.heartbeats, now)
                 self.joined = set()
@@ -813,11 +876,16 @@ class CoordinatorMachine(RuleBasedStateMachine):
             if self.now - seen > self.config.liveness_timeout
         ]
         timed_out = sorted(n for n, at in before.items() if self.now - at > self.config.timeout)
-        timeouts = self.model.timeouts + len(timed_out)
-        escalates = bool(timed_out) and timeouts > self.config.tolerable_timeouts
-        # Who never acked the last checkpoint to time out (the ids' order is the abort order).
-        unacked = TASKS - self.model.acked[timed_out[-1]] if timed_out else frozenset()
+        excused = {n for n in timed_out if self.model.held_by_storage(n)}
+        counted = [n for n in timed_out if n not in excused]
+        timeouts = self.model.timeouts + len(counted)
+        escalates = bool(counted) and timeouts > self.config.tolerable_timeouts
+        # Who never acked the last checkpoint to count (the ids' order is the abort order).
+        unacked = TASKS - self.model.acked[counted[-1]] if counted else frozenset()
         commands = self.send(Tick(self.now))
+        for c in commands:
+            if isinstance(c, Abort) and c.checkpoint in excused:
+                assert "storing" in c.reason, c
         recovers = [c for c in commands if isinstance(c, Recover)]
         # A checkpoint past its timeout is gone, one within it is not.
         for n in before:
@@ -830,7 +898,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             stalled = {PLACEMENT[t] for t in unacked}
             assert set(recover.stalled) == stalled
             assert stalled <= set(recover.unresponsive)
-            assert f"checkpoint {timed_out[-1]} not complete" in recover.reason
+            assert f"checkpoint {counted[-1]} not complete" in recover.reason
             assert f"timeout {timeouts} in a row" in recover.reason
             assert all(t in recover.reason for t in unacked)
         elif not recovers:
@@ -886,14 +954,22 @@ class CoordinatorMachine(RuleBasedStateMachine):
         worker=st.sampled_from(WORKERS),
         stale=st.sampled_from([0, 0, 0, -1]),
         restoring=st.booleans(),
+        storing=st.booleans(),
     )
-    def heartbeat(self, worker: str, stale: int, restoring: bool) -> None:
+    def heartbeat(self, worker: str, stale: int, restoring: bool, storing: bool) -> None:
         generation = self.model.generation + stale
         if stale == 0:
             self.model.heartbeats[worker] = self.now  # alive, restoring or not
             if not restoring:
                 self.model.joined.add(worker)
-        assert self.send(Heartbeat(worker, generation, self.now, restoring)) == []
+            if storing:
+                self.model.storing.add(worker)
+                for seen in self.model.storing_seen.values():
+                    seen.add(worker)
+            else:
+                self.model.storing.discard(worker)
+        line = SLOW if storing else ""
+        assert self.send(Heartbeat(worker, generation, self.now, restoring, storing=line)) == []
 
     @precondition(lambda self: self.recovers < 3)
     @rule(worker=st.sampled_from(WORKERS))

@@ -113,14 +113,16 @@ def test_a_gate_opened_after_a_probe_follows_the_probe() -> None:
 def test_what_the_writer_wrote_since_the_probe_began_counts() -> None:
     gate = FlowGate(FlowConfig(max_lag=10))
     # The probe began when the writer had written 100 records into C0 and saw lag 4.
-    gate.handle(Probed(1.0, {C0: 104, C1: 0}, {C0: 100, C1: 0}, written={C0: 100, C1: 0}))
+    gate.handle(Probed(1.0, {C0: 104, C1: 0}, {C0: 100, C1: 0}, delivered={C0: 100, C1: 0}))
     assert gate.handle(Wrote({C0: 106, C1: 0})) == []  # 4 + 6
     assert gate.handle(Wrote({C0: 107, C1: 0})) == [Pause(C0, 11)]
     assert gate.handle(Wrote({C0: 200, C1: 0})) == []  # paused already
-    # The next probe replaces the estimate; writes resume only by probes.
-    assert gate.handle(Probed(2.0, {C0: 107, C1: 0}, {C0: 107, C1: 0}, {}, {C0: 107})) == [Resume()]
-    assert gate.handle(Wrote({C0: 117, C1: 0})) == []
-    assert gate.handle(Wrote({C0: 118, C1: 0})) == [Pause(C0, 11)]
+    # The next probe replaces the estimate; writes resume only by probes. It
+    # counts what was not delivered when it began: 93 records still queued.
+    assert gate.handle(Probed(2.0, {C0: 107, C1: 0}, {C0: 107, C1: 0}, {}, {C0: 107})) == []
+    assert gate.handle(Probed(3.0, {C0: 200, C1: 0}, {C0: 200, C1: 0}, {}, {C0: 200})) == [Resume()]
+    assert gate.handle(Wrote({C0: 210, C1: 0})) == []
+    assert gate.handle(Wrote({C0: 211, C1: 0})) == [Pause(C0, 11)]
 
 
 def test_writes_before_any_probe_count_from_zero() -> None:
@@ -168,7 +170,7 @@ def test_reads_are_sized_by_the_room_left_and_the_fan_out() -> None:
     # No room left: still what fills one channel record (1 / 0.008 lines), not a
     # line whose record would hold 8 stream records.
     assert gate.read_limit(1000) == 125
-    gate.handle(Probed(2.0, {C0: 1009, C1: 1006}, {C0: 1006, C1: 1006}, written={C0: 9, C1: 6}))
+    gate.handle(Probed(2.0, {C0: 1009, C1: 1006}, {C0: 1006, C1: 1006}, delivered={C0: 9, C1: 6}))
     assert gate.read_limit(1000) == 750  # C0 read: room 10 - 3 - 1 = 6, / 0.008
     assert gate.read_limit(100) == 100  # never more than asked
     # A turn of one record per channel says only that it is below one per line.
@@ -228,14 +230,14 @@ def test_reads_are_not_sized_while_paused_blind_or_off() -> None:
     assert gate.handle(Tick(2.5)) == [Resume()]  # no probe for too long: resumes blind
     assert gate.read_limit(1000) == 1000  # the lags are not known: not sized by them
     # Known again, from a probe that began after those 21 were written.
-    gate.handle(Probed(3.0, {C0: 1000, C1: 1000}, {C0: 1000, C1: 1000}, written={C0: 21, C1: 0}))
+    gate.handle(Probed(3.0, {C0: 1000, C1: 1000}, {C0: 1000, C1: 1000}, delivered={C0: 21, C1: 0}))
     assert gate.read_limit(1000) == 4  # room 10 - 1 / 2.1 per record
 
 
 @settings(max_examples=300)
 # Found by a run: at the bound, the least read (what fills one channel record at a
 # fan-out of 0.4: three input records) ends in a partial batch as well, two records.
-@example(max_lag=40, made=(0.0, 4.0), cap=10, asked=100, reader=[0])
+@example(max_lag=40, made=(0.0, 4.0), cap=10, asked=100, reader=[0], late=[0])
 @given(
     max_lag=st.integers(1, 40),
     # Stream records one input record makes in each channel, and stream records
@@ -244,21 +246,33 @@ def test_reads_are_not_sized_while_paused_blind_or_off() -> None:
     cap=st.sampled_from([1, 10, 500]),
     asked=st.sampled_from([1, 100, 1000]),
     reader=st.lists(st.integers(0, 30), min_size=1, max_size=50),
+    late=st.lists(st.integers(0, 20), min_size=1, max_size=7),
 )
 def test_a_writer_that_reads_as_allowed_stays_within_the_bound_plus_one_record(
-    max_lag: int, made: tuple[float, float], cap: int, asked: int, reader: list[int]
+    max_lag: int,
+    made: tuple[float, float],
+    cap: int,
+    asked: int,
+    reader: list[int],
+    late: list[int],
 ) -> None:
     """Turns of one writer, each ending with a flush of its partial batches, against
     a reader that reads `reader[i]` channel records per turn, a probe answering every
     turn: every channel stays within the bound plus one input record's records and
     the turn's partial batch (`FlowGate.read_limit`'s contract), once the first
-    reads (made before any fan-out is known) drained."""
+    reads (made before any fan-out is known) drained.
+
+    The producer delivers late: when a probe reads the end offsets, up to
+    `late[i]` of each channel's newest records are still in its queue (neither
+    in the end offsets nor readable). What a channel holds counts them too:
+    they land in it whatever the gate decides next."""
     gate = FlowGate(FlowConfig(max_lag=max_lag))
     written = dict.fromkeys(CHANNELS, 0)
+    delivered = dict.fromkeys(CHANNELS, 0)
     positions = dict.fromkeys(CHANNELS, 0)
     read = 0
     gate.handle(Opened(0.0))
-    gate.handle(Probed(0.0, dict(written), dict(positions), written=dict(written)))
+    gate.handle(Probed(0.0, dict(delivered), dict(positions), delivered=dict(delivered)))
     #: What the first informative reads wrote, before the gate knew the fan-out.
     blind = dict.fromkeys(CHANNELS, 0)
     one = max(math.ceil(m / cap) for m in made)  # channel records of one input record
@@ -276,8 +290,9 @@ def test_a_writer_that_reads_as_allowed_stays_within_the_bound_plus_one_record(
             assert held <= max(max_lag + one + 1, blind[ch]), (ch, held, n, gate.fanout)
         gate.handle(Wrote(dict(written), read=read))
         for ch in CHANNELS:
-            positions[ch] = min(written[ch], positions[ch] + drained)
-        gate.handle(Probed(now, dict(written), dict(positions), written=dict(written)))
+            delivered[ch] = max(delivered[ch], written[ch] - late[turn % len(late)])
+            positions[ch] = min(delivered[ch], positions[ch] + drained)
+        gate.handle(Probed(now, dict(delivered), dict(positions), delivered=dict(delivered)))
         gate.handle(Tick(now))
 
 
@@ -313,7 +328,11 @@ def histories(draw: st.DrawFn) -> list[FlowEvent]:
                 for c in CHANNELS
                 if (p := draw(st.one_of(st.none(), st.integers(-2, 70)))) is not None
             }
-            events.append(Probed(at, ends, positions, written=dict(written)))
+            # Up to a few of the newest records may still be in the producer's queue.
+            delivered = {
+                c: max(0, n - draw(st.sampled_from([0, 0, 1, 5]))) for c, n in written.items()
+            }
+            events.append(Probed(at, ends, positions, delivered=delivered))
     return events
 
 
@@ -333,7 +352,16 @@ def test_decisions_follow_the_rules(
     newest: float | None = None
     opened: float | None = None
     probe_lags: dict[Channel, int] = {}
-    probe_written: dict[Channel, int] = {}
+    probe_delivered: dict[Channel, int] = {}
+    #: The writer's counts at the latest `Wrote`.
+    written: dict[Channel, int] = {}
+
+    def estimate(counts: dict[Channel, int]) -> dict[Channel, int]:
+        return {
+            c: probe_lags.get(c, 0) + max(0, n - probe_delivered.get(c, 0))
+            for c, n in counts.items()
+        }
+
     for event in history:
         was_paused = gate.paused
         actions = gate.handle(event)
@@ -343,10 +371,12 @@ def test_decisions_follow_the_rules(
             fresh = newest is None or event.at >= newest
             if fresh:
                 newest = event.at
-            lags = channel_lags(event.ends, event.positions)
-            worst = max(lags.values(), default=0)
             if fresh:
-                probe_lags, probe_written = lags, dict(event.written)
+                probe_lags = channel_lags(event.ends, event.positions)
+                probe_delivered = dict(event.delivered)
+            # The probe's lag plus what had not been delivered when it began.
+            lags = {**probe_lags, **estimate(written)}
+            worst = max(lags.values(), default=0)
             if not config.enabled or not fresh:
                 assert actions == []
             elif worst > config.max_lag:
@@ -362,17 +392,15 @@ def test_decisions_follow_the_rules(
                 assert actions == []
                 assert gate.paused == was_paused
         elif isinstance(event, Wrote):
-            estimate = {
-                c: probe_lags.get(c, 0) + max(0, n - probe_written.get(c, 0))
-                for c, n in event.written.items()
-            }
-            over = sorted(c for c, lag in estimate.items() if lag > config.max_lag)
+            written = dict(event.written)
+            now_held = estimate(written)
+            over = sorted(c for c, lag in now_held.items() if lag > config.max_lag)
             if was_paused or not config.enabled or not over:
                 assert actions == []
                 assert gate.paused == was_paused
             else:
                 # The first channel over the bound, in channel order, is named.
-                assert actions == [Pause(over[0], estimate[over[0]])]
+                assert actions == [Pause(over[0], now_held[over[0]])]
                 assert gate.paused
         elif isinstance(event, Opened):
             if config.enabled and opened is None:

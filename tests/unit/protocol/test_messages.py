@@ -399,3 +399,20 @@ def test_generation_and_checkpoint_are_read_off_any_message(message: ControlMess
     wire = message.to_dict()
     assert generation_of(message) == wire.get("generation")
     assert checkpoint_of(message) == wire.get("checkpoint")
+
+
+def test_a_heartbeats_alignment_report_round_trips_and_is_bounded() -> None:
+    from kstream.protocol.worker_alive import MAX_CHANNELS, SubtaskAlignment
+
+    many = [(f"t[{p}]", p) for p in range(MAX_CHANNELS + 5)]
+    report = SubtaskAlignment.of("s1-0", 40, 7, many, 6, [("t[1]", 3)])
+    assert len(report.arrived) == MAX_CHANNELS
+    beat = WorkerAlive("w0", 2, 1.0, "p", alignment=(report,))
+    wire = json.loads(json.dumps(beat.to_dict()))
+    assert wire["alignment"][0]["recording"] == {"t[1]": 3}
+    assert decode(wire) == beat
+    # Absent when empty (a heartbeat keeps the bytes it had); malformed reads as none.
+    assert "alignment" not in WorkerAlive("w0", 2).to_dict()
+    assert decode({**wire, "alignment": "x"}) == WorkerAlive("w0", 2, 1.0, "p")
+    odd = {**wire, "alignment": [{"task": 3}, {"task": "s0-0", "arrived": {"a": "b"}}]}
+    assert decode(odd) == WorkerAlive("w0", 2, 1.0, "p", alignment=(SubtaskAlignment("s0-0", 0),))

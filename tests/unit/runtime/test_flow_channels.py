@@ -36,14 +36,29 @@ def test_a_source_subtask_writes_one_channel_per_counting_subtask() -> None:
 class _RecordingProducer:
     def __init__(self) -> None:
         self.produced: list[tuple[Any, ...]] = []
+        self.callbacks: list[Any] = []
         self.polled = 0
 
     def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
         self.produced.append((topic, *args))
+        self.callbacks.append(kwargs.get("on_delivery"))
 
     def poll(self, _timeout: float) -> int:
         self.polled += 1
         return 0
+
+
+class _Delivered:
+    """What a delivery callback reads of a record."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self._topic, self._partition = topic, partition
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
 
 
 def test_the_counting_producer_counts_its_channels_and_passes_everything_on() -> None:
@@ -53,7 +68,14 @@ def test_the_counting_producer_counts_its_channels_and_passes_everything_on() ->
     off = FlowControl("127.0.0.1:1", p, TaskSpec(0, 1, 2), FlowConfig(max_lag=0))
     assert off.counted(inner) is inner  # type: ignore[arg-type]
     counts = {Channel("kstream.wc.s1", 2): 0, Channel("kstream.wc.s1", 3): 0}
-    counted = _CountingProducer(inner, counts)  # type: ignore[arg-type]
+    delivered = dict.fromkeys(counts, 0)
+    failed: list[tuple[Any, Any]] = []
+    counted = _CountingProducer(
+        inner,  # type: ignore[arg-type]
+        counts,
+        delivered,
+        lambda err, msg: failed.append((err, msg)),
+    )
     counted.produce("kstream.wc.s1", b"a", None, 2)
     counted.produce("kstream.wc.s1", b"b", None, 3)
     counted.produce("kstream.wc.s1", b"c", None, 3)
@@ -69,6 +91,14 @@ def test_the_counting_producer_counts_its_channels_and_passes_everything_on() ->
     ]
     assert inner.polled == 1
     assert counts == {Channel("kstream.wc.s1", 2): 1, Channel("kstream.wc.s1", 3): 2}
+    # Only its own channels' records carry its delivery callback; others keep the producer's.
+    assert [cb is not None for cb in inner.callbacks] == [True, True, True, False, False]
+    # Delivered records count; a failure is handed on, not counted.
+    inner.callbacks[0](None, _Delivered("kstream.wc.s1", 2))
+    inner.callbacks[1](None, _Delivered("kstream.wc.s1", 3))
+    inner.callbacks[2]("lost", _Delivered("kstream.wc.s1", 3))
+    assert delivered == {Channel("kstream.wc.s1", 2): 1, Channel("kstream.wc.s1", 3): 1}
+    assert [err for err, _ in failed] == ["lost"]
 
 
 class _PlacedConsumer:

@@ -1,0 +1,1 @@
+"""Nexmark through Kafka: generator, queries as kstream jobs, references, checker."""

@@ -1,0 +1,232 @@
+"""Tables as audit outputs: a sink's table read by Spark, seen as records.
+
+The checks of `kstream.audit.checks` look at records (partition, offset, key,
+value). A table becomes such records through a `TableAudit`: its declared key
+columns form the key, its value columns the value (one column: its text; several:
+a JSON array of their texts), every row sits in partition 0, and rows are numbered
+0..n-1 in the order of the key columns and then the value columns, in the
+table's own types. A table has no order of its own, so that numbering is what
+"earlier" means for duplicates; a running count stored as a number therefore
+never shows as out of order.
+
+A `TableReader` knows one kind of table: how to check it before Spark starts
+(reachable, table and columns exist: one line in seconds otherwise), which jars
+and session settings reading it needs (a Delta reader: its SQL extension and
+catalog), and how to load it. `PostgresTable` reads
+PostgreSQL through Spark's JDBC source with the PostgreSQL JDBC driver, resolved
+with mvn like the Kafka connector; a Delta or Iceberg reader would plug in here.
+
+The loaded rows are cached (read once: the check's passes see the same rows
+even while the table changes) and numbered with one window over all rows,
+which runs on a single task: fine for tables of millions of rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import unquote, urlsplit
+
+from kstream.errors import ConfigurationError, DatabaseError
+from kstream.infra.maven import resolve_maven_classpath
+from kstream.infra.paths import cache_dir, deploy_dir
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = [
+    "POSTGRESQL_JDBC_VERSION",
+    "PostgresTable",
+    "TableAudit",
+    "TableReader",
+    "jdbc_url",
+    "postgresql_jdbc_jars",
+    "redact",
+]
+
+#: The PostgreSQL JDBC driver: equal to `postgresql.version` in
+#: deploy/spark/postgresql-jdbc.pom.xml. It does not depend on the Spark release.
+POSTGRESQL_JDBC_VERSION = "42.7.14"
+#: A table's database must answer within this many seconds: a typo should fail fast.
+CONNECT_TIMEOUT_S = 5
+
+
+class TableReader(Protocol):
+    """One kind of table the audit can read with Spark."""
+
+    @property
+    def label(self) -> str:
+        """How reports and messages name the table (no secrets)."""
+        ...
+
+    def columns(self) -> list[str]:
+        """The table's columns in their order; one-line error if unreachable or absent."""
+        ...
+
+    def jars(self, log: Callable[[str], None]) -> list[Path]:
+        """Local jars Spark needs on driver and executors to read this table."""
+        ...
+
+    def spark_config(self) -> dict[str, str]:
+        """Settings the Spark session needs to read this table (extensions, catalogs)."""
+        ...
+
+    def load(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        """The table's rows, only `columns`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TableAudit:
+    """Which table is audited, and which columns are its key and its value.
+
+    `key` are the columns identifying what a row says (the word of a word count);
+    `value` the columns checked against the expected output (its count). Empty
+    `value` means every other column, in the table's order.
+    """
+
+    reader: TableReader
+    key: tuple[str, ...]
+    value: tuple[str, ...] = ()
+
+    def resolve(self) -> TableAudit:
+        """Check the columns against the table (before Spark starts); fill in `value`."""
+        if not self.key:
+            raise ConfigurationError("a table audit needs its key columns: --key COL[,COL...]")
+        have = self.reader.columns()
+        unknown = [c for c in (*self.key, *self.value) if c not in have]
+        if unknown:
+            raise ConfigurationError(
+                f"{self.reader.label} has no column {', '.join(unknown)}; "
+                f"its columns: {', '.join(have)}"
+            )
+        value = self.value or tuple(c for c in have if c not in self.key)
+        if not value:
+            raise ConfigurationError(
+                f"{self.reader.label}: every column is a key column; name the value with --value"
+            )
+        return TableAudit(self.reader, self.key, value)
+
+    def records(self, spark: SparkSession) -> DataFrame:
+        """The rows as the checks' records: ``partition``, ``offset``, ``key``, ``value``."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as sf
+
+        rows = self.reader.load(spark, [*self.key, *self.value])
+        order = Window.orderBy(*(sf.col(c).asc_nulls_first() for c in (*self.key, *self.value)))
+        return rows.select(
+            sf.lit(0).alias("partition"),
+            (sf.row_number().over(order) - 1).cast("long").alias("offset"),
+            _text(self.key).alias("key"),
+            _text(self.value).alias("value"),
+        )
+
+
+def _text(columns: Sequence[str]) -> Column:
+    from pyspark.sql import functions as sf
+
+    if len(columns) == 1:
+        return sf.col(columns[0]).cast("string")
+    return sf.to_json(sf.array(*(sf.col(c).cast("string") for c in columns)))
+
+
+def redact(url: str) -> str:
+    """`url` without its password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
+def jdbc_url(url: str) -> tuple[str, dict[str, str]]:
+    """A ``postgresql://`` URL as a JDBC URL and its user/password properties."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres") or not parts.hostname:
+        raise ConfigurationError(
+            f"not a PostgreSQL URL: {redact(url)} (expected postgresql://user@host:port/db)"
+        )
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    port = f":{parts.port}" if parts.port else ""
+    database = parts.path.lstrip("/") or "postgres"
+    query = f"?{parts.query}" if parts.query else ""
+    props = {}
+    if parts.username:
+        props["user"] = unquote(parts.username)
+    if parts.password is not None:
+        props["password"] = unquote(parts.password)
+    return f"jdbc:postgresql://{host}{port}/{database}{query}", props
+
+
+def postgresql_jdbc_jars(log: Callable[[str], None] = lambda _: None) -> list[Path]:
+    """Resolve (once) and return the PostgreSQL JDBC driver jar."""
+    libs = cache_dir() / f"spark-jdbc-postgresql-{POSTGRESQL_JDBC_VERSION}" / "libs"
+    jars = resolve_maven_classpath(
+        deploy_dir() / "spark" / "postgresql-jdbc.pom.xml",
+        libs,
+        properties={"postgresql.version": POSTGRESQL_JDBC_VERSION},
+        what=f"PostgreSQL JDBC driver {POSTGRESQL_JDBC_VERSION}",
+        log=log,
+    )
+    return [j for j in jars if j.name == f"postgresql-{POSTGRESQL_JDBC_VERSION}.jar"]
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresTable:
+    """A PostgreSQL table (``schema.table`` or ``table``) at `url` (``postgresql://``)."""
+
+    url: str
+    table: str
+
+    @property
+    def label(self) -> str:
+        parts = urlsplit(self.url)
+        return f"table {self.table} at {parts.hostname}:{parts.port or 5432}{parts.path}"
+
+    def columns(self) -> list[str]:
+        import psycopg
+
+        jdbc_url(self.url)  # a malformed URL is refused before connecting
+        try:
+            with psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+                rows = conn.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                    "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                    (self.table,),
+                ).fetchall()
+        except psycopg.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DatabaseError(f"cannot read {self.label}: {first}") from None
+        if not rows:
+            raise ConfigurationError(f"{self.label} does not exist")
+        return [str(r[0]) for r in rows]
+
+    def jars(self, log: Callable[[str], None]) -> list[Path]:
+        return postgresql_jdbc_jars(log)
+
+    def spark_config(self) -> dict[str, str]:
+        return {}  # Spark's JDBC source is built in
+
+    def load(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        url, props = jdbc_url(self.url)
+        # One query, so one snapshot of the table: Spark's JDBC source reads it in a
+        # single task unless given a numeric partition column, which a sink's table
+        # need not have.
+        return (
+            spark.read.format("jdbc")
+            .option("url", url)
+            .option("dbtable", self.table)
+            .option("driver", "org.postgresql.Driver")
+            .option("fetchsize", "10000")
+            .options(**props)
+            .load()
+            .select(*(_quoted(c) for c in columns))
+        )
+
+
+def _quoted(column: str) -> str:
+    # Spark column names with dots or backticks need backticks.
+    return "`" + column.replace("`", "``") + "`"

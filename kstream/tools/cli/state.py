@@ -1,0 +1,208 @@
+"""`kstream state read`: an operator's state in a savepoint or checkpoint, read with Spark.
+
+The work is `kstream.tools.state.read_state`; this module parses the command
+line, checks the location and the operator before Spark starts (so bad input
+costs no JVM), and writes the DataFrame (Parquet or JSON Lines, by Spark's
+writers, one file per task) or prints it as JSON Lines.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kstream.tools.cli.console import say
+from kstream.tools.cli.options import AT_LEAST_ONE, SparkMasterOption
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["state_app"]
+
+#: The S3 endpoint of the s3:// locations read or written (not `S3EndpointOption`,
+#: which is about checkpoint storage and takes its default from the run's config).
+_S3UrlEndpointOption = Annotated[
+    str, typer.Option("--s3-endpoint-url", envvar="AWS_ENDPOINT_URL", help="For s3:// URLs.")
+]
+
+state_app = typer.Typer(
+    help="Read, bootstrap and transform the keyed state of savepoints with Spark."
+)
+
+
+class OutputFormat(enum.Enum):
+    PARQUET = "parquet"
+    JSON = "json"
+
+
+class Kind(enum.Enum):
+    VALUE = "value"
+    MAP = "map"
+    LIST = "list"
+    TIMER = "timer"
+    WINDOW = "window"
+
+
+@state_app.command("read")
+def state_read(
+    location: Annotated[
+        str,
+        typer.Argument(
+            help="A savepoint (directory, file:// or s3:// URL) or a checkpoint (.../chk-<n>)."
+        ),
+    ],
+    operator: Annotated[
+        str,
+        typer.Option("--operator", help="The operator's uid (s<stage>.<uid> for a checkpoint)."),
+    ],
+    kind: Annotated[Kind, typer.Option("--kind", help="Which kind of state to read.")] = Kind.VALUE,
+    name: Annotated[
+        str | None,
+        typer.Option("--state", help="A named state of the operator (default: its value state)."),
+    ] = None,
+    value_type: Annotated[
+        str,
+        typer.Option(
+            "--value-type",
+            help="Spark type of the value column (DDL, e.g. bigint); json: JSON text.",
+        ),
+    ] = "json",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Write here (a directory of Spark's) instead of stdout."),
+    ] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.PARQUET,
+    master: SparkMasterOption = "local[*]",
+    s3_endpoint_url: _S3UrlEndpointOption = "",
+) -> None:
+    """One row per key and state entry of an operator, read in parallel by Spark."""
+    from kstream.audit.spark import spark_session
+    from kstream.errors import ConfigurationError
+    from kstream.infra.spark_cluster import check_master
+    from kstream.tools.state import read_state
+    from kstream.tools.state.snapshot import locate
+
+    if output is not None and output.exists():
+        raise ConfigurationError(f"--output {output} exists: name a new directory")
+    located = locate(location, operator, s3_endpoint_url=s3_endpoint_url)
+    check_master(master)
+    log = Path(tempfile.gettempdir()) / "kstream-state-spark.log"
+    with spark_session(master, [], log, app_name="kstream-state") as spark:
+        df = read_state(
+            spark, location, operator, kind=kind.value, name=name, value_type=value_type,
+            s3_endpoint_url=s3_endpoint_url,
+        )  # fmt: skip
+        if output is None:
+            for row in df.toLocalIterator():
+                print(json.dumps(row.asDict(), default=str))
+            return
+        writer = df.write.mode("errorifexists")
+        if fmt is OutputFormat.PARQUET:
+            writer.parquet(str(output))
+        else:
+            writer.json(str(output))
+    say(f"{located.op} of {located.url}: {len(located.tasks)} snapshots read into {output}")
+
+
+@state_app.command("bootstrap")
+def state_bootstrap(
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from", help="A table name, or a path or URL Spark reads with --input-format."
+        ),
+    ],
+    spec: Annotated[
+        str, typer.Option("--job", help="The job it is for: module:attr or file.py:attr.")
+    ],
+    operator: Annotated[str, typer.Option("--operator", help="The keyed operator's uid.")],
+    key: Annotated[str, typer.Option("--key", help="The column of keys (one row per key).")],
+    value: Annotated[str, typer.Option("--value", help="The column of values.")],
+    out: Annotated[str, typer.Option("--out", help="The savepoint to write (a new location).")],
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Job parameter KEY=VALUE.")
+    ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            help="The parallelism the savepoint is laid out for.",
+            callback=AT_LEAST_ONE,
+        ),
+    ] = 1,
+    input_format: Annotated[
+        str, typer.Option("--input-format", help="Spark's reader for a path: parquet, json, csv…")
+    ] = "parquet",
+    master: SparkMasterOption = "local[*]",
+    s3_endpoint_url: _S3UrlEndpointOption = "",
+) -> None:
+    """Write a savepoint whose operator state holds a table's (key, value) rows."""
+    from kstream.audit.spark import spark_session
+    from kstream.infra.spark_cluster import check_master
+    from kstream.tools.spec import load_job, parse_params
+    from kstream.tools.state.bootstrap import bootstrap_state
+
+    params = parse_params(param or [])
+    load_job(spec, params)  # a bad spec: one line before Spark starts
+    check_master(master)
+    log = Path(tempfile.gettempdir()) / "kstream-state-spark.log"
+    with spark_session(master, [], log, app_name="kstream-state") as spark:
+        is_path = "://" in source or "/" in source or Path(source).exists()
+        df = spark.read.format(input_format).load(source) if is_path else spark.table(source)
+        result = bootstrap_state(
+            df, spec, operator, key=key, value=value, out=out, params=params, workers=workers,
+            s3_endpoint_url=s3_endpoint_url,
+        )  # fmt: skip
+    say(f"{result.op}: {sum(result.keys.values())} keys in {len(result.keys)} subtasks")
+    print(result.url)
+
+
+@state_app.command("transform")
+def state_transform(
+    location: Annotated[str, typer.Argument(help="The savepoint to transform (not changed).")],
+    operator: Annotated[str, typer.Option("--operator", help="The keyed operator's uid.")],
+    sql: Annotated[
+        str,
+        typer.Option(
+            "--sql",
+            help="A Spark SQL query over the view `state` (key_group, key, value) "
+            "giving columns key and value.",
+        ),
+    ],
+    out: Annotated[str, typer.Option("--out", help="The savepoint to write (a new location).")],
+    value_type: Annotated[
+        str,
+        typer.Option(
+            "--value-type",
+            help="Spark type of the value column (DDL, e.g. bigint); json: JSON text.",
+        ),
+    ] = "json",
+    master: SparkMasterOption = "local[*]",
+    s3_endpoint_url: _S3UrlEndpointOption = "",
+) -> None:
+    """Write a new savepoint: an operator's value state transformed by a SQL query."""
+    from kstream.audit.spark import spark_session
+    from kstream.infra.spark_cluster import check_master
+    from kstream.tools.state.snapshot import locate
+    from kstream.tools.state.transform import transform_state
+
+    locate(location, operator, s3_endpoint_url=s3_endpoint_url)  # one line before Spark
+    check_master(master)
+    log = Path(tempfile.gettempdir()) / "kstream-state-spark.log"
+    with spark_session(master, [], log, app_name="kstream-state") as spark:
+
+        def query(state: DataFrame) -> DataFrame:
+            state.createOrReplaceTempView("state")
+            return spark.sql(sql)
+
+        result = transform_state(
+            spark, location, operator, query, out, value_type=value_type,
+            s3_endpoint_url=s3_endpoint_url,
+        )  # fmt: skip
+    say(f"{result.op}: {sum(result.keys.values())} keys in {len(result.keys)} subtasks")
+    print(result.url)
