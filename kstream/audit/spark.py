@@ -174,6 +174,10 @@ def _await_executor(spark: SparkSession, master: str, timeout_s: float) -> None:
         time.sleep(0.2)
 
 
+#: The jars this process's JVM started with (its driver's class path).
+_LAUNCH_JARS: set[Path] = set()
+
+
 @contextlib.contextmanager
 def spark_session(
     master: str,
@@ -194,9 +198,16 @@ def spark_session(
     and when a ``spark://`` master gives no executor within `executor_timeout_s`
     (no worker, or none with free resources), rather than letting jobs wait forever.
 
-    pyspark keeps one JVM per Python process: a session started earlier in this
-    process without the connector jars would be reused as it is.
+    pyspark keeps one JVM per Python process, and ``spark.jars`` reaches the
+    driver's class path only when that JVM starts: a later session's jars went
+    to the executors alone, so its driver could not load e.g. the PostgreSQL
+    JDBC driver (``ClassNotFoundException``). Jars the JVM did not start with
+    are added to the driver as well (Spark SQL's ``ADD JAR``). Known limit: in
+    a JVM started without the Kafka connector jars, the second session that
+    adds them fails in its Kafka reads (``NoClassDefFoundError``); run such
+    audits in a process of their own (``kstream audit`` does).
     """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -220,6 +231,7 @@ def spark_session(
         builder = builder.config("spark.sql.shuffle.partitions", str(max(2, 4 * cores)))
         builder = builder.config("spark.driver.memory", LOCAL_DRIVER_MEMORY)
     log_file.parent.mkdir(parents=True, exist_ok=True)
+    jvm_running = SparkContext._gateway is not None
     try:
         with _jvm_output_to(log_file):
             spark = builder.getOrCreate()
@@ -229,9 +241,20 @@ def spark_session(
             f"Spark could not start on master {master}: {first[0]} (see {log_file})"
         ) from None
     spark.sparkContext.setLogLevel("ERROR")
+    thread = spark._jvm.java.lang.Thread.currentThread()  # type: ignore[union-attr]
+    loader = thread.getContextClassLoader()
+    if not jvm_running:
+        _LAUNCH_JARS.update(jars)
+    for jar in [j for j in jars if jvm_running and j not in _LAUNCH_JARS]:
+        # Sets this (py4j-pinned) thread's class loader to the session's, with the jar.
+        quoted = str(jar).replace("'", "\\'")
+        spark.sql(f"ADD JAR '{quoted}'")
     try:
         if master.startswith("spark://"):
             _await_executor(spark, master, executor_timeout_s)
         yield spark
     finally:
         spark.stop()
+        # The next session's executors start from this thread's loader: one holding
+        # this session's classes would hand them over, bound to a stopped context.
+        thread.setContextClassLoader(loader)

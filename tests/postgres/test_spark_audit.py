@@ -80,6 +80,19 @@ def audit(
     )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def jvm_started_without_the_driver(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A Spark session without the JDBC jar first, as earlier tests of a whole run
+    leave one: pyspark reuses this process's JVM, whose driver then lacked the
+    PostgreSQL driver (``ClassNotFoundException``) until the audit added it."""
+    from kstream.audit.jars import connector_jars
+    from kstream.audit.spark import spark_session
+
+    log = tmp_path_factory.mktemp("plain-spark") / "spark.log"
+    with spark_session("local[1]", connector_jars(), log) as spark:
+        assert spark.range(3).count() == 3
+
+
 def figures(r: AuditResult) -> tuple[int, int, int, int | None]:
     return (r.duplicates, r.lost, r.unexpected, r.out_of_order)
 
