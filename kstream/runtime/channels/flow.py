@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any, assert_never, cast
 
@@ -129,10 +129,15 @@ def _edges(node: Node) -> Iterator[Node]:
 class PositionReport:
     """Commits a reader's consumer positions every `REPORT_INTERVAL_S`, asynchronously.
 
-    The positions are the next offsets the subtask will process (records it
-    dropped while aligning count as read: their writer has passed the barrier
-    already). They are for flow control only; restores use the snapshots'
-    offsets, never the group's.
+    The positions are the next offsets the subtask will process. A channel
+    held for an alignment counts from its resume offset (`step`'s `held`),
+    not from the consumer's position: the records after its barrier that the
+    reader fetched and dropped are read again once the alignment ends, and
+    counting them as read let their writer fill the channel a second time
+    meanwhile (a channel bounded at 10 was seen at 34 in a CI run). Only a
+    writer that passed the barrier waits on a held channel, so the alignment
+    never waits on that writer. The positions are for flow control only;
+    restores use the snapshots' offsets, never the group's.
 
     The consumer does not know every position: after a seek, librdkafka reports
     none (``OFFSET_INVALID``) until a record of that partition is consumed,
@@ -161,12 +166,16 @@ class PositionReport:
         else:
             self._placed.pop((topic, partition), None)
 
-    def positions(self) -> list[TopicPartition]:
-        """The position of every assigned partition that has one, known or placed."""
+    def positions(self, held: Mapping[Channel, int] | None = None) -> list[TopicPartition]:
+        """The position of every assigned partition that has one: held (at its
+        resume offset), known or placed."""
         out = []
         for tp in self._consumer.position(self._consumer.assignment()):
             key = (tp.topic, tp.partition)
-            if tp.offset >= 0:
+            resume = (held or {}).get(Channel(tp.topic, tp.partition))
+            if resume is not None:
+                out.append(TopicPartition(tp.topic, tp.partition, resume))
+            elif tp.offset >= 0:
                 # The consumer knows it: a seek's offset is stale from now on.
                 self._placed.pop(key, None)
                 out.append(tp)
@@ -174,11 +183,13 @@ class PositionReport:
                 out.append(TopicPartition(tp.topic, tp.partition, self._placed[key]))
         return out
 
-    def step(self, now: float) -> None:
+    def step(self, now: float, held: Mapping[Channel, int] | None = None) -> None:
+        """Commit the positions if due; `held`: the channels held for an
+        alignment, with the offsets they will be read again from."""
         if now < self._next:
             return
         self._next = now + REPORT_INTERVAL_S
-        known = self.positions()
+        known = self.positions(held)
         if not known:
             return
         # Unchanged positions are committed again only every `IDLE_INTERVAL_S`:
@@ -284,9 +295,15 @@ class ChannelProbe:
         delivered = dict(self._delivered)
         tps = [TopicPartition(c.topic, c.partition) for c in self._channels]
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # untyped in the stubs
-        end_futures = self._admin.list_offsets(
-            dict.fromkeys(tps, latest), request_timeout=PROBE_TIMEOUT_S
+        ends = _offsets(
+            self._admin.list_offsets(dict.fromkeys(tps, latest), request_timeout=PROBE_TIMEOUT_S)
         )
+        # The positions only once the end offsets arrived: a position read later
+        # makes a lag smaller, never larger, than what the channel held (the gate
+        # adds what was written since the probe began). Asked for together, the
+        # end offsets could arrive seconds after the positions (a new client's
+        # first request, on a loaded machine): a channel its reader had nearly
+        # drained counted as holding all it was ever sent (61 records, not 2).
         positions: dict[Channel, int] = {}
         for group, chans in self._groups.items():
             committed = self._readers[group].committed(
@@ -295,7 +312,6 @@ class ChannelProbe:
             for tp in committed:
                 if tp.error is None and tp.offset >= 0:
                     positions[Channel(tp.topic, tp.partition)] = int(tp.offset)
-        ends = _offsets(end_futures)
         unknown = [TopicPartition(c.topic, c.partition) for c in ends if c not in positions]
         starts = {}
         if unknown:
@@ -367,6 +383,8 @@ class FlowControl:
         self._read = 0
         #: Times this subtask paused (for tests and statistics).
         self.pauses = 0
+        #: Times it resumed because the probe did not answer (`FlowGate` goes blind).
+        self.blind_resumes = 0
 
     @property
     def paused(self) -> bool:
@@ -459,6 +477,13 @@ class FlowControl:
                         ]
                     )
                 case Resume():
+                    if self.gate.blind:
+                        self.blind_resumes += 1
+                        log.warning(
+                            "flow control: the channel probe has not answered for %.0f s; "
+                            "reading on without knowing what the channels hold",
+                            self.gate.config.stale_after_s,
+                        )
                     if self._unread:
                         self._on_resume()
                         continue

@@ -136,7 +136,7 @@ class ChannelTask(Subtask):
 
     def poll(self, timeout: float) -> int:
         now = time.monotonic()
-        self._report.step(now)
+        self._report.step(now, self.input.blocked)
         self.flow.step(now, self.consumer)
         if self.flow.paused:
             self.input.flow_paused()

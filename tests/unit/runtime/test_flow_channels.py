@@ -142,6 +142,17 @@ def test_a_reader_reports_moving_positions_each_interval_and_still_ones_each_sec
     assert consumer.commits[-1] == consumer.commits[-2]
 
 
+def test_a_channel_held_for_an_alignment_is_reported_at_its_resume_offset() -> None:
+    """The reader fetched 4..6 past a barrier at 3 and dropped them: they are read
+    again once the alignment ends, so they still count in the channel's lag."""
+    consumer = _PlacedConsumer()
+    report = PositionReport(consumer)
+    report.step(0.0, {Channel("kstream.wc.s1", 2): 4})
+    assert consumer.commits == [[("kstream.wc.s1", 0, 5), ("kstream.wc.s1", 2, 4)]]
+    report.step(1.0, {})  # released: the consumer's own position again
+    assert consumer.commits[-1] == [("kstream.wc.s1", 0, 5), ("kstream.wc.s1", 2, 7)]
+
+
 def test_a_probe_that_gets_no_answer_keeps_probing() -> None:
     """Nothing listens on port 1: every round times out, and the thread goes on."""
     probe = ChannelProbe("127.0.0.1:1", {Channel("kstream.wc.s1", 0): "kstream.wc.s1-0"})
