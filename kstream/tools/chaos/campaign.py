@@ -41,6 +41,7 @@ from kstream.tools.chaos.own_broker import claim
 from kstream.tools.chaos.reader import OutputReader, final_outputs, read_input
 from kstream.tools.chaos.resources import SAMPLE_EVERY_S, ResourceSample, sample
 from kstream.tools.chaos.schedule import KINDS, Fault, LastFault, may_strike, schedule
+from kstream.tools.chaos.tables import PostgresTable, SinkTable, TableReader
 from kstream.tools.chaos.targets import RunnerProcess, alive, signal_pid
 from kstream.tools.chaos.verdict import Verdict
 from kstream.tools.chaos.workload import Workload
@@ -55,6 +56,9 @@ WORKER_STOP_S = 20.0
 #: How long the broker is SIGSTOPped: longer than its session timeout with the
 #: controller (`broker.session.timeout.ms`, 9 s) and the worker liveness timeout.
 BROKER_PAUSE_S = 20.0
+#: How long PostgreSQL stays down in a ``postgres-restart``: long enough that the job
+#: fails a checkpoint or a recovery against it.
+POSTGRES_DOWN_S = 10.0
 #: How long a SIGKILLed runner's workers may take to notice and die.
 ORPHAN_TIMEOUT_S = 30.0
 #: Pause before restarting a runner that exited, as a supervisor's back-off.
@@ -88,6 +92,11 @@ class CampaignConfig:
     drain_timeout: float = 600.0
     #: The job's `--guarantee`; the verdict asks exactly-once of the output whatever it is.
     guarantee: str = "exactly-once"
+    #: A sink workload's table (`tables.sink_table`); None for a workload writing a topic.
+    table: SinkTable | None = None
+    #: Seconds before the first fault.
+    warmup: float = 20.0
+    postgres_down_s: float = POSTGRES_DOWN_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +173,15 @@ class _Campaign:
         self.fired_file.unlink(missing_ok=True)
         self.started = time.monotonic()
         self.started_wall = time.time()
-        self.queue = list(schedule(config.seed, config.duration, config.mean_gap, config.kinds))
+        if config.workload.sink and config.table is None:
+            raise KStreamError(
+                f"workload {config.workload.name} needs its table (CampaignConfig.table)"
+            )
+        self.queue = list(
+            schedule(
+                config.seed, config.duration, config.mean_gap, config.kinds, warmup=config.warmup
+            )
+        )
         self.scheduled = len(self.queue)
         self.injected: list[Injected] = []
         self.incidents: list[str] = []
@@ -172,6 +189,9 @@ class _Campaign:
         self.resumes: list[tuple[float, int, str, float]] = []  # (due, pid, what, since)
         self.stopped_workers: set[int] = set()
         self.broker_busy: threading.Thread | None = None
+        #: A ``postgres-restart`` under way, and what ends its down time early (the end).
+        self.database_busy: threading.Thread | None = None
+        self.database_up_now = threading.Event()
         self.broker_paused = False
         self.orphans: tuple[list[int], float] | None = None
         self.runner_down_since: float | None = None
@@ -215,6 +235,10 @@ class _Campaign:
         )
         self.feeder = InputFeeder(self.bootstrap, self.input, self.lines, PARTITIONS, self.c.rate)
         params = self.c.workload.params(self.input, self.output)
+        if self.c.table is not None:
+            self.c.table.prepare()
+            params.update(self.c.table.params)
+            self.say(f"table: {self.c.table.location}")
         # -P: a `kstream` folder in the current directory must not shadow the package.
         command = [
             sys.executable, "-P", "-m", "kstream", "run", self.c.workload.spec,
@@ -231,8 +255,10 @@ class _Campaign:
             command, self.c.out / "runner.log", {FAULT_FILE_ENV: str(self.fault_file)}
         )
         self.runner.start()
-        self.reader = OutputReader(
-            self.bootstrap, self.output, self.started, self.c.workload.output_key
+        self.reader: OutputReader | TableReader = (
+            OutputReader(self.bootstrap, self.output, self.started, self.c.workload.output_key)
+            if self.c.table is None
+            else TableReader(self.c.table, self.started)
         )
         self.say(
             f"job {self.job}: {self.c.workload.spec}, {self.c.workers} workers, "
@@ -260,6 +286,9 @@ class _Campaign:
         if self.broker_busy is not None and not self.broker_busy.is_alive():
             self.broker_busy = None
             self.log("broker back")
+        if self.database_busy is not None and not self.database_busy.is_alive():
+            self.database_busy = None
+            self.log("postgres back")
         while faults and self.queue and self.queue[0].at <= self.now():
             fault = self.queue[0]
             if not self._gate_open(fault) or not self._inject(fault):
@@ -421,6 +450,22 @@ class _Campaign:
             self.orphans = (workers, self.now())
             self.inject_done(kind, f"SIGKILL runner pid {pid} (workers {workers})")
             return True
+        if kind == "postgres-restart":
+            table = self.c.table
+            if not isinstance(table, PostgresTable) or table.server is None:
+                raise KStreamError("postgres-restart needs the workload's local PostgreSQL server")
+            if self.database_busy is not None:
+                return False
+            self.database_busy = threading.Thread(
+                target=self._postgres_restart, args=(table,), name=kind, daemon=True
+            )
+            self.database_busy.start()
+            self.inject_done(
+                kind,
+                f"stop postgres (fast shutdown) for {self.c.postgres_down_s:g}s, start",
+                self.c.postgres_down_s,
+            )
+            return True
         if not self._broker_free():
             return False
         if kind == "broker-pause":
@@ -450,6 +495,13 @@ class _Campaign:
         self.broker.kill()
         self.broker.start()
 
+    def _postgres_restart(self, table: PostgresTable) -> None:
+        assert table.server is not None
+        table.server.stop()
+        # The fault's length, cut short when the faults are over.
+        self.database_up_now.wait(self.c.postgres_down_s)
+        table.server.start()
+
     def _broker_bounce(self) -> None:
         self.broker.stop()
         self.broker.start()
@@ -466,6 +518,9 @@ class _Campaign:
         self.broker_paused = False
         if self.broker_busy is not None:
             self.broker_busy.join()
+        self.database_up_now.set()
+        if self.database_busy is not None:
+            self.database_busy.join()
 
     def drain(self) -> tuple[bool, list[bytes]]:
         """Feed the rest, then wait until every key's last output is its final value."""
@@ -552,7 +607,10 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
         code = c.runner.stop(60.0)
         c.log(f"runner stopped (exit code {code})")
         c.reader.poll(1.0)
-        outputs, missed = final_outputs(c.bootstrap, c.reader, c.now())
+        if isinstance(c.reader, TableReader):
+            outputs, missed = c.reader.final(c.now())
+        else:
+            outputs, missed = final_outputs(c.bootstrap, c.reader, c.now())
         if missed:
             c.log(f"the live reader had not seen {missed:,} committed outputs; judged all")
         starts = [f.at for f in c.injected]

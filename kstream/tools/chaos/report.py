@@ -18,11 +18,13 @@ from typing import Any
 
 from kstream.tools.chaos.campaign import CampaignResult
 from kstream.tools.chaos.resources import SAMPLE_EVERY_S, ResourceSample
-from kstream.tools.chaos.schedule import KINDS
+from kstream.tools.chaos.schedule import KINDS, SINK_KINDS
 
 __all__ = ["summary_lines", "write_report"]
 
-_COLOURS = dict(zip(KINDS, ("C3", "C1", "C4", "C0", "C5", "C6", "C2"), strict=True))
+_COLOURS = dict(
+    zip((*KINDS, *SINK_KINDS), ("C3", "C1", "C4", "C0", "C5", "C6", "C2", "C8"), strict=True)
+)
 
 
 def _checkpoint_times(result: CampaignResult) -> tuple[list[float], list[float]]:
@@ -84,6 +86,8 @@ def report_json(result: CampaignResult) -> dict[str, Any]:
             "worker_stop_s": c.worker_stop_s,
             "broker_pause_s": c.broker_pause_s,
             "broker_port": c.port,
+            "table": None if c.table is None else c.table.location,
+            "warmup_s": c.warmup,
         },
         "job": result.job_name,
         "wall_time_s": round(result.duration_s, 1),

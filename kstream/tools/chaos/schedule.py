@@ -17,7 +17,16 @@ from dataclasses import dataclass
 
 from kstream.errors import ConfigurationError
 
-__all__ = ["KINDS", "Fault", "LastFault", "may_strike", "parse_kinds", "schedule", "window_of"]
+__all__ = [
+    "KINDS",
+    "SINK_KINDS",
+    "Fault",
+    "LastFault",
+    "may_strike",
+    "parse_kinds",
+    "schedule",
+    "window_of",
+]
 
 #: Every kind of fault, in the order the report lists them.
 KINDS = (
@@ -29,6 +38,9 @@ KINDS = (
     "broker-pause",
     "broker-bounce",
 )
+#: Kinds that hit what a sink workload writes into, allowed only with that workload
+#: (`Workload.fault_kinds`): PostgreSQL stopped (fast shutdown) and started again.
+SINK_KINDS = ("postgres-restart",)
 #: Weights of the kinds: process faults are cheap and most common; broker faults
 #: stall the whole job for tens of seconds, so they are rarer.
 WEIGHTS = {
@@ -39,6 +51,7 @@ WEIGHTS = {
     "broker-kill": 1,
     "broker-pause": 1,
     "broker-bounce": 1,
+    "postgres-restart": 1,
 }
 
 
@@ -51,15 +64,16 @@ class Fault:
     pick: int
 
 
-def parse_kinds(spec: str) -> tuple[str, ...]:
-    """``all`` or a comma-separated list of `KINDS`; raises `ConfigurationError`."""
+def parse_kinds(spec: str, available: Sequence[str] = KINDS) -> tuple[str, ...]:
+    """``all`` (every one of `available`) or a comma-separated list of `available`
+    (`KINDS`, and the sink kinds a workload allows); raises `ConfigurationError`."""
     if spec.strip() == "all":
-        return KINDS
+        return tuple(available)
     kinds = tuple(k.strip() for k in spec.split(",") if k.strip())
-    unknown = [k for k in kinds if k not in KINDS]
+    unknown = [k for k in kinds if k not in available]
     if unknown or not kinds:
         raise ConfigurationError(
-            f"--kinds must be 'all' or some of {', '.join(KINDS)}; got {spec!r}"
+            f"--kinds must be 'all' or some of {', '.join(available)}; got {spec!r}"
         )
     return kinds
 

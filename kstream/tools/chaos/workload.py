@@ -6,9 +6,12 @@ against the input read back (the input topic as it is, not as it was meant to
 be written). `final_values` is what the output's last value per key must be,
 which tells the campaign the job has caught up with all input.
 
-Two workloads: ``wordcount`` (the running word count) and ``windowed``
+Workloads: ``wordcount`` (the running word count) and ``windowed``
 (`kstream.examples.windowed_counts`: event-time tumbling windows, counted per
-key, final results only). The windowed input is made so that its exact output
+key, final results only), and the sink workloads ``postgres``, ``delta`` and
+``iceberg``: the word count writing every update as a row into a table of that
+sink (`sink_jobs`), judged from the table read back (`tables`) exactly as the
+word count's topic is. The windowed input is made so that its exact output
 does not depend on when anything ran: every event is later than the one before
 (so, value i going to partition i % P, every partition's events are in order and
 none is ever late), every partition gets events all along (the idle timeout is
@@ -61,6 +64,10 @@ class Workload:
     extra_params: Mapping[str, str] = field(default_factory=dict)
     #: Parameters naming topics the job writes besides its output (created with it).
     topic_params: tuple[str, ...] = ()
+    #: The sink the job writes into instead of the output topic (`tables.SINKS`), or "".
+    sink: str = ""
+    #: Fault kinds besides `schedule.KINDS` that hit what this workload writes into.
+    fault_kinds: tuple[str, ...] = ()
 
     def params(self, input_topic: str, output_topic: str) -> dict[str, str]:
         params = {"input": input_topic, "output": output_topic, **self.extra_params}
@@ -191,6 +198,18 @@ WORKLOADS = {
         extra_params={"window": "tumbling", "size": str(WINDOW_MS), "ooo": "0", "idle": "3600000"},
         topic_params=("late",),
     ),
+    **{
+        sink: Workload(
+            sink,
+            "kstream.tools.chaos.sink_jobs:job",
+            word_lines,
+            judge_running_count,
+            word_finals,
+            sink=sink,
+            fault_kinds=("postgres-restart",) if sink == "postgres" else (),
+        )
+        for sink in ("postgres", "delta", "iceberg")
+    },
 }
 
 

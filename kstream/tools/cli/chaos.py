@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from kstream.errors import ConfigurationError
 from kstream.tools.cli.console import out, say
 from kstream.tools.cli.options import (
     AT_LEAST_ONE,
@@ -49,12 +50,35 @@ def chaos_command(
         typer.Option(
             "--kinds",
             help="Fault kinds: all, or some of worker-kill, fault-point, worker-stop, "
-            "runner-kill, broker-kill, broker-pause, broker-bounce.",
+            "runner-kill, broker-kill, broker-pause, broker-bounce, and postgres-restart "
+            "with --workload postgres.",
         ),
     ] = "all",
     workload: Annotated[
-        str, typer.Option("--workload", help="The job under test: wordcount or windowed.")
+        str,
+        typer.Option(
+            "--workload",
+            help="The job under test: wordcount, windowed, or the word count into a table: "
+            "postgres, delta, iceberg.",
+        ),
     ] = "wordcount",
+    postgres: Annotated[
+        str,
+        typer.Option(
+            "--postgres",
+            help="--workload postgres: the server's URL (postgres-restart needs a "
+            "`kstream postgres start` server on 127.0.0.1).",
+        ),
+    ] = "postgresql://postgres@127.0.0.1:25432/postgres",
+    table: Annotated[
+        str,
+        typer.Option(
+            "--table",
+            help="Sink workloads: postgres, a new table's name (default chaos_s<seed>_<time>); "
+            "delta, a new table's directory (default OUT/delta-table); iceberg, a new "
+            "directory for catalog and warehouse (default OUT/iceberg).",
+        ),
+    ] = "",
     workers: Annotated[
         int, typer.Option("--workers", help="Worker processes.", callback=AT_LEAST_ONE)
     ] = 3,
@@ -85,21 +109,40 @@ def chaos_command(
     """Run a job while faults are injected at random; judge its output; write a report."""
     from kstream.tools.chaos.campaign import CampaignConfig, run_campaign
     from kstream.tools.chaos.report import summary_lines, write_report
-    from kstream.tools.chaos.schedule import parse_kinds
+    from kstream.tools.chaos.schedule import KINDS, parse_kinds
+    from kstream.tools.chaos.tables import PostgresTable, sink_table
     from kstream.tools.chaos.workload import workload as find_workload
 
+    job = find_workload(workload)
+    out_path = (out_dir or Path("chaos-runs") / f"seed-{seed}").resolve()
+    if table and not job.sink:
+        raise ConfigurationError(f"--table is for the sink workloads; --workload is {workload}")
+    target = (
+        sink_table(job.sink, out_path, seed, postgres=postgres, table=table) if job.sink else None
+    )
+    available = (*KINDS, *job.fault_kinds)
+    if isinstance(target, PostgresTable) and target.server is None:
+        # Only a server kstream runs here can be stopped and started again.
+        available = KINDS
+        if kinds.strip() != "all" and "postgres-restart" in kinds:
+            raise ConfigurationError(
+                f"postgres-restart needs a `kstream postgres start` server on 127.0.0.1; "
+                f"{postgres} is not one"
+            )
+        say(f"{postgres} is no `kstream postgres start` server here: no postgres-restart")
     config = CampaignConfig(
-        workload=find_workload(workload),
+        workload=job,
         duration=duration,
         seed=seed,
         rate=rate,
         port=port,
-        out=(out_dir or Path("chaos-runs") / f"seed-{seed}").resolve(),
+        out=out_path,
         workers=workers,
         mean_gap=mean_gap,
-        kinds=parse_kinds(kinds),
+        kinds=parse_kinds(kinds, available),
         checkpoint_interval=checkpoint_interval,
         guarantee=parse_guarantee(guarantee),
+        table=target,
     )
     result = run_campaign(config, say)
     json_path, png = write_report(result)
