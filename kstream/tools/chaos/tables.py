@@ -112,17 +112,21 @@ class PostgresTable:
             ) from None
 
     def check(self) -> None:
-        """Raises `DatabaseError` (one line) when the server does not answer."""
-        self._connect().close()
+        """Raises `DatabaseError` (one line) when the server does not answer, and
+        `ConfigurationError` when the table exists already."""
+        with self._connect(autocommit=True) as conn:
+            self._refuse_existing(conn)
+
+    def _refuse_existing(self, conn: Any) -> None:
+        if conn.execute("SELECT to_regclass(%s)", (self.name,)).fetchone()[0] is not None:
+            raise ConfigurationError(
+                f"table {self.name} already exists at {self.url}; a campaign writes a new "
+                "table: name another with --table"
+            )
 
     def prepare(self) -> None:
         with self._connect(autocommit=True) as conn:
-            exists = conn.execute("SELECT to_regclass(%s)", (self.name,)).fetchone()[0]
-            if exists is not None:
-                raise ConfigurationError(
-                    f"table {self.name} already exists at {self.url}; a campaign writes a new "
-                    "table: name another with --table"
-                )
+            self._refuse_existing(conn)
             conn.execute(f"CREATE TABLE {self.name} (word text NOT NULL, count bigint NOT NULL)")
 
     def rows(self) -> list[tuple[str, int]]:
@@ -206,7 +210,7 @@ class IcebergTableAt:
 
         _fresh_directory(self.root, self.ours)
         (self.root / "warehouse").mkdir(parents=True)
-        catalog = load_catalog("chaos", **self.catalog)
+        catalog = load_catalog("default", **self.catalog)
         catalog.create_namespace_if_not_exists(ICEBERG_TABLE.split(".")[0])
         catalog.create_table(
             ICEBERG_TABLE,
@@ -219,7 +223,7 @@ class IcebergTableAt:
     def rows(self) -> list[tuple[str, int]]:
         from pyiceberg.catalog import load_catalog
 
-        table = load_catalog("chaos", **self.catalog).load_table(ICEBERG_TABLE)
+        table = load_catalog("default", **self.catalog).load_table(ICEBERG_TABLE)
         t = table.scan(selected_fields=("word", "count")).to_arrow()
         return list(zip(t.column("word").to_pylist(), t.column("count").to_pylist(), strict=True))
 
@@ -256,6 +260,10 @@ def sink_table(
         pg = PostgresTable(postgres, name.lower(), _local_server(postgres))
         pg.check()
         return pg
+    if table and Path(table).exists():
+        raise ConfigurationError(
+            f"{table} already exists; a campaign writes a new table: name another with --table"
+        )
     if sink == "delta":
         return DeltaTableAt(Path(table).resolve() if table else out / "delta-table", not table)
     return IcebergTableAt(Path(table).resolve() if table else out / "iceberg", not table)
