@@ -118,9 +118,16 @@ def marker_need(topic: str, partition: int, sink: Mapping[str, Any]) -> Need | N
     epoch's marker was written, after the newest marker known committed then
     (``marker``: [partition, offset]), so the partition ends past both, and
     still holds that committed one.
+
+    Only the Kafka transactional sink writes markers; its kept epochs are epoch
+    numbers. Other sinks keep ``pending`` epochs of their own shape (the Delta and
+    Iceberg sinks: their files, published by the table's own commit) and read no
+    markers: their snapshots need nothing of the topic.
     """
     pending = sink.get("pending")
     if not isinstance(pending, list) or not pending:
+        return None
+    if not all(type(e) is int for e in pending):
         return None
     marker = sink.get("marker")
     first: int | None = None

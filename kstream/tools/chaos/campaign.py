@@ -133,6 +133,8 @@ class CampaignResult:
     #: Times the checker's live consumer was replaced because it stalled; outputs it missed.
     checker_reconnects: int = 0
     checker_missed: int = 0
+    #: Reads of a sink workload's table that failed (its server restarting).
+    checker_failed_reads: int = 0
     #: Times the campaign's input producer was replaced because it was stuck.
     feeder_replacements: int = 0
     #: When each output record became visible to the checker (seconds after the start).
@@ -645,6 +647,7 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] = print) -> 
             scheduled=c.scheduled,
             checker_reconnects=c.reader.reconnects,
             checker_missed=missed,
+            checker_failed_reads=getattr(c.reader, "failed_reads", 0),
             feeder_replacements=c.feeder.replacements,
             seen=tuple(o.seen_at for o in outputs),
             resources=tuple(c.resources),

@@ -118,6 +118,7 @@ def report_json(result: CampaignResult) -> dict[str, Any]:
         "checker": {
             "reconnects": result.checker_reconnects,
             "outputs_only_seen_at_the_end": result.checker_missed,
+            "table_reads_failed": result.checker_failed_reads,
         },
         "input_producer_replacements": result.feeder_replacements,
         "resources": resources_json(result.resources),

@@ -69,6 +69,16 @@ def test_a_sink_without_kept_epochs_reads_no_markers() -> None:
     assert marker_need("t.commits", 3, {"state": "a sink of another kind"}) is None
 
 
+def test_table_sinks_keep_their_files_and_read_no_markers() -> None:
+    """The Delta and Iceberg sinks' kept epochs are their files, published by the
+    table's own commit: a resume reads nothing of the commit-marker topic for them
+    (a chaos campaign met every resume refused: that partition stays empty)."""
+    delta = {"pending": [{"epoch": 4, "files": ["part-0.parquet"]}]}
+    iceberg = {"pending": [[4, "file:///w/data/part-0.parquet"]]}
+    assert marker_need("t.commits", 0, delta) is None
+    assert marker_need("t.commits", 0, iceberg) is None
+
+
 def test_kept_epochs_need_their_markers_after_the_newest_committed_one() -> None:
     need = marker_need("t.commits", 3, {"pending": [8, 9], "marker": [3, 90]})
     assert need == Need("t.commits", 3, 90, 93, "commit markers")
