@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,7 +245,7 @@ def sink_table(
     sink: str, out: Path, seed: int, *, postgres: str = DEFAULT_POSTGRES_URL, table: str = ""
 ) -> SinkTable:
     """The table of sink workload `sink`: `table` names it (PostgreSQL: a table name,
-    default ``chaos_s<seed>_<unix time>``; Delta: its directory, default
+    default ``chaos_s<seed>_<8 random hex digits>``; Delta: its directory, default
     ``<out>/delta-table``; Iceberg: the catalog's and warehouse's directory, default
     ``<out>/iceberg``). Raises `ToolMissingError` (the extra is missing) or
     `DatabaseError` (PostgreSQL does not answer), one line each."""
@@ -252,7 +253,7 @@ def sink_table(
         raise ConfigurationError(f"{sink!r} is no sink workload; one of {', '.join(SINKS)}")
     _missing(sink)
     if sink == "postgres":
-        name = table or f"chaos_s{seed}_{int(time.time())}"
+        name = table or f"chaos_s{seed}_{uuid.uuid4().hex[:8]}"
         if not name.replace("_", "").isalnum() or not name[0].isalpha():
             raise ConfigurationError(
                 f"--table must be a plain SQL name for postgres; got {table!r}"

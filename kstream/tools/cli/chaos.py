@@ -74,7 +74,7 @@ def chaos_command(
         str,
         typer.Option(
             "--table",
-            help="Sink workloads: postgres, a new table's name (default chaos_s<seed>_<time>); "
+            help="Sink workloads: postgres, a new table's name (default chaos_s<seed>_<hex>); "
             "delta, a new table's directory (default OUT/delta-table); iceberg, a new "
             "directory for catalog and warehouse (default OUT/iceberg).",
         ),
