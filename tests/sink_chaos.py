@@ -24,7 +24,7 @@ from kstream.tools.chaos.workload import workload
 
 #: Seconds of faults (start-up and the drain add some), the first after `WARMUP`.
 DURATION = 30.0
-WARMUP = 8.0
+WARMUP = 12.0
 
 
 def campaign_port(first: int) -> int:

