@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.campaign, pytest.mark.timeout(300)]
 def test_a_short_campaign_leaves_every_update_once_in_the_delta_table(tmp_path: Path) -> None:
     table = DeltaTableAt(tmp_path / "chaos" / "delta-table")
     result, log = sink_campaign(
-        tmp_path, "delta", table, ("worker-kill", "fault-point", "broker-kill"), seed=3
+        tmp_path, "delta", table, ("worker-kill", "fault-point", "broker-kill"), seed=2
     )
     assert result.faults, log
     assert result.recoveries >= 1, log

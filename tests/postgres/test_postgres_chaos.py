@@ -25,7 +25,7 @@ def test_a_short_campaign_with_the_database_restarted_leaves_every_update_once(
     )
     try:
         result, log = sink_campaign(
-            tmp_path, "postgres", table, ("postgres-restart", "fault-point", "worker-kill"), seed=2
+            tmp_path, "postgres", table, ("postgres-restart", "fault-point", "worker-kill"), seed=32
         )
     finally:
         postgres_server.start()  # idempotent: the next tests need it
