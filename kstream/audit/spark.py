@@ -196,11 +196,12 @@ def _late_jar_loader(late: Sequence[Path]) -> None:
     from pyspark import SparkContext
 
     global _LATE_LOADER
-    jvm = SparkContext._jvm
-    assert jvm is not None and SparkContext._gateway is not None
+    jvm, gateway = SparkContext._jvm, SparkContext._gateway
+    assert jvm is not None  # only called once a JVM runs
+    assert gateway is not None
     thread = jvm.java.lang.Thread.currentThread()
     if _LATE_LOADER is None:
-        urls = SparkContext._gateway.new_array(jvm.java.net.URL, 0)
+        urls = gateway.new_array(jvm.java.net.URL, 0)
         _LATE_LOADER = jvm.org.apache.spark.util.MutableURLClassLoader(
             urls, thread.getContextClassLoader()
         )
