@@ -7,8 +7,8 @@ that word count leaves it (one (word, count) row per update, appended in two
 commits), written here with deltalake with one row twice and another missing, shows
 both. Bad input (no Delta table at the path, a missing column, an object-store URI)
 is one line before Spark starts. Cost: a plain session, then two small audits in
-this process and a short word count run: ~50 s on 2 idle cores, up to ~2.5 min
-while a test suite loads them (load average 10).
+this process and a short word count run: 155 s on 2 cores at load average 11-14
+(a test suite running beside), most of it Spark's start and Delta's first read.
 """
 
 from __future__ import annotations
