@@ -1,8 +1,8 @@
 """`kstream audit --table PATH --delta`: Spark reads a real Delta table with Delta's
 own connector and audits it against a real input topic.
 
-The table a real run of the Delta sink's word count example
-(`kstream.examples.wordcount_delta`) wrote on worker processes is clean; a table as
+The table a real run of the Delta sink's word count (tests/delta/wordcount_job.py,
+the job of docs/guide/delta-spark.md) wrote on worker processes is clean; a table as
 that word count leaves it (one (word, count) row per update, appended in two
 commits), written here with deltalake with one row twice and another missing, shows
 both. Bad input (no Delta table at the path, a missing column, an object-store URI)
@@ -31,6 +31,8 @@ from kstream.infra.admin import Admin
 from kstream.testing import produce, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.audit]
+
+JOB = f"{Path(__file__).with_name('wordcount_job.py')}:job"
 
 LINES = ["to be or not to be", "that is the question", "to\tbe\u3000sure", "be be be"]
 
@@ -114,9 +116,7 @@ def test_the_table_of_a_real_word_count_run_is_clean(bootstrap: str, tmp_path: P
     run = unique_name("dlaudit")
     table = tmp_path / "word_counts"
     params = {"input": f"{run}-in", "table": str(table), "name": run}
-    truth, _, messages = run_sink_wordcount(
-        bootstrap, tmp_path, "kstream.examples.wordcount_delta:job", params, lines=200, seed=1
-    )
+    truth, _, messages = run_sink_wordcount(bootstrap, tmp_path, JOB, params, lines=200, seed=1)
     r = audit(params["input"], table, tmp_path / "report", bootstrap)
     assert r.clean, "\n".join(messages)
     assert figures(r) == (0, 0, 0, 0)
