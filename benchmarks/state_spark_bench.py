@@ -9,8 +9,9 @@ Builds a savepoint of `--keys` keys for the word count's ``count`` operator
 value ``i``), then reads it back with `read_state` (``value_type="bigint"``)
 and sums the values on the executors. Prints rows per second for each, timed
 from the call to its last Spark job's end (the bootstrap's key and value
-checks included), the savepoint's size on disk, and the machine's load
-average before and after. The sum and the row count are checked against the
+checks included), the savepoint's size on disk, the driver JVM's heap in
+use after a full GC once each is done, and the machine's load average before
+and after. The sum and the row count are checked against the
 generated ones, so a read that lost or changed rows fails rather than looking
 fast.
 
@@ -56,6 +57,11 @@ class StateFigures:
     savepoint_bytes: int
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
+    #: The driver JVM's heap in use after a full GC, once after each step (MB), and its
+    #: bound: what the driver holds on to (with a local master it is the executor too).
+    heap_after_bootstrap_mb: float
+    heap_after_read_mb: float
+    heap_max_mb: float
 
     @property
     def bootstrap_rows_s(self) -> float:
@@ -80,6 +86,15 @@ def size_on_disk(root: Path) -> int:
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
 
+def heap_in_use_mb(spark: SparkSession) -> tuple[float, float]:
+    """(heap in use after a full GC, maximum heap) of the driver's JVM, in MB."""
+    jvm = spark._jvm
+    assert jvm is not None, "a running session has its JVM"
+    jvm.java.lang.System.gc()
+    rt = jvm.java.lang.Runtime.getRuntime()
+    return float(rt.totalMemory() - rt.freeMemory()) / 1e6, float(rt.maxMemory()) / 1e6
+
+
 def measure(spark: SparkSession, keys: int, workers: int, target: Path) -> StateFigures:
     """Bootstrap `keys` keys into the savepoint `target` (must not exist), then read them."""
     from pyspark.sql import functions as sf
@@ -93,6 +108,7 @@ def measure(spark: SparkSession, keys: int, workers: int, target: Path) -> State
         out=str(target), params=PARAMS, workers=workers,
     )  # fmt: skip
     bootstrap_s = time.monotonic() - t0
+    heap_bootstrap, _ = heap_in_use_mb(spark)
     written = sum(result.keys.values())
     if written != keys:
         raise SystemExit(f"the bootstrap wrote {written} keys, not {keys}")
@@ -100,11 +116,13 @@ def measure(spark: SparkSession, keys: int, workers: int, target: Path) -> State
     state = read_state(spark, result.url, OPERATOR, value_type="bigint")
     row = state.agg(sf.count("*").alias("rows"), sf.sum("value").alias("total")).collect()[0]
     read_s = time.monotonic() - t0
+    heap_read, heap_max = heap_in_use_mb(spark)
     if (row["rows"], row["total"]) != (keys, keys * (keys - 1) // 2):
         raise SystemExit(f"read {row['rows']} rows summing to {row['total']}: not what was written")
     return StateFigures(
-        keys, bootstrap_s, read_s, size_on_disk(target), load_before, os.getloadavg()
-    )
+        keys, bootstrap_s, read_s, size_on_disk(target), load_before, os.getloadavg(),
+        heap_bootstrap, heap_read, heap_max,
+    )  # fmt: skip
 
 
 def report(fig: StateFigures, master: str, workers: int) -> str:
@@ -118,6 +136,8 @@ def report(fig: StateFigures, master: str, workers: int) -> str:
         f"read / bootstrap: {fig.read_rows_s / fig.bootstrap_rows_s:.2f}",
         f"savepoint: {fig.savepoint_bytes / 1e6:.1f} MB "
         f"({fig.savepoint_bytes / fig.keys:.1f} B/key)",
+        f"driver heap in use after GC: {fig.heap_after_bootstrap_mb:.0f} MB after the "
+        f"bootstrap, {fig.heap_after_read_mb:.0f} MB after the read (max {fig.heap_max_mb:.0f})",
         f"load average (1/5/15 min): before {load(fig.load_before)}, "
         f"after {load(fig.load_after)}",
     ])  # fmt: skip
