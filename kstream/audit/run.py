@@ -251,6 +251,7 @@ def _raise_if_kafka(exc: Exception, bootstrap: str) -> None:
 def _raise_if_database(exc: Exception, table: TableAudit) -> None:
     """Turn a Spark failure caused by the table's database into one line."""
     text = str(exc)
-    if "org.postgresql" in text or "SQLException" in text:
+    # PostgreSQL's JDBC driver, or Delta's connector ([DELTA_...] error classes).
+    if any(m in text for m in ("org.postgresql", "SQLException", "sql.delta.", "[DELTA_")):
         cause = next((ln.strip() for ln in text.splitlines() if "Exception" in ln), text[:200])
         raise DatabaseError(f"Spark could not read {table.reader.label}: {cause}") from None

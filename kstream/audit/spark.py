@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -176,6 +176,40 @@ def _await_executor(spark: SparkSession, master: str, timeout_s: float) -> None:
 
 #: The jars this process's JVM started with (its driver's class path).
 _LAUNCH_JARS: set[Path] = set()
+#: The class loader of the jars added after the JVM started (a py4j handle to a
+#: Spark ``MutableURLClassLoader``), created once and kept for the process's life,
+#: and the jars it holds.
+_LATE_LOADER: Any = None
+_LATE_JARS: set[Path] = set()
+
+
+def _late_jar_loader(late: Sequence[Path]) -> None:
+    """Make one process-wide class loader hold `late` and set it as this thread's.
+
+    Set before the session is created, it becomes the parent of the session's own
+    class loaders (its SQL extensions, its jars, its local executors), so every
+    session of this JVM sees the same classes. A library whose classes register
+    JVM-wide state when they load cannot be loaded twice: a second copy of Delta's
+    classes, from a later session's ``ADD JAR``, fails with ``Config entry
+    spark.databricks.delta... already registered`` (``ExceptionInInitializerError``).
+    """
+    from pyspark import SparkContext
+
+    global _LATE_LOADER
+    jvm, gateway = SparkContext._jvm, SparkContext._gateway
+    assert jvm is not None  # only called once a JVM runs
+    assert gateway is not None
+    thread = jvm.java.lang.Thread.currentThread()
+    if _LATE_LOADER is None:
+        urls = gateway.new_array(jvm.java.net.URL, 0)
+        _LATE_LOADER = jvm.org.apache.spark.util.MutableURLClassLoader(
+            urls, thread.getContextClassLoader()
+        )
+    for jar in late:
+        if jar not in _LATE_JARS:
+            _LATE_LOADER.addURL(jvm.java.io.File(str(jar)).toURI().toURL())
+            _LATE_JARS.add(jar)
+    thread.setContextClassLoader(_LATE_LOADER)
 
 
 @contextlib.contextmanager
@@ -202,7 +236,10 @@ def spark_session(
     driver's class path only when that JVM starts: a later session's jars went
     to the executors alone, so its driver could not load e.g. the PostgreSQL
     JDBC driver (``ClassNotFoundException``). Jars the JVM did not start with
-    are added to the driver as well (Spark SQL's ``ADD JAR``). Known limit: in
+    are added to the driver as well: to one class loader kept for the process's
+    life and made the parent of the session's (so its SQL extensions load, and
+    Delta's classes, which register JVM-wide settings, load once), and with Spark
+    SQL's ``ADD JAR``. Known limit: in
     a JVM started without the Kafka connector jars, the second session that
     adds them fails in its Kafka reads (``NoClassDefFoundError``); run such
     audits in a process of their own (``kstream audit`` does).
@@ -232,6 +269,9 @@ def spark_session(
         builder = builder.config("spark.driver.memory", LOCAL_DRIVER_MEMORY)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     jvm_running = SparkContext._gateway is not None
+    late = [j for j in jars if jvm_running and j not in _LAUNCH_JARS]
+    if late:
+        _late_jar_loader(late)
     try:
         with _jvm_output_to(log_file):
             spark = builder.getOrCreate()
@@ -245,7 +285,7 @@ def spark_session(
     loader = thread.getContextClassLoader()
     if not jvm_running:
         _LAUNCH_JARS.update(jars)
-    for jar in [j for j in jars if jvm_running and j not in _LAUNCH_JARS]:
+    for jar in late:
         # Sets this (py4j-pinned) thread's class loader to the session's, with the jar.
         quoted = str(jar).replace("'", "\\'")
         spark.sql(f"ADD JAR '{quoted}'")

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from job_runs import wait_running
+from state_spark import spark as spark  # the module's Spark session (a fixture)
 from test_job_safety import Job, counts, lines, stop, truth
 
-from kstream.audit.jars import connector_jars
-from kstream.audit.spark import spark_session
 from kstream.errors import CheckpointError, ConfigurationError, StateValueError
 from kstream.infra.admin import Admin
 from kstream.testing import produce, unique_name, wait_settled
@@ -29,13 +27,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e, pytest.mark.audit]
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    log = tmp_path_factory.mktemp("spark") / "spark.log"
-    with spark_session("local[2]", connector_jars(), log, app_name="kstream-state") as session:
-        yield session
 
 
 def history_counts(spark: SparkSession, text: list[str]) -> DataFrame:

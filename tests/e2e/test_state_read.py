@@ -11,17 +11,15 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from job_runs import stop_with_savepoint
+from state_spark import spark as spark  # the module's Spark session (a fixture)
 from test_cli_run import wait_for
 from test_job_safety import Job, caught_up, lines, truth
 
-from kstream.audit.jars import connector_jars
-from kstream.audit.spark import spark_session
 from kstream.errors import CheckpointError, ConfigurationError
 from kstream.infra.admin import Admin
 from kstream.testing import produce, unique_name
@@ -44,13 +42,6 @@ def wordcount_savepoint(
     run = job.run(src, dst)
     wait_for(lambda: caught_up(bootstrap, dst, truth(text)), 90, "the job to catch up")
     return stop_with_savepoint(bootstrap, job.name, run), dict(truth(text))
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    log = tmp_path_factory.mktemp("spark") / "spark.log"
-    with spark_session("local[2]", connector_jars(), log) as session:
-        yield session
 
 
 def test_read_back_equals_the_counts_of_the_input(

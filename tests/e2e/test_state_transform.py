@@ -14,18 +14,16 @@ import copy
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pytest
 from job_runs import stop_with_savepoint, wait_running
+from state_spark import spark as spark  # the module's Spark session (a fixture)
 from test_cli_run import wait_for
 from test_job_safety import Job, caught_up, counts, lines, truth
 
-from kstream.audit.jars import connector_jars
-from kstream.audit.spark import spark_session
 from kstream.errors import CheckpointError, ConfigurationError, StateValueError
 from kstream.infra.admin import Admin
 from kstream.testing import produce, unique_name, wait_settled
@@ -36,13 +34,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e, pytest.mark.audit]
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    log = tmp_path_factory.mktemp("spark") / "spark.log"
-    with spark_session("local[2]", connector_jars(), log, app_name="kstream-state") as session:
-        yield session
 
 
 def mixed_case(n: int) -> list[str]:

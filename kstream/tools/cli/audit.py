@@ -64,8 +64,8 @@ def audit_command(
         str | None,
         typer.Option(
             "--table",
-            help="Audit this table instead of an output topic (schema.table or table); "
-            "its database is --postgres.",
+            help="Audit this table instead of an output topic: with --postgres, "
+            "schema.table or table; with --delta, the Delta table's path or file:// URI.",
         ),
     ] = None,
     postgres: Annotated[
@@ -75,6 +75,10 @@ def audit_command(
             help="The PostgreSQL database of --table: postgresql://user:password@host:port/db.",
         ),
     ] = None,
+    delta: Annotated[
+        bool,
+        typer.Option("--delta", help="--table is a Delta table (a path or file:// URI)."),
+    ] = False,
     key: Annotated[
         str | None,
         typer.Option("--key", help="The table's key columns, comma-separated (e.g. word)."),
@@ -99,10 +103,13 @@ def audit_command(
     from kstream.audit.run import run_audit
     from kstream.infra.cluster import bootstrap_servers as resolve_bootstrap
 
-    audited = _table(table, postgres, key, value)
+    audited = _table(table, postgres, delta, key, value)
     if (output_topic is None) == (audited is None):
         raise ConfigurationError("audit either --output TOPIC or --table TABLE, exactly one")
-    name = output_topic or (table or "").replace("/", "_")
+    # The default report folder: the topic, the PostgreSQL table, or the Delta table's
+    # directory name.
+    name = output_topic or (Path(table or "").name if delta else table) or ""
+    name = name.replace("/", "_")
     bootstrap = resolve_bootstrap(bootstrap_servers, _say)
     result = run_audit(
         input_topic=input_topic,
@@ -135,19 +142,26 @@ def _columns(option: str, text: str | None) -> tuple[str, ...]:
 
 
 def _table(
-    table: str | None, postgres: str | None, key: str | None, value: str | None
+    table: str | None, postgres: str | None, delta: bool, key: str | None, value: str | None
 ) -> TableAudit | None:
-    """The table `--table`/`--postgres`/`--key`/`--value` name; None without --table."""
-    from kstream.audit.tables import PostgresTable, TableAudit
+    """The table `--table`/`--postgres`/`--delta`/`--key`/`--value` name; None without --table.
+
+    `--table` names the table in both kinds; `--postgres URL` or the flag `--delta`
+    says which kind it is, so a Delta table needs no second location option.
+    """
+    from kstream.audit.tables import DeltaLakeTable, PostgresTable, TableAudit, TableReader
 
     if table is None:
-        if postgres is not None or key is not None or value is not None:
-            raise ConfigurationError("--postgres, --key and --value go with --table")
+        if postgres is not None or delta or key is not None or value is not None:
+            raise ConfigurationError("--postgres, --delta, --key and --value go with --table")
         return None
-    if postgres is None:
-        raise ConfigurationError("--table needs its database: --postgres postgresql://…")
+    if (postgres is None) == (not delta):
+        raise ConfigurationError(
+            "--table needs its kind, exactly one: --postgres postgresql://… or --delta"
+        )
     if key is None:
         raise ConfigurationError("--table needs its key columns: --key COL[,COL...]")
-    return TableAudit(
-        PostgresTable(postgres, table), _columns("--key", key), _columns("--value", value)
+    reader: TableReader = (
+        DeltaLakeTable(table) if postgres is None else PostgresTable(postgres, table)
     )
+    return TableAudit(reader, _columns("--key", key), _columns("--value", value))
