@@ -11,7 +11,12 @@ from sink_chaos import sink_campaign
 
 from kstream.tools.chaos.tables import IcebergTableAt
 
-pytestmark = [pytest.mark.e2e, pytest.mark.campaign, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.campaign,
+    pytest.mark.extended,
+    pytest.mark.timeout(300),
+]
 
 
 def test_a_short_campaign_leaves_every_update_once_in_the_iceberg_table(
