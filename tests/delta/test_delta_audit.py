@@ -16,46 +16,27 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 from sink_wordcount import run_sink_wordcount
+from table_audit import GOOD, input_topic_of_lines
 
 from kstream.audit import AuditResult, run_audit
 from kstream.audit.tables import DeltaLakeTable, TableAudit
 from kstream.errors import ConfigurationError
-from kstream.infra.admin import Admin
-from kstream.testing import produce, unique_name
+from kstream.testing import unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.audit]
 
 JOB = f"{Path(__file__).with_name('wordcount_job.py')}:job"
 
-LINES = ["to be or not to be", "that is the question", "to\tbe\u3000sure", "be be be"]
-
-
-def running_counts(lines: list[str]) -> list[tuple[str, int]]:
-    counts: Counter[str] = Counter()
-    rows = []
-    for line in lines:
-        for word in line.split():
-            counts[word] += 1
-            rows.append((word, counts[word]))
-    return rows
-
-
-GOOD = running_counts(LINES)
-
 
 @pytest.fixture(scope="module")
 def input_topic(bootstrap: str) -> str:
-    name = unique_name("audit-delta-in")
-    Admin(bootstrap).create_topics({name: 2})
-    produce(bootstrap, name, [(None, s.encode()) for s in LINES], transactional_id=name)
-    return name
+    return input_topic_of_lines(bootstrap, "audit-delta-in")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+from table_audit import running_counts
 
 pytestmark = [pytest.mark.audit]
 
@@ -38,12 +39,7 @@ def test_the_pages_query_prints_the_most_frequent_words(tmp_path: Path) -> None:
     text = ["to be or not to be", "that is the question", "be be be"] + [
         f"w{i % 13} w{i % 7}" for i in range(100)
     ]
-    counts: Counter[str] = Counter()
-    rows = []
-    for line in text:
-        for word in line.split():
-            counts[word] += 1
-            rows.append((word, counts[word]))
+    rows = running_counts(text)
     table = tmp_path / "word_counts"
     for part in (rows[: len(rows) // 2], rows[len(rows) // 2 :]):  # two commits
         words, ns = zip(*part, strict=True)
@@ -59,5 +55,6 @@ def test_the_pages_query_prints_the_most_frequent_words(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    counts = Counter(w for line in text for w in line.split())
     top = sorted(counts.items(), key=lambda wc: (-wc[1], wc[0]))[:10]
     assert done.stdout.splitlines() == [f"{w} {n}" for w, n in top]

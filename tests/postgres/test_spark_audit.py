@@ -15,46 +15,28 @@ import json
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import psycopg
 import pytest
+from table_audit import GOOD, LINES, input_topic_of_lines
 
 from kstream.audit import AuditResult, run_audit
 from kstream.audit.tables import PostgresTable, TableAudit, jdbc_url, redact
 from kstream.errors import ConfigurationError
-from kstream.infra.admin import Admin
 from kstream.infra.postgres import LocalPostgres
 from kstream.infra.spark_cluster import SparkCluster
-from kstream.testing import produce, unique_name
+from kstream.testing import unique_name
 
 pytestmark = [pytest.mark.postgres, pytest.mark.audit]
 
-LINES = ["to be or not to be", "that is the question", "to\tbe\u3000sure", "be be be"]
 #: An unreachable database is reported by the audit's connect check, before Spark starts.
 FAIL_FAST_S = 20
 
 
-def running_counts(lines: list[str]) -> list[tuple[str, int]]:
-    counts: Counter[str] = Counter()
-    rows = []
-    for line in lines:
-        for word in line.split():
-            counts[word] += 1
-            rows.append((word, counts[word]))
-    return rows
-
-
-GOOD = running_counts(LINES)
-
-
 @pytest.fixture(scope="module")
 def input_topic(bootstrap: str) -> str:
-    name = unique_name("audit-table-in")
-    Admin(bootstrap).create_topics({name: 2})
-    produce(bootstrap, name, [(None, s.encode()) for s in LINES], transactional_id=name)
-    return name
+    return input_topic_of_lines(bootstrap, "audit-table-in")
 
 
 def make_table(url: str, rows: list[tuple[str, int]]) -> str:
