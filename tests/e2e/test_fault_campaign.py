@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sink_chaos import campaign_port
 
 from kstream.tools.chaos.campaign import CampaignConfig, CampaignResult, run_campaign
-from kstream.tools.chaos.own_broker import refusal, survey
 from kstream.tools.chaos.report import summary_lines, write_report
 from kstream.tools.chaos.workload import workload
 
@@ -32,15 +32,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.campaign, pytest.mark.extended]
 DURATION = 200.0
 #: The windowed run's: shorter, the word count's run covers every fault kind.
 WINDOWED_DURATION = 150.0
-
-
-def campaign_port(first: int) -> int:
-    """The first port from `first` on (in steps of 2: listener and controller) that a
-    campaign may take: `kstream chaos` refuses one holding data it did not create."""
-    for port in range(first, first + 40, 2):
-        if refusal(survey(port)) is None:
-            return port
-    pytest.fail(f"no port from {first} to {first + 38} may hold a campaign's broker")
 
 
 def campaign(
