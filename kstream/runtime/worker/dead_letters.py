@@ -6,8 +6,12 @@ destination refuses a result (`SinkContext.refused`). The job's
 ``on_error`` decides: ``"fail"`` stops the job (`JobFailedError`), ``"skip"``
 drops the record with a warning, ``"dead-letter"`` writes it, with why and
 where it came from in headers (`kstream.protocol.names`), to the job's
-dead-letter topic through the worker's shared producer (so the dead letter
-belongs to the same epoch as the outputs, under exactly-once too).
+dead-letter topic through the worker's shared producer.
+
+That producer has no transactions, so dead letters are written at least once,
+whatever the job's guarantee: after a recovery, a record that failed after the
+restored checkpoint fails again and its dead letter is written again. The
+source headers (topic, partition, offset) tell the repeats apart.
 """
 
 from __future__ import annotations
