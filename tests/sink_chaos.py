@@ -27,9 +27,11 @@ DURATION = 30.0
 WARMUP = 12.0
 
 
-def campaign_port(first: int) -> int:
-    """The first port from `first` on (in steps of 2: listener and controller) that a
-    campaign may take: `kstream chaos` refuses one holding data it did not create."""
+def campaign_port() -> int:
+    """The first port from ``KSTREAM_CHAOS_BROKER_PORT`` (default 23392) on, in steps
+    of 2 (listener and controller), that a campaign may take: `kstream chaos`
+    refuses one holding data it did not create."""
+    first = int(os.environ.get("KSTREAM_CHAOS_BROKER_PORT", "23392"))
     for port in range(first, first + 40, 2):
         if refusal(survey(port)) is None:
             return port
@@ -47,7 +49,7 @@ def sink_campaign(
         duration=DURATION,
         seed=seed,
         rate=40.0,
-        port=campaign_port(int(os.environ.get("KSTREAM_CHAOS_BROKER_PORT", "23392"))),
+        port=campaign_port(),
         out=tmp_path / "chaos",
         workers=2,
         mean_gap=5.0,

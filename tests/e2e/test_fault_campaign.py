@@ -12,7 +12,6 @@ the next pair of ports a campaign may take. The schedule is seeded: a failure is
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ def campaign(
         duration=duration,
         seed=seed,
         rate=100.0,
-        port=campaign_port(int(os.environ.get("KSTREAM_CHAOS_BROKER_PORT", "23392"))),
+        port=campaign_port(),
         out=tmp_path / "chaos",
         mean_gap=8.0,
     )
