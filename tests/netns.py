@@ -92,7 +92,24 @@ class Host:
         process is the command itself (its pid, its signals, its exit code)."""
         proc = subprocess.Popen(["ip", "netns", "exec", self.namespace, *cmd], **kwargs)
         self.net.processes.append(proc)
+        self._entered(proc)
         return proc
+
+    def _entered(self, proc: subprocess.Popen[bytes]) -> None:
+        """Return once `proc` is inside this host's namespace (or has ended).
+
+        ``ip`` enters the namespace after the fork; until then the process is in
+        the root namespace, where `pids` and `kill_all` would miss it.
+        """
+        want = os.stat(f"/run/netns/{self.namespace}").st_ino
+        deadline = time.monotonic() + 10
+        while proc.poll() is None:
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                if os.stat(f"/proc/{proc.pid}/ns/net").st_ino == want:
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.namespace}: pid {proc.pid} never entered it")
+            time.sleep(0.005)  # a fork-and-setns takes a few milliseconds
 
     def pids(self) -> list[int]:
         """Every process whose network namespace is this host's."""
