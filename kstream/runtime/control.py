@@ -81,6 +81,8 @@ REASON_CHARS = 2000
 STALL_S = 10.0
 #: How long that check waits for the topic's end offset: it runs in the worker's loop.
 STALL_CHECK_TIMEOUT_S = 2.0
+#: How often `ControlReader.settled_end` asks whether a commit marker is written.
+SETTLE_POLL_S = 0.02
 #: How long the broker holds a reader's fetch while the topic has nothing new. A
 #: fetch returns as soon as a record is appended, so this adds no latency to any
 #: message; it only sets how often an idle reader asks. At 10 ms the three readers
@@ -367,15 +369,56 @@ class ControlReader:
                 out.append((msg.offset() or 0, body))
         return out
 
-    def read_to_end(self, timeout: float = 30.0) -> Iterator[tuple[int, ControlMessage]]:
-        """Every message up to the end offset as of this call."""
-        for offset, body in self._records_to_end(timeout):
+    def read_to_end(
+        self, timeout: float = 30.0, *, settle: float = 0.0
+    ) -> Iterator[tuple[int, ControlMessage]]:
+        """Every message up to the end offset as of this call.
+
+        With `settle` > 0, also every message whose transaction was committed by
+        this call but is not readable yet, waiting up to `settle` seconds for it
+        (`settled_end`).
+        """
+        for offset, body in self._records_to_end(timeout, settle):
             message = decode(body)
             if message is not None:
                 yield offset, message
 
-    def _records_to_end(self, timeout: float) -> Iterator[tuple[int, dict[str, Any]]]:
+    def settled_end(self, settle: float) -> int:
+        """The end offset once every transaction open at this call has ended, or
+        after `settle` seconds, whichever comes first.
+
+        The coordinator's `commit_transaction` returns once the commit is decided;
+        the broker writes the commit marker just after, and until then a
+        read_committed reader's end (the last stable offset) stops before the
+        message. A worker that stops cleanly reads the control topic to its end
+        to commit what completed checkpoints cover: reading to the last stable
+        offset alone, it could miss a completion the coordinator had committed
+        just before stopping it, and leave that checkpoint's output to the next
+        run. A transaction that never ends (its coordinator killed mid-send)
+        holds the end back for the whole `settle`.
+        """
         end = self.end_offset()
+        if settle <= 0:
+            return end
+        high = _uncommitted_end(self._bootstrap, self.topic, self._group)
+        deadline = time.monotonic() + settle
+        while end < high and time.monotonic() < deadline:
+            time.sleep(SETTLE_POLL_S)  # the broker writes the marker; nothing to wait on
+            end = self.end_offset()
+        if end < high:
+            log.info(
+                "%s: a transaction is still open after %.0fs (offsets %d-%d unread)",
+                self.topic,
+                settle,
+                end,
+                high,
+            )
+        return end
+
+    def _records_to_end(
+        self, timeout: float, settle: float = 0.0
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        end = self.settled_end(settle)
         deadline = time.monotonic() + timeout
         last = -1
         while last + 1 < end:
@@ -390,6 +433,28 @@ class ControlReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def _uncommitted_end(bootstrap: str, topic: str, group: str) -> int:
+    """`topic`'s partition 0 high watermark, open transactions' records included."""
+    probe = Consumer(
+        client_config(
+            bootstrap,
+            MANUAL_OFFSETS,
+            {"group.id": group, "isolation.level": "read_uncommitted"},
+        )
+    )
+    try:
+        _, high = request(
+            lambda: probe.get_watermark_offsets(
+                TopicPartition(topic, 0), timeout=FLUSH_TIMEOUT_S, cached=False
+            ),
+            f"cannot read the end of {topic}",
+            FLUSH_TIMEOUT_S,
+        )
+    finally:
+        probe.close()
+    return int(high)
 
 
 def read_history(bootstrap: str, job: str) -> list[dict[str, Any]]:

@@ -93,6 +93,10 @@ HEARTBEAT_S = 2.0
 IDLE_WAIT_S = 0.01
 #: How long a new worker waits for the coordinator's first `recover`.
 JOIN_TIMEOUT_S = 60.0
+#: How long a cleanly stopping worker waits for the coordinator's last transaction
+#: to become readable (`ControlReader.settled_end`): milliseconds as a rule;
+#: well inside the runner's grace before it kills a stopping worker (20 s).
+STOP_SETTLE_S = 10.0
 
 
 class Worker:
@@ -530,7 +534,9 @@ class Worker:
                 self._heartbeat()
             # A clean stop: commit what completed checkpoints cover before leaving,
             # so the output of the last checkpoint does not wait for the next run.
-            for _, msg in reader.read_to_end():
+            # Settled: the completion the coordinator committed just before it
+            # stopped this worker may not be readable yet.
+            for _, msg in reader.read_to_end(settle=STOP_SETTLE_S):
                 self._carry_out(self._read(msg, Where.STOPPING))
             # The final counts, for the runner's summary.
             self._heartbeat(force=True, flush=True)
