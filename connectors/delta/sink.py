@@ -66,6 +66,12 @@ class DeltaSink(Sink[Any]):
     def name(self) -> str:
         return f"delta:{self.uri}"
 
+    @property
+    def commit_markers(self) -> bool:
+        # Its kept epochs are data files, published by the table's own commit
+        # (the commit names the epoch), never by commit markers.
+        return False
+
     def _options(self) -> dict[str, str] | None:
         return dict(self.storage_options) if self.storage_options is not None else None
 

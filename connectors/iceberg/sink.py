@@ -59,6 +59,12 @@ class IcebergSink(Sink[object]):
     def name(self) -> str:
         return f"iceberg:{self.table}"
 
+    @property
+    def commit_markers(self) -> bool:
+        # Its kept epochs are data files, published by the table's own commit
+        # (the snapshot summary names the epoch), never by commit markers.
+        return False
+
     def describe(self) -> Columns:
         """The table's declared columns as the sink writes them (checked as `check` does)."""
         catalog = open_catalog(self.catalog_name, self.catalog)

@@ -29,7 +29,7 @@ from kstream.connectors.iceberg.table import (
     write_file,
 )
 from kstream.dataflow.outputs import SinkContext, SinkSnapshot, SinkWriter
-from kstream.errors import DatabaseError
+from kstream.errors import DatabaseError, RecordRefusedError
 
 __all__ = ["FILE_ROWS", "IcebergWriter"]
 
@@ -99,8 +99,17 @@ class IcebergWriter(SinkWriter):
 
     def _write_file(self, epoch: int) -> None:
         rows, self._rows = self._rows, []
+        data, refused = self._columns.arrow(rows)
+        # A row Arrow refuses is the result's fault, not the epoch's: it goes to
+        # the error policy, and the others are written.
+        for r in refused:
+            self._ctx.refused(r.row, RecordRefusedError(r.why))
+        if data.num_rows == 0:
+            return
         self._files.append(
-            write_file(self._tbl(), self._columns, rows, self._head, epoch, self._ctx.generation)
+            write_file(
+                self._tbl(), self._columns.table, data, self._head, epoch, self._ctx.generation
+            )
         )
 
     def pre_commit(self, epoch: int) -> SinkSnapshot:

@@ -54,6 +54,13 @@ class KafkaSink(Sink[T_contra]):
     def name(self) -> str:
         return f"kafka:{self.topic}"
 
+    @property
+    def commit_markers(self) -> bool:
+        # Exactly-once: each epoch's transaction carries its marker, and a
+        # recovery re-publishes the kept epochs after the newest committed one.
+        # The other guarantees keep no epochs, so they need no markers either.
+        return True
+
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
 

@@ -61,6 +61,12 @@ class PostgresSink(Sink[Any]):
     def name(self) -> str:
         return f"postgres:{self.table}"
 
+    @property
+    def commit_markers(self) -> bool:
+        # Its kept epochs are prepared transactions, confirmed by the database
+        # itself (`pg_prepared_xacts`), never by commit markers.
+        return False
+
     def check(self, bootstrap: str) -> None:
         with connect(self.url, autocommit=True) as conn:
             check_server(conn)

@@ -216,6 +216,9 @@ class Sink(ABC, Generic[T_contra]):
                       it must not change between runs that resume each other
     `lineage`         by the runner once per run, before any worker starts:
                       True is refused unless the sink is in its source's stage
+    `commit_markers`  by the runner before it resumes a checkpoint: True
+                      makes it check that the job's commit-marker topic still
+                      holds the markers the sink's kept epochs are confirmed by
     `check`           by the runner once per run, before any worker starts and
                       after `lineage` is accepted; raising refuses the run
     `topics`          by every worker once when it starts, to size the record
@@ -243,6 +246,24 @@ class Sink(ABC, Generic[T_contra]):
 
         Positions do not cross channels, so the runner refuses a sink that asks
         for them outside its source's stage. Default: False.
+        """
+        return False
+
+    @property
+    def commit_markers(self) -> bool:
+        """Whether a recovery tells the writer's published epochs from its unpublished
+        ones by the commit markers it wrote in the job's commit-marker topic.
+
+        True for a sink whose kept epochs (the snapshot meta's ``pending``, epoch
+        numbers, with ``marker``: [partition, offset] of the newest marker known
+        committed) are re-published after the newest committed marker, as the
+        Kafka transactional sink's are: before resuming, the runner refuses a
+        checkpoint whose markers that topic lost (deleted, or cut by retention),
+        since the epochs would be published again
+        (`kstream.protocol.resume_check.marker_need`). False (the default) for a
+        sink that confirms its epochs in the destination itself (a table's own
+        commit, a prepared transaction): its snapshots read nothing of that
+        topic, whatever they keep.
         """
         return False
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kstream.dataflow.graph import Input, Stage, sink_nodes
 from kstream.dataflow.job import Job
+from kstream.dataflow.outputs import Sink
 from kstream.errors import ConfigurationError
 from kstream.protocol.names import (
     channel_topic,
@@ -157,6 +158,14 @@ class Plan:
                     return base + task.index
                 base += self.parallelism[stage.index]
         raise ConfigurationError(f"{task.id} has no sink number {ordinal}")
+
+    def sink(self, task: TaskSpec, ordinal: int) -> Sink:
+        """The `ordinal`-th sink (in `sink_nodes` order) of `task`'s stage."""
+        nodes = sink_nodes(self.job.stages[task.stage].root)
+        sink = nodes[ordinal].sink if 0 <= ordinal < len(nodes) else None
+        if sink is None:
+            raise ConfigurationError(f"{task.id} has no sink number {ordinal}")
+        return sink
 
     def sink_subtasks(self) -> int:
         return sum(

@@ -9,8 +9,10 @@ A completed checkpoint points into the job's internal topics:
   subtask recorded (for an unaligned snapshot, through its recorded channel
   state): otherwise the subtask waits for offsets that are never written again,
   or skips records that are gone;
-* the commit-marker topic tells a transactional sink which epochs its snapshot
-  kept are already published: without the markers it publishes them again.
+* the commit-marker topic tells a sink that declares commit markers
+  (`Sink.commit_markers`: the Kafka transactional sink) which epochs its
+  snapshot kept are already published: without the markers it publishes them
+  again.
 
 A topic deleted (or deleted and created again, empty), or cut by retention,
 loses these, and a resume would go wrong without a word. The runner gathers
@@ -109,25 +111,26 @@ def channel_needs(
     return out
 
 
-def marker_need(topic: str, partition: int, sink: Mapping[str, Any]) -> Need | None:
-    """What a transactional sink's snapshot (`sink`, its meta) reads of its
-    commit-marker partition; None if nothing.
+def marker_need(
+    topic: str, partition: int, sink: Mapping[str, Any], *, markers: bool
+) -> Need | None:
+    """What a sink's snapshot (`sink`, its meta) reads of its commit-marker
+    partition; None if nothing.
+
+    `markers` is the sink's declared `kstream.dataflow.outputs.Sink.commit_markers`:
+    only a sink that confirms its kept epochs by commit markers (the Kafka
+    transactional sink) reads any. The others (PostgreSQL, Delta, Iceberg)
+    confirm theirs in the destination and read nothing of the topic, whatever
+    their ``pending`` holds.
 
     Only a snapshot that kept epochs (``pending``) reads markers: a recovery
     re-publishes the kept epochs after the newest committed marker. Each kept
     epoch's marker was written, after the newest marker known committed then
     (``marker``: [partition, offset]), so the partition ends past both, and
     still holds that committed one.
-
-    Only the Kafka transactional sink writes markers; its kept epochs are epoch
-    numbers. Other sinks keep ``pending`` epochs of their own shape (the Delta and
-    Iceberg sinks: their files, published by the table's own commit) and read no
-    markers: their snapshots need nothing of the topic.
     """
     pending = sink.get("pending")
-    if not isinstance(pending, list) or not pending:
-        return None
-    if not all(type(e) is int for e in pending):
+    if not markers or not isinstance(pending, list) or not pending:
         return None
     marker = sink.get("marker")
     first: int | None = None

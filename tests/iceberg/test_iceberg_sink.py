@@ -5,6 +5,7 @@ abort); the table is read back with pyiceberg."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,13 @@ from pyiceberg.types import LongType, NestedField, StringType
 from kstream.connectors.iceberg import IcebergSink
 from kstream.connectors.iceberg.marks import EPOCH_KEY, GENERATION_KEY, SINK_KEY
 from kstream.dataflow.outputs import SinkContext, SinkWriter
-from kstream.errors import ConfigurationError, DatabaseError, ProducerFencedError, RecordError
+from kstream.errors import (
+    ConfigurationError,
+    DatabaseError,
+    ProducerFencedError,
+    RecordError,
+    RecordRefusedError,
+)
 
 pytestmark = [pytest.mark.iceberg]
 
@@ -150,10 +157,43 @@ def test_results_that_are_not_rows_are_record_errors(catalog: dict[str, str], ta
     ]:
         with pytest.raises(RecordError, match=words):
             w.write(bad)
+    # No error policy at hand: a value Arrow refuses is raised, in one line.
     w.begin_epoch(1)
     w.write(("a", "not a number"))
-    with pytest.raises(DatabaseError, match="do not fit the table's types"):
+    with pytest.raises(RecordRefusedError, match=r"refused row \('a', 'not a number'\)"):
         w.pre_commit(1)
+
+
+def test_values_arrow_refuses_go_to_the_error_policy_and_the_others_land(
+    catalog: dict[str, str], table: str
+) -> None:
+    """A value that does not fit its column's type is the row's refusal, found when
+    the epoch's file is written: the error policy gets the row with Arrow's message
+    in one line, and the epoch's other rows land once it commits."""
+    refused: list[tuple[Any, RecordError]] = []
+    ctx = replace(context(), refused=lambda value, exc: refused.append((value, exc)))
+    w = sink(catalog, table).open(ctx)
+    w.recover(None, None)
+    good = [(f"w{i}", i) for i in range(1, 2_000)]
+    bad = [("x", "not a number"), ("y", 2**70), (3, 3)]
+    values = [*good[:700], bad[0], *good[700:1500], bad[1], bad[2], *good[1500:]]
+    epoch(w, 1, values)
+    assert [v for v, _ in refused] == bad
+    assert rows(catalog, table) == Counter()  # pre-committed: nothing visible yet
+    w.commit(1)
+    assert rows(catalog, table) == Counter(good)
+    columns = ["count (int64)", "count (int64)", "word (large_string)"]
+    for (value, exc), column in zip(refused, columns, strict=True):
+        assert isinstance(exc, RecordRefusedError)
+        assert str(exc).startswith(f"{table} refused row {value!r}: column {column}: "), exc
+        assert "\n" not in str(exc)
+    assert "Could not convert 'not a number'" in str(refused[0][1]), refused[0][1]
+    # An epoch whose every row is refused adds no file and no rows.
+    refused.clear()
+    epoch(w, 2, [("x", "n/a")])
+    w.commit(2)
+    assert [v for v, _ in refused] == [("x", "n/a")]
+    assert rows(catalog, table) == Counter(good)
 
 
 def test_check_refuses_bad_tables_in_one_line(catalog: dict[str, str], tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ truth computed from the input: every (word, n) for n in 1..count(word) exactly o
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +23,9 @@ from sink_wordcount import (
     run_sink_wordcount,
 )
 
+from kstream.protocol.names import ERROR_HEADER, dead_letter_topic
 from kstream.runtime.runner.runner import Runner, RunningJob
-from kstream.testing import unique_name
+from kstream.testing import read_all, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e, pytest.mark.iceberg]
 
@@ -39,9 +41,11 @@ def run_wordcount(
     worker_env: dict[str, str] | None = None,
     liveness_timeout: float = 15.0,
     chaos: Callable[[RunningJob], None] | None = None,
+    text: str = "",
 ) -> tuple[Counter[str], dict[str, str], str, Runner, list[str]]:
     """The word count (`sink_wordcount.run_sink_wordcount`) into a new table of a new
-    catalog; the truth (word -> count), the catalog, the table and the runner."""
+    catalog; the truth (word -> count), the catalog, the table and the runner. The
+    counts of the words in `text` (comma-separated) are written as text."""
     run = unique_name("icewc")
     table = f"db.{run.replace('-', '_')}"
     props = make_catalog(tmp_path / "iceberg")
@@ -52,6 +56,7 @@ def run_wordcount(
         "warehouse": props["warehouse"],
         "table": table,
         "name": run,
+        "text": text,
     }
     truth, runner, messages = run_sink_wordcount(
         bootstrap, tmp_path, JOB, params, lines=lines, seed=seed,
@@ -96,3 +101,28 @@ def test_a_worker_stopped_past_its_liveness_timeout_commits_nothing_when_it_wake
     assert zombie.resumed, log
     assert runner.stats.recoveries >= 1, log
     assert_every_update_once(table_rows(props, table), truth, log)
+
+
+def test_values_the_table_refuses_are_dead_letters_with_arrows_message_and_the_rest_exact(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """The counts of w10..w19 come out as text, which the table's long column
+    refuses when the epoch's file is written: each of their updates is a dead
+    letter with Arrow's message in one line, every other update a row, once."""
+    refused = [f"w{i}" for i in range(10, 20)]
+    truth, props, table, runner, messages = run_wordcount(
+        bootstrap, tmp_path, lines=800, seed=11, text=",".join(refused),
+    )  # fmt: skip
+    log = "\n".join(messages)
+    written = Counter({w: c for w, c in truth.items() if w not in refused})
+    assert_every_update_once(table_rows(props, table), written, log)
+    dead = read_all(bootstrap, dead_letter_topic(runner.plan.job.name))
+    got = Counter(ast.literal_eval((r.value or b"").decode()) for r in dead)
+    expected = Counter({(w, str(n)): 1 for w in refused for n in range(1, truth[w] + 1)})
+    assert runner.stats.recoveries == 0, log  # so each refusal was handed over once
+    assert got == expected, log
+    for record in dead:
+        error = dict(record.headers)[ERROR_HEADER].decode()
+        assert error.startswith(f"RecordRefusedError: {table} refused row ('w1"), error
+        assert ": column count (int64): Could not convert '" in error, error
+        assert "\n" not in error, error

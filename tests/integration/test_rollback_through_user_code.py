@@ -56,6 +56,10 @@ class WaitingSink(Sink):
     def open(self, ctx: SinkContext) -> SinkWriter:
         return _WaitingWriter(self, ctx)
 
+    @property
+    def commit_markers(self) -> bool:
+        return False  # it keeps no epochs
+
 
 class _WaitingWriter(SinkWriter):
     def __init__(self, sink: WaitingSink, ctx: SinkContext) -> None:

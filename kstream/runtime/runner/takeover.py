@@ -129,13 +129,16 @@ def refuse_if_topics_lost(
         meta = storage.load(n, task.id)
         if channels:
             needs += channel_needs(meta.channel_offsets, meta.channel_replay)
-        for sink_name, sink in meta.sink.items():
-            ordinal = sink_name.rpartition("#")[2]
+        for sink_name, kept in meta.sink.items():
+            label, _, ordinal = sink_name.rpartition("#")
             try:
+                sink = plan.sink(task, int(ordinal))
                 partition = plan.marker_partition(task, int(ordinal))
             except (ValueError, ConfigurationError):
                 continue  # not a sink of this job (resumed across changes)
-            need = marker_need(commit_topic(name), partition, sink)
+            if sink.name != label:
+                continue  # another sink there now: no writer recovers these epochs
+            need = marker_need(commit_topic(name), partition, kept, markers=sink.commit_markers)
             if need is not None:
                 needs.append(need)
     read = sorted({need.topic for need in needs if need.end > 0})

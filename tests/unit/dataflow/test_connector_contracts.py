@@ -46,6 +46,10 @@ class _TopicSource(Source):
         return 1
 
 
+def test_a_sink_reads_no_commit_markers_unless_it_says_so() -> None:
+    assert _ListSink().commit_markers is False
+
+
 def test_an_incomplete_sink_cannot_be_made() -> None:
     class NoOpen(Sink):
         @property

@@ -151,6 +151,16 @@ def test_every_sink_subtask_owns_its_own_marker_partition() -> None:
     assert p.internal_topics()["kstream.m.commits"] == 7
 
 
+def test_a_subtask_names_its_sinks_in_the_order_it_opens_them() -> None:
+    p = plan(pipeline(2, 2, sinks=2), 1)
+    assert p.sink(TaskSpec(1, 1, 2), 0) == KafkaSink("out0")
+    assert p.sink(TaskSpec(1, 1, 2), 1) == KafkaSink("out1")
+    with pytest.raises(ConfigurationError, match="s0-0 has no sink number 0"):
+        p.sink(TaskSpec(0, 0, 2), 0)
+    with pytest.raises(ConfigurationError, match="s1-0 has no sink number 2"):
+        p.sink(TaskSpec(1, 0, 2), 2)
+
+
 def test_a_sink_number_a_subtask_does_not_have_is_refused() -> None:
     p = plan(pipeline(2, 2), 1)
     with pytest.raises(ConfigurationError, match="s0-1 has no sink number 0"):

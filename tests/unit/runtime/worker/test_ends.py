@@ -75,6 +75,10 @@ class Recording(Sink):
     def name(self) -> str:
         return f"rec:{self.label}"
 
+    @property
+    def commit_markers(self) -> bool:
+        return False  # it keeps no epochs
+
     def open(self, ctx: SinkContext) -> SinkWriter:
         self.contexts.append(ctx)
         self.writers.append(Writer(self.calls, self.counts_itself))
