@@ -42,7 +42,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -123,9 +123,10 @@ class Written:
 
     @property
     def label(self) -> str:
-        return "the default value state" if self.name is None else (
-            f"{self.kind.value} state {self.name!r}"
-        )  # fmt: skip
+        """How refusals name it: ``map state 'seen'``."""
+        if self.name is None:
+            return "the default value state"
+        return f"{self.kind.value} state {self.name!r}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,9 +155,13 @@ class StateRows:
         return Written(StateKind(self.kind), self.name, self.json_values)
 
     def columns(self) -> list[str]:
+        """The columns written, in the order `write_state` takes them."""
         kind = StateKind(self.kind)
-        middle = [self.entry] if kind is StateKind.MAP else [self.index] * (kind is StateKind.LIST)
-        return [self.key, *middle, self.value]
+        if kind is StateKind.MAP:
+            return [self.key, self.entry, self.value]
+        if kind is StateKind.LIST:
+            return [self.key, self.index, self.value]
+        return [self.key, self.value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +184,7 @@ class Target:
     fingerprint: str
     checkpoint: int = BOOTSTRAP_CHECKPOINT
     base: StateSource | None = None
-    states: tuple[Written, ...] = field(default=(Written(),))
+    states: tuple[Written, ...] = (Written(),)
 
 
 def _plain(value: Any) -> Any:
