@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -245,3 +247,32 @@ def test_a_job_started_from_bootstrapped_map_and_list_state_goes_on_from_it(
     assert sum(len(v) for v in got.values()) == len(new)
     assert set(got) == {line.split()[0] for line in new}
     assert set(got) - before, "some users of the new lines have no history"
+
+
+@pytest.mark.extended
+def test_the_cli_bootstraps_list_state_from_what_state_read_wrote(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Extended (~45 s: a Spark of its own in the subprocess); the default tier
+    covers `bootstrap_state`, which the command calls."""
+    first = tmp_path / "first"
+    params = {"name": "ks", "input": "a", "output": "b"}
+    lines = user_lines(50, seed=4)
+    bootstrap_states(history_states(spark, lines), JOB, OP, out=str(first), params=params)
+    # What `kstream state read --kind list` writes: key_group, key, index, value (JSON text).
+    table = tmp_path / "history.parquet"
+    read_state(spark, str(first), OP, kind="list", name="history").write.parquet(str(table))
+    out = tmp_path / "sp"
+    done = subprocess.run(
+        [sys.executable, "-m", "kstream", "state", "bootstrap", "--from", str(table),
+         "--job", JOB, *(a for k, v in params.items() for a in ("-p", f"{k}={v}")),
+         "--operator", OP, "--kind", "list", "--state", "history", "--json-values",
+         "--out", str(out), "--workers", "2", "--master", "local[2]"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"file://{out}"
+    back = read_state(spark, str(out), OP, kind="list", name="history").collect()
+    assert {(r.key, r["index"]): json.loads(r.value) for r in back} == (
+        expected_states(lines)["history"]
+    )
