@@ -13,7 +13,8 @@ One call writes one operator's states, all of them, into a new savepoint
 savepoint is never extended by a second call. Window state and timers are
 not bootstrapped: a window's entry is a ``(start, end)`` tuple and its value
 a ``(contents, emitted)`` pair whose contents only the job's window function
-gives meaning to, and a window without its end's timer would never fire.
+gives meaning to, and a window is emitted and dropped by two timers (its end,
+its end plus the allowed lateness) that would have to be written beside it.
 Named state names are not declared by a job (``ctx.map("seen")`` makes the
 state on first use), so a name the job never uses cannot be told apart:
 such state is written, and never read.
