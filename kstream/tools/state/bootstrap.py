@@ -86,6 +86,7 @@ __all__ = [
     "bootstrap_state",
     "bootstrap_states",
     "copy_subtask",
+    "fill",
     "refuse_existing",
     "write_state",
 ]
@@ -228,6 +229,29 @@ def _writer(ctx: KeyedStateContext, w: Written) -> Callable[[Any, Any], None]:
 _Row = tuple[tuple[int, bytes, int, int], tuple[Any, Any]]
 
 
+def fill(store: StateStore, op: str, states: Sequence[Written], rows: Iterable[_Row]) -> int:
+    """Write `rows` as operator `op`'s `states` into `store` (flushed every
+    `FLUSH_EVERY` rows, not at the end); return the number of keys.
+
+    A row is ``((key group, key bytes, i, list index), (entry, value))`` of
+    ``states[i]``. The rows of one key must come together, and a list's in
+    index order, starting at 0 without gaps (what `write_state` sorts and checks).
+    """
+    ctx = store.context(op)
+    writers = [_writer(ctx, w) for w in states]
+    keys = 0
+    last: tuple[int, bytes] | None = None
+    for n, ((g, kb, i, _), (entry, value)) in enumerate(rows, 1):
+        if (g, kb) != last:
+            last = (g, kb)
+            keys += 1
+            ctx.key = g.to_bytes(2, "big") + kb
+        writers[i](entry, _value(states[i], value))
+        if n % FLUSH_EVERY == 0:
+            store.flush()
+    return keys
+
+
 def _write_subtask(t: Target, index: int, rows: Iterable[_Row]) -> Iterator[tuple[str, int]]:
     """Build subtask `index`'s database from its rows and store it in the
     savepoint; yield (task, keys)."""
@@ -235,19 +259,7 @@ def _write_subtask(t: Target, index: int, rows: Iterable[_Row]) -> Iterator[tupl
     work = Path(tempfile.mkdtemp(prefix=f"kstream-bootstrap-{task}-"))
     try:
         store = StateStore(work / "db", t.serde, t.max_parallelism)
-        ctx = store.context(t.op)
-        writers = [_writer(ctx, w) for w in t.states]
-        keys = 0
-        last: tuple[int, bytes] | None = None
-        for n, ((g, kb, i, _), (entry, value)) in enumerate(rows, 1):
-            # A subtask's rows come grouped by key (sorted, or one row per key).
-            if (g, kb) != last:
-                last = (g, kb)
-                keys += 1
-                ctx.key = g.to_bytes(2, "big") + kb
-            writers[i](entry, _value(t.states[i], value))
-            if n % FLUSH_EVERY == 0:
-                store.flush()
+        keys = fill(store, t.op, t.states, rows)
         size = store.checkpoint(work / "staged")
         store.close()
         meta, payloads = _meta(t, task, t.parallelism, size, True), {}
