@@ -1,13 +1,18 @@
 """Throughput of state on Spark: a savepoint bootstrapped from a DataFrame, then read back.
 
     python -m benchmarks.state_spark_bench [--keys 1000000] [--master 'local[2]']
-        [--workers 2] [--dir DIR] [--keep]
+        [--workers 2] [--kinds value,map,list] [--dir DIR] [--keep]
 
 Builds a savepoint of `--keys` keys for the word count's ``count`` operator
 (`kstream.examples.wordcount`, planned at `--workers` subtasks) with
 `bootstrap_state` from a generated DataFrame (``spark.range``: key ``w<i>``,
 value ``i``), then reads it back with `read_state` (``value_type="bigint"``)
-and sums the values on the executors. Prints rows per second for each, timed
+and sums the values on the executors. `--kinds` measures, in the same run
+and Spark session, the same number of rows as map state ``m`` (ten entries
+``e0``..``e9`` per key) and list state ``l`` (ten elements per key) of that
+operator, so their figures compare side by side with the value state's
+(the ratios are printed); each kind runs once on 20,000 rows first, unreported,
+so that none pays the warm-up alone. Prints rows per second for each, timed
 from the call to its last Spark job's end (the bootstrap's key and value
 checks included), the savepoint's size on disk, the driver JVM's heap in
 use after a full GC once each is done, and the machine's load average before
@@ -37,6 +42,7 @@ from typing import TYPE_CHECKING
 from kstream.audit.spark import spark_session
 from kstream.tools.state import read_state
 from kstream.tools.state.bootstrap import bootstrap_state
+from kstream.tools.state.decode import StateKind
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,12 +51,18 @@ if TYPE_CHECKING:
 SPEC = "kstream.examples.wordcount:job"
 OPERATOR = "count"
 PARAMS = {"input": "words", "output": "word-counts"}
+#: Entries per key of the map and list states measured.
+PER_KEY = 10
+#: Rows of each kind's unreported first run.
+WARM_UP = 20_000
 
 
 @dataclass(frozen=True, slots=True)
 class StateFigures:
     """One run's figures: rows per second of the bootstrap and of the read."""
 
+    kind: StateKind
+    #: Rows written and read (a map's entries, a list's elements).
     keys: int
     bootstrap_s: float
     read_s: float
@@ -72,14 +84,24 @@ class StateFigures:
         return self.keys / self.read_s
 
 
-def generated(spark: SparkSession, keys: int) -> DataFrame:
-    """`keys` rows: word ``w<i>`` and count ``i``, generated on the executors."""
+def generated(spark: SparkSession, keys: int, kind: StateKind = StateKind.VALUE) -> DataFrame:
+    """`keys` rows, generated on the executors, with value ``i``: value state,
+    word ``w<i>``; map, word ``w<i // 10>`` and entry ``e<i % 10>``; list, word
+    ``w<i // 10>`` and index ``i % 10``."""
     from pyspark.sql import functions as sf
 
-    return spark.range(keys).select(
-        sf.concat(sf.lit("w"), sf.col("id").cast("string")).alias("word"),
-        sf.col("id").alias("count"),
+    i = sf.col("id")
+    if kind is StateKind.VALUE:
+        word = sf.concat(sf.lit("w"), i.cast("string"))
+        return spark.range(keys).select(word.alias("word"), i.alias("count"))
+    word = sf.concat(sf.lit("w"), sf.floor(i / PER_KEY).cast("string")).alias("word")
+    sub = i % PER_KEY
+    middle = (
+        sf.concat(sf.lit("e"), sub.cast("string")).alias("entry")
+        if kind is StateKind.MAP
+        else sub.alias("index")
     )
+    return spark.range(keys).select(word, middle, i.alias("count"))
 
 
 def size_on_disk(root: Path) -> int:
@@ -95,32 +117,37 @@ def heap_in_use_mb(spark: SparkSession) -> tuple[float, float]:
     return float(rt.totalMemory() - rt.freeMemory()) / 1e6, float(rt.maxMemory()) / 1e6
 
 
-def measure(spark: SparkSession, keys: int, workers: int, target: Path) -> StateFigures:
-    """Bootstrap `keys` keys into the savepoint `target` (must not exist), then read them."""
+def measure(
+    spark: SparkSession, keys: int, workers: int, target: Path, kind: StateKind = StateKind.VALUE
+) -> StateFigures:
+    """Bootstrap `keys` rows of `kind` into the savepoint `target` (must not exist),
+    then read them."""
     from pyspark.sql import functions as sf
 
     # Starts the executors' Python workers, so that neither figure carries it.
     spark.sparkContext.parallelize(range(workers), workers).map(lambda x: x).count()
     load_before = os.getloadavg()
     t0 = time.monotonic()
+    name = None if kind is StateKind.VALUE else kind.value[0]
     result = bootstrap_state(
-        generated(spark, keys), SPEC, OPERATOR, key="word", value="count",
-        out=str(target), params=PARAMS, workers=workers,
+        generated(spark, keys, kind), SPEC, OPERATOR, key="word", value="count",
+        out=str(target), params=PARAMS, workers=workers, kind=kind, state=name,
     )  # fmt: skip
     bootstrap_s = time.monotonic() - t0
     heap_bootstrap, _ = heap_in_use_mb(spark)
     written = sum(result.keys.values())
-    if written != keys:
-        raise SystemExit(f"the bootstrap wrote {written} keys, not {keys}")
+    want = keys if kind is StateKind.VALUE else -(-keys // PER_KEY)
+    if written != want:
+        raise SystemExit(f"the bootstrap wrote {written} keys, not {want}")
     t0 = time.monotonic()
-    state = read_state(spark, result.url, OPERATOR, value_type="bigint")
+    state = read_state(spark, result.url, OPERATOR, kind=kind, name=name, value_type="bigint")
     row = state.agg(sf.count("*").alias("rows"), sf.sum("value").alias("total")).collect()[0]
     read_s = time.monotonic() - t0
     heap_read, heap_max = heap_in_use_mb(spark)
     if (row["rows"], row["total"]) != (keys, keys * (keys - 1) // 2):
         raise SystemExit(f"read {row['rows']} rows summing to {row['total']}: not what was written")
     return StateFigures(
-        keys, bootstrap_s, read_s, size_on_disk(target), load_before, os.getloadavg(),
+        kind, keys, bootstrap_s, read_s, size_on_disk(target), load_before, os.getloadavg(),
         heap_bootstrap, heap_read, heap_max,
     )  # fmt: skip
 
@@ -130,12 +157,13 @@ def report(fig: StateFigures, master: str, workers: int) -> str:
         return "/".join(f"{x:.1f}" for x in avg)
 
     return "\n".join([
-        f"{fig.keys:,} keys, {workers} subtasks, master {master}, {os.cpu_count()} cores",
+        f"{fig.kind.value} state: {fig.keys:,} rows, {workers} subtasks, master {master}, "
+        f"{os.cpu_count()} cores",
         f"bootstrap: {fig.bootstrap_s:.1f} s, {fig.bootstrap_rows_s:,.0f} rows/s",
         f"read:      {fig.read_s:.1f} s, {fig.read_rows_s:,.0f} rows/s",
         f"read / bootstrap: {fig.read_rows_s / fig.bootstrap_rows_s:.2f}",
         f"savepoint: {fig.savepoint_bytes / 1e6:.1f} MB "
-        f"({fig.savepoint_bytes / fig.keys:.1f} B/key)",
+        f"({fig.savepoint_bytes / fig.keys:.1f} B/row)",
         f"driver heap in use after GC: {fig.heap_after_bootstrap_mb:.0f} MB after the "
         f"bootstrap, {fig.heap_after_read_mb:.0f} MB after the read (max {fig.heap_max_mb:.0f})",
         f"load average (1/5/15 min): before {load(fig.load_before)}, "
@@ -148,6 +176,9 @@ def main() -> int:
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--workers", type=int, default=2, help="the job's subtasks (Spark tasks)")
+    ap.add_argument(
+        "--kinds", default="value", help="comma-separated: value, map, list (side by side)"
+    )
     ap.add_argument("--dir", type=Path, default=None, help="where the savepoint is written")
     ap.add_argument("--keep", action="store_true", help="keep the savepoint")
     args = ap.parse_args()
@@ -156,13 +187,28 @@ def main() -> int:
         with spark_session(
             args.master, [], work / "spark.log", app_name="kstream-state-bench"
         ) as spark:
-            fig = measure(spark, args.keys, args.workers, work / "savepoint")
+            kinds = [StateKind(k) for k in args.kinds.split(",")]
+            # Each kind's code paths once, unreported: the first kind measured
+            # would otherwise pay the JVM's and the workers' warm-up alone.
+            for k in kinds:
+                measure(spark, WARM_UP, args.workers, work / f"warm-up-{k.value}", k)
+            figs = [
+                measure(spark, args.keys, args.workers, work / f"savepoint-{k.value}", k)
+                for k in kinds
+            ]
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print(report(fig, args.master, args.workers))
+    print("\n\n".join(report(f, args.master, args.workers) for f in figs))
+    first = figs[0]
+    for f in figs[1:]:
+        print(
+            f"{f.kind.value} / {first.kind.value} rows/s: bootstrap "
+            f"{f.bootstrap_rows_s / first.bootstrap_rows_s:.2f}, "
+            f"read {f.read_rows_s / first.read_rows_s:.2f}"
+        )
     if args.keep:
-        print(f"savepoint kept: {work / 'savepoint'}", file=sys.stderr)
+        print(f"savepoints kept in {work}", file=sys.stderr)
     return 0
 
 

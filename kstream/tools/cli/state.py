@@ -121,9 +121,26 @@ def state_bootstrap(
         str, typer.Option("--job", help="The job it is for: module:attr or file.py:attr.")
     ],
     operator: Annotated[str, typer.Option("--operator", help="The keyed operator's uid.")],
-    key: Annotated[str, typer.Option("--key", help="The column of keys (one row per key).")],
-    value: Annotated[str, typer.Option("--value", help="The column of values.")],
     out: Annotated[str, typer.Option("--out", help="The savepoint to write (a new location).")],
+    key: Annotated[str, typer.Option("--key", help="The column of keys.")] = "key",
+    value: Annotated[str, typer.Option("--value", help="The column of values.")] = "value",
+    kind: Annotated[
+        Kind, typer.Option("--kind", help="Which kind of state: value, map or list.")
+    ] = Kind.VALUE,
+    name: Annotated[
+        str | None,
+        typer.Option("--state", help="A named state of the operator (default: its value state)."),
+    ] = None,
+    entry: Annotated[
+        str, typer.Option("--entry", help="The column of map entries (--kind map).")
+    ] = "entry",
+    index: Annotated[
+        str, typer.Option("--index", help="The column of list indexes (--kind list).")
+    ] = "index",
+    json_values: Annotated[
+        bool,
+        typer.Option("--json-values", help="The value column is JSON text (state read's)."),
+    ] = False,
     param: Annotated[
         list[str] | None, typer.Option("--param", "-p", help="Job parameter KEY=VALUE.")
     ] = None,
@@ -141,7 +158,8 @@ def state_bootstrap(
     master: SparkMasterOption = "local[*]",
     s3_endpoint_url: _S3UrlEndpointOption = "",
 ) -> None:
-    """Write a savepoint whose operator state holds a table's (key, value) rows."""
+    """Write a savepoint whose operator state holds a table's rows: (key, value) for
+    value state, (key, entry, value) for a map, (key, index, value) for a list."""
     from kstream.audit.spark import spark_session
     from kstream.infra.spark_cluster import check_master
     from kstream.tools.spec import load_job, parse_params
@@ -155,7 +173,8 @@ def state_bootstrap(
         is_path = "://" in source or "/" in source or Path(source).exists()
         df = spark.read.format(input_format).load(source) if is_path else spark.table(source)
         result = bootstrap_state(
-            df, spec, operator, key=key, value=value, out=out, params=params, workers=workers,
+            df, spec, operator, key=key, value=value, out=out, kind=kind.value, state=name,
+            entry=entry, index=index, json_values=json_values, params=params, workers=workers,
             s3_endpoint_url=s3_endpoint_url,
         )  # fmt: skip
     say(f"{result.op}: {sum(result.keys.values())} keys in {len(result.keys)} subtasks")

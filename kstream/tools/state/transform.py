@@ -36,6 +36,7 @@ from kstream.runtime.checkpoint.storage import ManagedCheckpointStorage
 from kstream.tools.state.bootstrap import (
     BootstrapResult,
     Target,
+    Written,
     copy_subtask,
     refuse_existing,
     write_state,
@@ -103,7 +104,8 @@ def transform_state(
     target = Target(
         url, s3_endpoint_url, located.op, stage, info.parallelism[stage], info.max_parallelism,
         state_serde(info.state_serde or "msgpack"), info.identity.fingerprint,
-        checkpoint=info.checkpoint, base=located, json_values=value_type == JSON_VALUES,
+        checkpoint=info.checkpoint, base=located,
+        states=(Written(json_values=value_type == JSON_VALUES),),
     )  # fmt: skip
     others = [t for t in info.tasks if not t.startswith(f"s{stage}-")]
 
@@ -117,6 +119,6 @@ def transform_state(
     # A stamp shown to people (when the savepoint was made), never compared.
     new_info: SavepointInfo = replace(info, time=time.time())
     return write_state(
-        result.select("key", "value"), target, new_info, copy_others,
+        [result.select("key", "value")], target, new_info, copy_others,
         f"state serde of savepoint {located.url}",
     )  # fmt: skip
