@@ -232,6 +232,8 @@ class RunningJob:
         #: deletion waits for their savepoint's copy.
         self.savepoints = Savepoints(config, plan, identity, coordinator, self._send, say)
         self._discard_later: set[int] = set()
+        #: A completion was sent with ``hold``: the storage is swept after the commit.
+        self._sweep_due = False
         for offset, m in seen:
             self._saw(offset, m)
 
@@ -426,8 +428,11 @@ class RunningJob:
             self._saw(offset, msg)
             event = self._event(msg, time.monotonic())
             if event is not None:
-                self._execute(self.coordinator.handle(event))
+                # A completion waits for the clock's commands (below) to share its
+                # transaction: the trigger it made due, at a short interval.
+                self._execute(self.coordinator.handle(event), release=False)
             if self.savepoints.holding():
+                self._release()
                 return  # the job stops at this checkpoint: nothing after it counts
         now = time.monotonic()
         if now - self._announced >= PRESENCE_HEARTBEAT_S:
@@ -548,16 +553,27 @@ class RunningJob:
         for line in lines:
             self.say(line)
 
-    def _send(self, message: ControlMessage) -> None:
-        """Write a control message; the report hears of it."""
-        self.control.send(message)
+    def _send(self, message: ControlMessage, *, hold: bool = False) -> None:
+        """Write a control message; the report hears of it. With `hold` it is
+        committed with the next message sent without, or at `_release`."""
+        self.control.send(message, hold=hold)
         self._notify(self.report.observe(message, time.monotonic()))
 
-    def _execute(self, commands: list[Command]) -> None:
+    def _release(self) -> None:
+        """Commit the held triggers and completions, then do what follows a completion."""
+        self.control.release()
+        if self._sweep_due:
+            self._sweep_due = False
+            self._sweep()
+
+    def _execute(self, commands: list[Command], *, release: bool = True) -> None:
+        """Carry `commands` out. Triggers and completions are held, so that those of
+        one round share one transaction; with `release` they are committed at the
+        end (without it, the caller's next `_execute` or `_release` commits them)."""
         for c in commands:
             match c:
                 case Trigger():
-                    self._send(Triggered(c.checkpoint, c.generation, time.time()))
+                    self._send(Triggered(c.checkpoint, c.generation, time.time()), hold=True)
                     self.savepoints.triggered(c.checkpoint)
                 case Complete():
                     done = Completed(
@@ -569,7 +585,7 @@ class RunningJob:
                         time=time.time(),
                         identity=self.identity,
                     )
-                    self._send(done)
+                    self._send(done, hold=True)
                     self._on_complete(c)
                     self.metrics.completed(c.duration_s, c.size, done.time)
                     self._spare_due = True
@@ -618,6 +634,8 @@ class RunningJob:
                         self.purger.discarded(n)
                 case _:
                     assert_never(c)
+        if release:
+            self._release()
 
     def _on_complete(self, c: Complete) -> None:
         acks = self._acks.pop(c.checkpoint, {})
@@ -628,6 +646,11 @@ class RunningJob:
         self.savepoints.completed(c.checkpoint, acks.values())
         channels = self.stats.checkpoint_completed(c, acks.values())
         self.purger.completed(c.checkpoint, channels)
+        # After the commit (`_release`): deleting files would hold the completion
+        # back from the workers' commits.
+        self._sweep_due = True
+
+    def _sweep(self) -> None:
         # Stored parts of aborted checkpoints are never restored: without this
         # they would fill the disk on a long run with many aborts. Concurrent, only
         # below the oldest retained completion: a smaller id than the newest may
