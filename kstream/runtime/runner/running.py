@@ -232,8 +232,7 @@ class RunningJob:
         #: deletion waits for their savepoint's copy.
         self.savepoints = Savepoints(config, plan, identity, coordinator, self._send, say)
         self._discard_later: set[int] = set()
-        #: A completion was sent with ``hold``: the storage is swept after the commit.
-        self._sweep_due = False
+        self._sweep_due = False  # a completion was held: sweep after the commit
         for offset, m in seen:
             self._saw(offset, m)
 
@@ -428,8 +427,7 @@ class RunningJob:
             self._saw(offset, msg)
             event = self._event(msg, time.monotonic())
             if event is not None:
-                # A completion waits for the clock's commands (below) to share its
-                # transaction: the trigger it made due, at a short interval.
+                # Held for the clock's commands below: the trigger a completion made due.
                 self._execute(self.coordinator.handle(event), release=False)
             if self.savepoints.holding():
                 self._release()
@@ -554,8 +552,7 @@ class RunningJob:
             self.say(line)
 
     def _send(self, message: ControlMessage, *, hold: bool = False) -> None:
-        """Write a control message; the report hears of it. With `hold` it is
-        committed with the next message sent without, or at `_release`."""
+        """Write a control message (`hold`: committed later); the report hears of it."""
         self.control.send(message, hold=hold)
         self._notify(self.report.observe(message, time.monotonic()))
 
@@ -567,9 +564,8 @@ class RunningJob:
             self._sweep()
 
     def _execute(self, commands: list[Command], *, release: bool = True) -> None:
-        """Carry `commands` out. Triggers and completions are held, so that those of
-        one round share one transaction; with `release` they are committed at the
-        end (without it, the caller's next `_execute` or `_release` commits them)."""
+        """Carry `commands` out; the triggers and completions held share a transaction,
+        committed at the end with `release` (else by the caller's next `_release`)."""
         for c in commands:
             match c:
                 case Trigger():
@@ -646,9 +642,7 @@ class RunningJob:
         self.savepoints.completed(c.checkpoint, acks.values())
         channels = self.stats.checkpoint_completed(c, acks.values())
         self.purger.completed(c.checkpoint, channels)
-        # After the commit (`_release`): deleting files would hold the completion
-        # back from the workers' commits.
-        self._sweep_due = True
+        self._sweep_due = True  # after the commit: deleting files would delay it
 
     def _sweep(self) -> None:
         # Stored parts of aborted checkpoints are never restored: without this
