@@ -12,6 +12,7 @@ run (`kstream.runtime.runner.stats`, `kstream.runtime.runner.report`). Call
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -564,8 +565,7 @@ class RunningJob:
             self._sweep()
 
     def _execute(self, commands: list[Command], *, release: bool = True) -> None:
-        """Carry `commands` out; the triggers and completions held share a transaction,
-        committed at the end with `release` (else by the caller's next `_release`)."""
+        """Carry `commands` out; held triggers and completions commit at the end if `release`."""
         for c in commands:
             match c:
                 case Trigger():
@@ -657,6 +657,8 @@ class RunningJob:
 
     def stop(self) -> None:
         """Stop the workers (SIGTERM, then SIGKILL) and close connections."""
+        with contextlib.suppress(ProducerFencedError, KafkaUnavailableError):
+            self.control.release()  # held by a turn a stop cut short: sent, so committed
         try:
             self.savepoints.close()
         except KafkaUnavailableError as exc:
