@@ -89,6 +89,14 @@ SETTLE_POLL_S = 0.02
 #: of a two-worker job (coordinator and workers) made ~300 fetches per second, the
 #: most frequent request the broker served for an idle job.
 FETCH_WAIT_MS = 500
+#: How long a message sent without a flush waits for others to share its produce
+#: request (a plain writer's: the workers'). A worker's acks and the heartbeat
+#: before them are sent that way, then flushed at once (librdkafka's flush ignores
+#: ``linger.ms``): with 0, the heartbeat left alone, and each checkpoint cost the
+#: broker a produce request more per subtask (and each control reader a fetch
+#: more). Only heartbeats repeated by a worker's thread, with no flush after them,
+#: wait this long, against a liveness timeout of seconds.
+CONTROL_LINGER_MS = 50
 #: A coordinator's transaction (one control message) aborts after this long.
 CONTROL_TRANSACTION_TIMEOUT_S = 60.0
 #: The largest control message: what its producer (librdkafka's default
@@ -100,8 +108,9 @@ class ControlWriter:
     """Appends control messages; `send(..., flush=True)` returns once it is durable.
 
     With `transactional_id` (the coordinator's, `coordinator_transactional_id`)
-    every message is a transaction of its own, committed before `send` returns,
-    and creating the writer fences every earlier writer of that id: a coordinator
+    every message is in a transaction committed before `send` returns, its own
+    unless earlier ones were sent with ``hold=True`` (then they share it; see
+    `send`), and creating the writer fences every earlier writer of that id: a coordinator
     cut off from the cluster while a successor started finds, at its next send,
     that it was replaced (`CoordinatorFencedError`) and stops. Readers read the
     topic read_committed, so nothing a fenced coordinator had not committed is
@@ -112,25 +121,32 @@ class ControlWriter:
         self.topic = control_topic(job)
         self.job = job
         self.transactional_id = transactional_id
-        extra: dict[str, Any] = {"linger.ms": 0}
+        extra: dict[str, Any] = {"linger.ms": CONTROL_LINGER_MS}
         if transactional_id is not None:
             extra |= {
+                "linger.ms": 0,
                 "transactional.id": transactional_id,
                 "transaction.timeout.ms": int(CONTROL_TRANSACTION_TIMEOUT_S * 1000),
             }
         self._producer = Producer(client_config(bootstrap, IDEMPOTENT, extra))
         #: Set once a transactional call failed for good (`_transact`).
         self._broken: KStreamError | None = None
+        #: Whether a transaction is open: messages sent with ``hold=True`` wait in it.
+        self._open = False
         connect(self._producer, self.topic)
         if transactional_id is not None:
             self._transact(self._producer.init_transactions, "init")
 
-    def send(self, message: ControlMessage, *, flush: bool = True) -> None:
+    def send(self, message: ControlMessage, *, flush: bool = True, hold: bool = False) -> None:
         """Append `message` (its ``reason`` cut to `REASON_CHARS`).
 
-        Messages are small by construction; one that is not (offsets of
-        thousands of partitions, say) raises `ProtocolError` naming its type
-        and size rather than failing inside the producer.
+        With `hold`, a transactional writer leaves the transaction open: the
+        message becomes visible with the next message sent without `hold`, or at
+        `release`, in one commit with it (one commit round trip, one set of
+        transaction requests and markers for several messages); a plain writer
+        does not flush. Messages are small by construction; one that is not
+        (offsets of thousands of partitions, say) raises `ProtocolError` naming
+        its type and size rather than failing inside the producer.
         """
         body = message.to_dict()
         reason = body.get("reason")
@@ -143,19 +159,31 @@ class ControlWriter:
                 f"{MAX_CONTROL_BYTES} bytes a record of {self.topic} may hold"
             )
         if self.transactional_id is not None:
-            self._transact(lambda _t: self._producer.begin_transaction(), "begin")
+            if not self._open:
+                self._transact(lambda _t: self._producer.begin_transaction(), "begin")
+                self._open = True
             try:
                 produce(self._producer, self.topic, data, None, 0, kind="control topic")
             except ProducerFencedError as exc:
                 self._broken = self._fenced(str(exc))
                 raise self._broken from None
-            self._transact(self._producer.commit_transaction, "commit")
+            if not hold:
+                self.release()
             return
         produce(self._producer, self.topic, data, None, 0, kind="control topic")
-        if flush:
+        if flush and not hold:
             self.flush()
         else:
             self._producer.poll(0)
+
+    def release(self) -> None:
+        """Commit the messages sent with ``hold=True`` (a plain writer: flush them)."""
+        if self.transactional_id is None:
+            self.flush()
+            return
+        if self._open:
+            self._transact(self._producer.commit_transaction, "commit")
+            self._open = False
 
     def _transact(self, call: Callable[[float], None], what: str) -> None:
         """One transactional call, retried while librdkafka says retrying may help.
@@ -195,7 +223,8 @@ class ControlWriter:
 
     def flush(self) -> None:
         if self.transactional_id is not None:
-            return  # every send committed already
+            self.release()  # every other send committed already
+            return
         flush_producer(self._producer, FLUSH_TIMEOUT_S, f"control messages to {self.topic}")
 
 

@@ -12,6 +12,7 @@ run (`kstream.runtime.runner.stats`, `kstream.runtime.runner.report`). Call
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -232,6 +233,7 @@ class RunningJob:
         #: deletion waits for their savepoint's copy.
         self.savepoints = Savepoints(config, plan, identity, coordinator, self._send, say)
         self._discard_later: set[int] = set()
+        self._sweep_due = False  # a completion was held: sweep after the commit
         for offset, m in seen:
             self._saw(offset, m)
 
@@ -426,8 +428,10 @@ class RunningJob:
             self._saw(offset, msg)
             event = self._event(msg, time.monotonic())
             if event is not None:
-                self._execute(self.coordinator.handle(event))
+                # Held for the clock's commands below: the trigger a completion made due.
+                self._execute(self.coordinator.handle(event), release=False)
             if self.savepoints.holding():
+                self._release()
                 return  # the job stops at this checkpoint: nothing after it counts
         now = time.monotonic()
         if now - self._announced >= PRESENCE_HEARTBEAT_S:
@@ -548,16 +552,24 @@ class RunningJob:
         for line in lines:
             self.say(line)
 
-    def _send(self, message: ControlMessage) -> None:
-        """Write a control message; the report hears of it."""
-        self.control.send(message)
+    def _send(self, message: ControlMessage, *, hold: bool = False) -> None:
+        """Write a control message (`hold`: committed later); the report hears of it."""
+        self.control.send(message, hold=hold)
         self._notify(self.report.observe(message, time.monotonic()))
 
-    def _execute(self, commands: list[Command]) -> None:
+    def _release(self) -> None:
+        """Commit the held triggers and completions, then do what follows a completion."""
+        self.control.release()
+        if self._sweep_due:
+            self._sweep_due = False
+            self._sweep()
+
+    def _execute(self, commands: list[Command], *, release: bool = True) -> None:
+        """Carry `commands` out; held triggers and completions commit at the end if `release`."""
         for c in commands:
             match c:
                 case Trigger():
-                    self._send(Triggered(c.checkpoint, c.generation, time.time()))
+                    self._send(Triggered(c.checkpoint, c.generation, time.time()), hold=True)
                     self.savepoints.triggered(c.checkpoint)
                 case Complete():
                     done = Completed(
@@ -569,7 +581,7 @@ class RunningJob:
                         time=time.time(),
                         identity=self.identity,
                     )
-                    self._send(done)
+                    self._send(done, hold=True)
                     self._on_complete(c)
                     self.metrics.completed(c.duration_s, c.size, done.time)
                     self._spare_due = True
@@ -618,6 +630,8 @@ class RunningJob:
                         self.purger.discarded(n)
                 case _:
                     assert_never(c)
+        if release:
+            self._release()
 
     def _on_complete(self, c: Complete) -> None:
         acks = self._acks.pop(c.checkpoint, {})
@@ -628,6 +642,9 @@ class RunningJob:
         self.savepoints.completed(c.checkpoint, acks.values())
         channels = self.stats.checkpoint_completed(c, acks.values())
         self.purger.completed(c.checkpoint, channels)
+        self._sweep_due = True  # after the commit: deleting files would delay it
+
+    def _sweep(self) -> None:
         # Stored parts of aborted checkpoints are never restored: without this
         # they would fill the disk on a long run with many aborts. Concurrent, only
         # below the oldest retained completion: a smaller id than the newest may
@@ -640,6 +657,8 @@ class RunningJob:
 
     def stop(self) -> None:
         """Stop the workers (SIGTERM, then SIGKILL) and close connections."""
+        with contextlib.suppress(ProducerFencedError, KafkaUnavailableError):
+            self.control.release()  # held by a turn a stop cut short: sent, so committed
         try:
             self.savepoints.close()
         except KafkaUnavailableError as exc:
