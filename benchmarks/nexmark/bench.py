@@ -19,6 +19,11 @@ transactional Kafka sink: `flink`, `flink_sql`; installed on first use and
 skipped with the reason where it cannot install). Others have no Nexmark job
 yet and are skipped with the reason.
 
+An updating result (Flink's q4, written by ``upsert-kafka``) is read as the
+table its records leave (`check.latest`): the time is until that table is the
+reference's, and the check is of the table after the drain
+(`check.verify_table`); its results are the table's keys (categories).
+
 CPU: the contender's process tree is sampled while it runs (`benchmarks.cpu`);
 the broker's CPU (when it is a local process) and the whole machine's busy
 CPU over the same span are reported beside it, per million input events.
@@ -77,6 +82,8 @@ class NexmarkResult:
     load_at_start: float
     #: 1-minute load average when the contender was stopped.
     load_at_end: float = 0.0
+    #: An updating result's records (upserts and tombstones) read; None: rows appended.
+    upserts_read: int | None = None
     #: CPU-seconds over the timed span: the contender's processes (how many), the
     #: broker (None: not a local process), the whole machine (everyone's, others' too).
     cpu_s: float | None = None
@@ -132,12 +139,14 @@ def _prepared(_: Callable[[str], None]) -> None:
 @dataclass(frozen=True)
 class NexmarkContender:
     """A contender with Nexmark jobs: its command, its one-time install, the queries it
-    has, and how its output values read as the reference's (`check`)."""
+    has, how its output values (and keys) read as the reference's (`check`), and the
+    queries whose output is upserts keyed by the result's key (`check.Upsert`)."""
 
     command: Command
     queries: tuple[str, ...] = QUERIES
     prepare: Callable[[Callable[[str], None]], None] = _prepared
     decode: Callable[[bytes | None], Any] = _json
+    upserts: frozenset[str] = frozenset()
 
 
 #: The contenders with a Nexmark job, by their `--contenders` key.
@@ -148,20 +157,66 @@ CONTENDERS: dict[str, NexmarkContender] = {
         flink_sql.FLINK_QUERIES,
         flink.prepare,
         flink_sql.decode,
+        flink_sql.UPSERT_QUERIES,
     ),
 }
 
 
 def _read(
-    consumer: Consumer, into: list[Any], at_end: set[int], decode: Callable[[bytes | None], Any]
+    consumer: Consumer,
+    into: list[Any],
+    at_end: set[int],
+    decode: Callable[[bytes | None], Any],
+    keyed: bool,
 ) -> None:
+    """Append what `consumer` has to `into`: values, or `check.Upsert` when `keyed`."""
     for m in consumer.consume(10_000, 0.2):
         err = m.error()
         if err is None:
-            into.append(decode(m.value()))
+            key = m.key()
+            value = decode(m.value())
+            into.append(check.Upsert(decode(key), value) if keyed else value)
             at_end.discard(m.partition() or 0)
         elif err.code() == KafkaError._PARTITION_EOF:
             at_end.add(m.partition() or 0)
+
+
+class _Output:
+    """A query's output as read so far: its values, or (upserts) its records and the
+    table they leave, kept up to date so that checking it costs a few keys."""
+
+    def __init__(self, query: str, expected: Any, *, upserts: bool) -> None:
+        self.query, self.expected, self.upserts = query, expected, upserts
+        self.records: list[Any] = []
+        self.table: dict[str, Any] = {}
+        self._applied = 0
+
+    def _apply(self) -> None:
+        check.latest(self.records[self._applied :], self.table)
+        self._applied = len(self.records)
+
+    def complete(self) -> bool:
+        """Appended rows: as many as the reference's. Upserts: the table is the reference's."""
+        if not self.upserts:
+            return len(self.records) >= check.expected_rows(self.query, self.expected)
+        self._apply()
+        return self.verdict().ok
+
+    def verdict(self) -> check.Verdict:
+        if not self.upserts:
+            return check.verify(self.query, self.records, self.expected)
+        self._apply()
+        return check.verify_table(
+            self.query, self.table, self.expected, read=len(self.records)
+        )
+
+    @property
+    def results(self) -> int:
+        """Rows read, or the upsert table's keys."""
+        if not self.upserts:
+            return len(self.records)
+        self._apply()
+        return len(self.table)
 
 
 def run_one(
@@ -180,17 +235,19 @@ def run_one(
     """Start, time, stop and verify one contender on one query (skipped with
     `unavailable` as the reason when its install failed)."""
     load = os.getloadavg()[0]
+    contender = CONTENDERS.get(key)
+    upserts = contender is not None and query in contender.upserts
 
     def result(status: Status, reason: str, **figures: Any) -> NexmarkResult:
         base: dict[str, Any] = {"results_read": 0, "verified": False, "seconds": None}
+        wanted = len(expected) if upserts else check.expected_rows(query, expected)
         return NexmarkResult(
-            query, key, status, reason, events, check.expected_rows(query, expected),
+            query, key, status, reason, events, wanted,
             **(base | figures),
             load_at_start=load,
             load_at_end=os.getloadavg()[0],
         )  # fmt: skip
 
-    contender = CONTENDERS.get(key)
     if contender is None:
         return result("skipped", "no Nexmark job for this contender yet")
     if unavailable:
@@ -201,7 +258,7 @@ def run_one(
     # The windowed queries' too-late records go to <output>-late (`queries`).
     late = f"{output}-late"
     admin.create_topics({output: partitions, late: partitions})
-    got: list[Any] = []
+    got = _Output(query, expected, upserts=upserts)
     at_end: set[int] = set()
     consumer = committed_reader(bootstrap, output, partitions)
     failure = ""
@@ -219,8 +276,8 @@ def run_one(
         tree = TreeCpu(proc.pid)
         sampled = started
         try:
-            while len(got) < check.expected_rows(query, expected):
-                _read(consumer, got, at_end, contender.decode)
+            while not got.complete():
+                _read(consumer, got.records, at_end, contender.decode, upserts)
                 if time.monotonic() - sampled >= CPU_SAMPLE_S:
                     tree.sample()
                     sampled = time.monotonic()
@@ -238,20 +295,24 @@ def run_one(
             stop_contender(proc)
         deadline = time.monotonic() + DRAIN_S
         while len(at_end) < partitions and time.monotonic() < deadline:
-            _read(consumer, got, at_end, contender.decode)
+            _read(consumer, got.records, at_end, contender.decode, upserts)
         consumer.close()
         tail = log_tail(log)
     late_records = len(check.read_output(bootstrap, late)) if not failure else 0
     admin.delete_topics([output, late])
+    read: dict[str, Any] = {
+        "results_read": got.results,
+        "upserts_read": len(got.records) if upserts else None,
+    }
     if failure:
-        return result("failed", f"{failure}; {len(got):,} read; log: {tail}", results_read=len(got))
-    verdict = check.verify(query, got, expected)
+        return result("failed", f"{failure}; {len(got.records):,} read; log: {tail}", **read)
+    verdict = got.verdict()
     if not verdict.ok:
-        return result("failed", "wrong output: " + verdict.describe(), results_read=len(got))
+        return result("failed", "wrong output: " + verdict.describe(), **read)
     if late_records:
-        return result("failed", f"{late_records} records late", results_read=len(got))
+        return result("failed", f"{late_records} records late", **read)
     return result(
-        "ok", "", results_read=len(got), verified=True, seconds=done - started,
+        "ok", "", **read, verified=True, seconds=done - started,
         cpu_s=tree.cpu_s, processes=tree.processes, broker_cpu_s=broker_cpu,
         machine_cpu_s=machine_cpu,
     )  # fmt: skip
@@ -337,7 +398,8 @@ def table(results: list[NexmarkResult]) -> Table:
             r.contender,
             r.status if r.status != "ok" else "ok, verified",
             f"{r.events:,}",
-            f"{r.results_read:,}/{r.results_expected:,}",
+            f"{r.results_read:,}/{r.results_expected:,}"
+            + ("" if r.upserts_read is None else f" keys ({r.upserts_read:,} upserts)"),
             f"{r.seconds:.1f}" if r.seconds else "-",
             f"{r.events_per_s:,.0f}" if r.events_per_s else r.reason[:60],
             _cpu(r.per_million(r.cpu_s)),

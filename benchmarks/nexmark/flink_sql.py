@@ -14,6 +14,13 @@ Top-N would be simpler but supports only ``ROW_NUMBER``, which drops ties),
 and every query takes its columns from the one input topic
 (`generator`: ``event_type`` says which of person, auction, bid is set).
 
+q4 is Nexmark's regular join and two aggregations, an updating result: its sink
+is ``upsert-kafka`` keyed by category (`UPSERT_QUERIES`), so the topic holds a
+changelog whose last value per key is the result (a tombstone deletes a key:
+a category whose only auction's maximum is being replaced). Its average is
+over DOUBLE (Flink's AVG of a BIGINT is a BIGINT) and it counts the closed
+auctions, so a category's row is the reference's (count, average).
+
 Event time is the event's ``dateTime`` (the end marker's own ``dateTime``),
 with a watermark 1 ms behind the largest seen per partition (Flink's
 "ascending timestamps": several events share a millisecond, and none is late).
@@ -28,7 +35,11 @@ from typing import Any
 from benchmarks.nexmark import model
 
 #: Queries with a Flink SQL version.
-FLINK_QUERIES = ("q0", "q1", "q2", "q3", "q5", "q7", "q8")
+FLINK_QUERIES = ("q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8")
+
+#: Queries whose result updates: written by ``upsert-kafka``, keyed by the sink's
+#: primary key, and read as the last value per key (`check.verify_upserts`).
+UPSERT_QUERIES = frozenset({"q4"})
 
 #: The broker's default `transaction.max.timeout.ms` is 15 min; Flink's sink asks 1 h.
 TRANSACTION_TIMEOUT_MS = 600_000
@@ -52,6 +63,7 @@ SINK_COLUMNS: dict[str, str] = {
     "q1": "auction BIGINT, bidder BIGINT, price DECIMAL(23, 3), `dateTime` BIGINT, extra STRING",
     "q2": "auction BIGINT, price BIGINT",
     "q3": "name STRING, city STRING, state STRING, id BIGINT",
+    "q4": "category BIGINT, `count` BIGINT, `avg` DOUBLE, PRIMARY KEY (category) NOT ENFORCED",
     "q5": "auction BIGINT, num BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3)",
     "q7": (
         "auction BIGINT, price BIGINT, bidder BIGINT, `dateTime` BIGINT, extra STRING, "
@@ -68,7 +80,8 @@ _VIEWS = (
     "CREATE TEMPORARY VIEW person AS SELECT person.id AS id, person.name AS name, "
     "person.city AS city, person.state AS state, ts FROM events WHERE event_type = 0",
     "CREATE TEMPORARY VIEW auction AS SELECT auction.id AS id, auction.seller AS seller, "
-    "auction.category AS category, ts FROM events WHERE event_type = 1",
+    "auction.category AS category, auction.`dateTime` AS `dateTime`, "
+    "auction.expires AS expires, ts FROM events WHERE event_type = 1",
     "CREATE TEMPORARY VIEW bid AS SELECT bid.auction AS auction, bid.bidder AS bidder, "
     "bid.price AS price, bid.channel AS channel, bid.url AS url, "
     "bid.`dateTime` AS `dateTime`, bid.extra AS extra, ts FROM events WHERE event_type = 2",
@@ -101,6 +114,15 @@ def _query(query: str) -> str:
             "SELECT P.name, P.city, P.state, A.id FROM auction AS A INNER JOIN person AS P "
             f"ON A.seller = P.id WHERE A.category = {model.Q3_CATEGORY} "
             f"AND P.state IN ({_states()})"
+        ),
+        # Nexmark's q4: an auction's closing price is its highest bid within its life
+        # (a regular join: state for every auction and bid, none expired).
+        "q4": (
+            "SELECT Q.category, COUNT(*), AVG(CAST(Q.final AS DOUBLE)) FROM ("
+            " SELECT MAX(B.price) AS final, A.category FROM auction AS A, bid AS B"
+            " WHERE A.id = B.auction AND B.`dateTime` BETWEEN A.`dateTime` AND A.expires"
+            " GROUP BY A.id, A.category) AS Q "
+            "GROUP BY Q.category"
         ),
         "q5": (
             f"SELECT C.auction, C.num, C.window_start, C.window_end FROM ({counts5}) AS C "
@@ -143,7 +165,9 @@ def statements(
     """The DDL (source, views, sink) and the INSERT of `query`, in execution order.
 
     The source reads `source` from its earliest offset; the sink writes `output`
-    with Kafka transactions committed on Flink's checkpoints (exactly-once).
+    with Kafka transactions committed on Flink's checkpoints (exactly-once):
+    ``kafka`` (values only) or, for `UPSERT_QUERIES`, ``upsert-kafka`` (the
+    primary key's columns as the record's key, JSON too).
     Raises KeyError for a query without a Flink version (`FLINK_QUERIES`).
     """
     columns = SINK_COLUMNS[query]
@@ -165,17 +189,26 @@ def statements(
         " 'json.fail-on-missing-field' = 'false',"
         " 'json.ignore-parse-errors' = 'false')"
     )
+    if query in UPSERT_QUERIES:
+        formats = (
+            " 'connector' = 'upsert-kafka', 'key.format' = 'json', 'value.format' = 'json',"
+            " 'value.json.encode.decimal-as-plain-number' = 'true',"
+            " 'value.json.timestamp-format.standard' = 'ISO-8601'"
+        )
+    else:
+        formats = (
+            " 'connector' = 'kafka', 'format' = 'json',"
+            " 'json.encode.decimal-as-plain-number' = 'true',"
+            " 'json.timestamp-format.standard' = 'ISO-8601'"
+        )
     sink_ddl = (
         f"CREATE TABLE sink ({columns}) WITH ("
-        " 'connector' = 'kafka',"
+        f"{formats},"
         f" 'topic' = '{output}',"
         f" 'properties.bootstrap.servers' = '{bootstrap}',"
         f" 'properties.transaction.timeout.ms' = '{TRANSACTION_TIMEOUT_MS}',"
         " 'sink.delivery-guarantee' = 'exactly-once',"
-        f" 'sink.transactional-id-prefix' = '{transactional_id_prefix}',"
-        " 'format' = 'json',"
-        " 'json.encode.decimal-as-plain-number' = 'true',"
-        " 'json.timestamp-format.standard' = 'ISO-8601')"
+        f" 'sink.transactional-id-prefix' = '{transactional_id_prefix}')"
     )
     return [source_ddl, *_VIEWS, sink_ddl, f"INSERT INTO sink {_query(query)}"]
 

@@ -55,7 +55,80 @@ def test_the_queries_use_the_models_constants() -> None:
 
 def test_a_query_without_a_flink_version_is_refused() -> None:
     with pytest.raises(KeyError):
-        _statements("q4")
+        _statements("q6")
+
+
+def test_q4_is_written_as_upserts_keyed_by_category_exactly_once() -> None:
+    *_, sink, insert = _statements("q4")
+    assert flink_sql.UPSERT_QUERIES == {"q4"}
+    assert "PRIMARY KEY (category) NOT ENFORCED" in sink
+    assert "'connector' = 'upsert-kafka'" in sink
+    assert "'key.format' = 'json'" in sink
+    assert "'value.format' = 'json'" in sink
+    assert "'sink.delivery-guarantee' = 'exactly-once'" in sink
+    # Flink's AVG of a BIGINT is integral: the average is over DOUBLE.
+    assert "AVG(CAST(Q.final AS DOUBLE))" in insert
+    assert "B.`dateTime` BETWEEN A.`dateTime` AND A.expires" in insert
+    assert "'connector' = 'kafka'" in _statements("q1")[-2]
+
+
+def _upsert(category: int, count: int | None, avg: float = 0.0) -> check.Upsert:
+    """A record of Flink's q4 output as the suite reads it (key and value JSON)."""
+    key = flink_sql.decode(json.dumps({"category": category}).encode())
+    if count is None:
+        return check.Upsert(key, flink_sql.decode(None))
+    value = {"category": category, "count": count, "avg": avg}
+    return check.Upsert(key, flink_sql.decode(json.dumps(value).encode()))
+
+
+#: Two categories: 10 with closing prices 100, 200, 400; 11 with 5.
+Q4_REFERENCE = {10: (3, 700 / 3), 11: (1, 5.0)}
+
+
+def test_an_upsert_output_is_its_last_value_per_key() -> None:
+    records = [
+        _upsert(10, 1, 100.0),
+        _upsert(11, 1, 3.0),
+        _upsert(10, 2, 150.0),
+        # Auction of 11 raised its closing price: retracted (the key deleted), re-added.
+        _upsert(11, None),
+        _upsert(11, 1, 5.0),
+        # A float sum that added and subtracted: off in the last digits.
+        _upsert(10, 3, 700 / 3 * (1 + 1e-12)),
+    ]
+    verdict = check.verify_upserts("q4", records, Q4_REFERENCE)
+    assert verdict.ok, verdict.describe()
+    assert (verdict.read, verdict.expected) == (6, 2)
+    assert check.latest(records) == {
+        '{"category":10}': {"category": 10, "count": 3, "avg": 700 / 3 * (1 + 1e-12)},
+        '{"category":11}': {"category": 11, "count": 1, "avg": 5.0},
+    }
+
+
+def test_an_upsert_output_shows_a_wrong_count_average_or_key() -> None:
+    good = [_upsert(10, 3, 700 / 3), _upsert(11, 1, 5.0)]
+    assert check.verify_upserts("q4", good, Q4_REFERENCE).ok
+    # A count off by one with the right average, an average off by 0.1 %, a deleted
+    # key, a key the reference does not have.
+    for bad in (
+        [_upsert(10, 4, 700 / 3), _upsert(11, 1, 5.0)],
+        [_upsert(10, 3, 700 / 3 * 1.001), _upsert(11, 1, 5.0)],
+        [*good, _upsert(11, None)],
+        [*good, _upsert(12, 1, 9.0)],
+    ):
+        verdict = check.verify_upserts("q4", bad, Q4_REFERENCE)
+        assert not verdict.ok
+        assert len(verdict.missing) + len(verdict.extra) >= 1
+    (missing,) = check.verify_upserts("q4", good[:1], Q4_REFERENCE).missing
+    assert missing == '{"category":11}: {"avg":5.0,"category":11,"count":1}'
+    # A count is exact, also against a float of the same value.
+    assert not check.same({"count": 3.0}, {"count": 3})
+    assert check.same({"count": 3, "avg": 2.0}, {"count": 3, "avg": 2.0 + 1e-13})
+
+
+def test_only_q4_has_an_updating_result() -> None:
+    with pytest.raises(ValueError, match="q1 has no updating result"):
+        check.verify_upserts("q1", [], [])
 
 
 def test_window_times_read_as_epoch_milliseconds() -> None:
@@ -112,6 +185,8 @@ def test_no_local_listener_means_no_broker_process() -> None:
 def test_flink_is_a_nexmark_contender_with_kstreams_parallelism() -> None:
     flink = bench.CONTENDERS["flink-eos"]
     assert set(flink.queries) == set(flink_sql.FLINK_QUERIES)
+    assert flink.upserts == {"q4"}
+    assert not bench.CONTENDERS["kstream-eos"].upserts
     argv = flink.command("b:1", "q1", "in", "out", Path("/s"))
     assert argv[1:3] == ["-m", "benchmarks.nexmark.flink_job"]
     assert argv[-2:] == [str(bench.KSTREAM_WORKERS), f"{bench.CHECKPOINT_INTERVAL_S:g}"]
