@@ -206,9 +206,7 @@ class _Output:
         if not self.upserts:
             return check.verify(self.query, self.records, self.expected)
         self._apply()
-        return check.verify_table(
-            self.query, self.table, self.expected, read=len(self.records)
-        )
+        return check.verify_table(self.query, self.table, self.expected, read=len(self.records))
 
     @property
     def results(self) -> int:

@@ -60,7 +60,7 @@ def test_a_query_without_a_flink_version_is_refused() -> None:
 
 def test_q4_is_written_as_upserts_keyed_by_category_exactly_once() -> None:
     *_, sink, insert = _statements("q4")
-    assert flink_sql.UPSERT_QUERIES == {"q4"}
+    assert {"q4"} == flink_sql.UPSERT_QUERIES
     assert "PRIMARY KEY (category) NOT ENFORCED" in sink
     assert "'connector' = 'upsert-kafka'" in sink
     assert "'key.format' = 'json'" in sink
