@@ -136,15 +136,15 @@ def same(got: Any, want: Any) -> bool:
     return type(got) is type(want) and bool(got == want)
 
 
-def verify_table(query: str, table: dict[str, Any], expected: Any, *, read: int) -> Verdict:
+def verify_table(query: str, table: dict[str, Any], expected: Any) -> Verdict:
     """The table an upsert output left (`latest`) against the reference of `query`:
-    every key's row as the reference's (`same`), no key more or less. `read` is how
-    many records were read, for the verdict's description."""
+    every key's row as the reference's (`same`), no key more or less. Its results
+    are keys: `expected` and `read` count the reference's and the table's."""
     want = expected_table(query, expected)
     wrong = {k for k in want.keys() | table.keys() if not same(table.get(k), want.get(k))}
     return Verdict(
         expected=len(want),
-        read=read,
+        read=len(table),
         missing=tuple(sorted(f"{k}: {canonical(want[k])}" for k in wrong & want.keys())),
         extra=tuple(sorted(f"{k}: {canonical(table[k])}" for k in wrong & table.keys())),
     )
@@ -152,7 +152,7 @@ def verify_table(query: str, table: dict[str, Any], expected: Any, *, read: int)
 
 def verify_upserts(query: str, records: list[Upsert], expected: Any) -> Verdict:
     """An upsert output, read in order, against the reference of `query`."""
-    return verify_table(query, latest(records), expected, read=len(records))
+    return verify_table(query, latest(records), expected)
 
 
 def read_output(bootstrap: str, topic: str) -> list[Any]:
