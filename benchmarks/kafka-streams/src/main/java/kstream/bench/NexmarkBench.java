@@ -11,10 +11,12 @@ import java.nio.charset.StandardCharsets;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
@@ -31,7 +33,8 @@ import org.apache.kafka.streams.kstream.Produced;
  * (3: the end marker, which every query ignores). Each output value is one JSON result in the
  * reference's shape (benchmarks/nexmark/reference.py), so the suite's checker reads it as it
  * reads kstream's. Exactly-once v2, the input read from its earliest offset, record caches off
- * (every update is forwarded at once). Runs until SIGTERM.
+ * (every update is forwarded at once). Runs until SIGTERM; a record that is not a JSON event
+ * stops it with one line on stderr and exit code 1, its open transaction aborted.
  *
  * <ul>
  *   <li>q0: every bid as it came.
@@ -196,6 +199,18 @@ public final class NexmarkBench {
     }
     KafkaStreams streams = new KafkaStreams(builder.build(), props);
     CountDownLatch stopped = new CountDownLatch(1);
+    AtomicInteger exitCode = new AtomicInteger();
+    // A failed record (not a JSON event) stops the program in one line, its transaction
+    // aborted, rather than leaving a JVM without stream threads for the suite to wait on.
+    streams.setUncaughtExceptionHandler(
+        e -> {
+          Throwable cause = e.getCause() != null ? e.getCause() : e;
+          System.err.println(
+              "NexmarkBench " + query + " failed: " + cause.toString().lines().findFirst().orElse(""));
+          exitCode.set(1);
+          stopped.countDown();
+          return StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
     Runtime.getRuntime()
         .addShutdownHook(
             new Thread(
@@ -205,5 +220,8 @@ public final class NexmarkBench {
                 }));
     streams.start();
     stopped.await();
+    if (exitCode.get() != 0) {
+      System.exit(exitCode.get());
+    }
   }
 }
