@@ -60,7 +60,7 @@ from kstream.testing import unique_name
 
 
 def _parse() -> argparse.Namespace:
-    # The word workloads' contenders, then those that run Nexmark only (Flink).
+    # The word workloads' contenders, then those that run Nexmark only (Flink, Kafka Streams).
     keys = [c.key for c in CONTENDERS]
     keys += [k for k in nexmark_bench.CONTENDERS if k not in keys]
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])

@@ -221,57 +221,72 @@ def _streams_home() -> Path:
     return cache_dir() / "bench" / f"kafka-streams-{KAFKA_STREAMS_VERSION}"
 
 
-def _prepare_streams(say: Callable[[str], None]) -> None:
-    """Resolve Kafka Streams with mvn and compile the program with javac, once."""
+def streams_libs() -> Path:
+    """Where the Kafka Streams jars are resolved to: named by the pom's hash, so a pom
+    that gained a dependency is resolved again."""
+    digest = hashlib.sha256(_STREAMS_POM.read_bytes()).hexdigest()[:12]
+    return _streams_home() / f"libs-{digest}"
+
+
+def prepare_streams(say: Callable[[str], None]) -> None:
+    """Resolve Kafka Streams with mvn and compile the programs (`StreamsBench`, the
+    word-count suite's, and `NexmarkBench`) with javac, once."""
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             raise ContenderUnavailableError(f"`{tool}` is not on PATH (Kafka Streams needs a JDK)")
-    home = _streams_home()
     try:
         jars = resolve_maven_classpath(
-            ROOT / "kafka-streams" / "pom.xml",
-            home / "libs",
+            _STREAMS_POM,
+            streams_libs(),
             properties={"kafka.version": KAFKA_STREAMS_VERSION},
             what=f"Kafka Streams {KAFKA_STREAMS_VERSION}",
             log=say,
         )
     except KStreamError as exc:
         raise ContenderUnavailableError(str(exc)) from exc
-    java_file = _streams_source()
-    classes = _streams_classes()
-    built = classes / "kstream" / "bench" / "StreamsBench.class"
-    if built.is_file():
+    classes = streams_classes()
+    marker = classes / ".complete"
+    if marker.is_file():
         return
-    say("compiling the Kafka Streams program with javac")
+    say("compiling the Kafka Streams programs with javac")
+    sources = [str(path) for path in _streams_sources()]
     done = subprocess.run(
-        ["javac", "-d", str(classes), "-cp", ":".join(map(str, jars)), str(java_file)],
+        ["javac", "-d", str(classes), "-cp", ":".join(map(str, jars)), *sources],
         capture_output=True,
         text=True,
         check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(f"javac failed: {done.stderr.strip()}")
+    marker.write_text("\n".join(sources))
 
 
-def _streams_source() -> Path:
-    return (
-        ROOT / "kafka-streams" / "src" / "main" / "java" / "kstream" / "bench" / "StreamsBench.java"
-    )
+_STREAMS_POM = ROOT / "kafka-streams" / "pom.xml"
 
 
-def _streams_classes() -> Path:
-    """Where the program is compiled to: named by its source's hash, so checkouts with
-    different versions of it never run each other's classes."""
-    digest = hashlib.sha256(_streams_source().read_bytes()).hexdigest()[:16]
-    return _streams_home() / f"classes-{digest}"
+def _streams_sources() -> list[Path]:
+    return sorted((ROOT / "kafka-streams" / "src" / "main" / "java").rglob("*.java"))
+
+
+def streams_classes() -> Path:
+    """Where the programs are compiled to: named by their sources' hash, so checkouts with
+    different versions of them never run each other's classes."""
+    digest = hashlib.sha256()
+    for path in _streams_sources():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return _streams_home() / f"classes-{digest.hexdigest()[:16]}"
+
+
+def streams_classpath() -> str:
+    """The `java -cp` of the compiled programs and their jars."""
+    return f"{streams_classes()}:{streams_libs()}/*"
 
 
 def _streams(ctx: Context) -> list[str]:
-    home = _streams_home()
     return [
         "java",
         "-cp",
-        f"{_streams_classes()}:{home / 'libs'}/*",
+        streams_classpath(),
         "kstream.bench.StreamsBench",
         ctx.bootstrap,
         ctx.input,
@@ -319,7 +334,7 @@ CONTENDERS: tuple[Contender, ...] = (
         f"1 JVM ({KAFKA_STREAMS_THREADS} stream threads)",
         WORKLOADS,
         _streams,
-        _prepare_streams,
+        prepare_streams,
         needs_network=True,
         stream_time=True,
     ),

@@ -166,6 +166,28 @@ class _Pacer(threading.Thread):
             self.error = exc
 
 
+def read_latencies(
+    run: RunningJob,
+    pacer: _Pacer,
+    reader: Consumer,
+    words: int,
+    deadline: float,
+    latencies: list[float],
+) -> None:
+    """Append to `latencies` each output's age in ms when `reader` got it (now minus its
+    timestamp) until there are `words`; raises if the job or `pacer` failed, or at
+    `deadline` (monotonic)."""
+    while len(latencies) < words:
+        run.check()
+        if pacer.error is not None:
+            raise RuntimeError(f"the input producer failed: {pacer.error}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(latencies):,} of {words:,} outputs were read")
+        batch = _take(reader, 10_000, 0.05)
+        now_ms = time.time() * 1000
+        latencies.extend(now_ms - m.timestamp()[1] for m in batch if m.error() is None)
+
+
 def run_at_rate(
     bootstrap: str, *, interval: float, rate: float, seconds: float, seed: int = 11
 ) -> dict[str, Any]:
@@ -193,15 +215,7 @@ def run_at_rate(
             pacer = _Pacer(bootstrap, src, lines, rate * len(lines) / words)
             pacer.start()
             deadline = time.monotonic() + seconds + DRAIN_TIMEOUT_S
-            while len(latencies) < words:
-                run.check()
-                if pacer.error is not None:
-                    raise RuntimeError(f"the input producer failed: {pacer.error}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{len(latencies):,} of {words:,} outputs were read")
-                batch = _take(reader, 10_000, 0.05)
-                now_ms = time.time() * 1000
-                latencies.extend(now_ms - m.timestamp()[1] for m in batch if m.error() is None)
+            read_latencies(run, pacer, reader, words, deadline, latencies)
             pacer.join()
         reader.close()
         messages = read_messages(bootstrap, name)

@@ -40,7 +40,7 @@ import psutil
 
 from benchmarks.cpu import broker_process, process_cpu_s
 from benchmarks.harness import RunningJob, quantiles
-from benchmarks.latency import PARTITIONS, _Pacer, _reader, _take, capacity
+from benchmarks.latency import PARTITIONS, _Pacer, _reader, capacity, read_latencies
 from benchmarks.workloads import generate
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
@@ -215,16 +215,7 @@ def loaded(
 
             measuring = threading.Thread(target=measure, daemon=True)
             measuring.start()
-            deadline = t0 + seconds + 120
-            while len(latencies) < words:
-                run.check()
-                if pacer.error is not None:
-                    raise RuntimeError(f"the input producer failed: {pacer.error}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{len(latencies):,} of {words:,} outputs were read")
-                batch = _take(reader, 10_000, 0.05)
-                now_ms = time.time() * 1000
-                latencies.extend(now_ms - m.timestamp()[1] for m in batch if m.error() is None)
+            read_latencies(run, pacer, reader, words, t0 + seconds + 120, latencies)
             pacer.join()
             measuring.join()
         reader.close()

@@ -16,8 +16,10 @@ Contenders: ``kstream-eos`` (3 workers, exactly-once, 1 s checkpoints, as in
 the word-count suite) and ``flink-eos`` (Apache Flink 2.2 from PyPI, a local
 mini-cluster of parallelism 3, exactly-once checkpoints every 1 s, a
 transactional Kafka sink: `flink`, `flink_sql`; installed on first use and
-skipped with the reason where it cannot install). Others have no Nexmark job
-yet and are skipped with the reason.
+skipped with the reason where it cannot install) and ``kafka-streams-eos``
+(Kafka Streams 4.1, exactly-once v2, 3 stream threads in one JVM, a commit
+every 1 s; q0-q3 only: `kafka_streams`). Others have no Nexmark job yet and
+are skipped with the reason.
 
 An updating result (Flink's q4, written by ``upsert-kafka``) is read as the
 table its records leave (`check.latest`): the time is until that table is the
@@ -47,7 +49,7 @@ from rich.table import Table
 
 from benchmarks.contenders import ContenderUnavailableError
 from benchmarks.cpu import TreeCpu, broker_process, machine_busy_s, process_cpu_s
-from benchmarks.nexmark import check, flink, flink_sql, generator, reference
+from benchmarks.nexmark import check, flink, flink_sql, generator, kafka_streams, reference
 from benchmarks.nexmark.model import QUERIES
 from benchmarks.suite import Status, committed_reader, log_tail, stop_contender
 from kstream.infra.admin import Admin
@@ -158,6 +160,11 @@ CONTENDERS: dict[str, NexmarkContender] = {
         flink.prepare,
         flink_sql.decode,
         flink_sql.UPSERT_QUERIES,
+    ),
+    "kafka-streams-eos": NexmarkContender(
+        kafka_streams.command(threads=KSTREAM_WORKERS, interval_s=CHECKPOINT_INTERVAL_S),
+        kafka_streams.STREAMS_QUERIES,
+        kafka_streams.prepare,
     ),
 }
 
