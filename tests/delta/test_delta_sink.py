@@ -14,8 +14,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from kstream.connectors.delta import DeltaSink
-from kstream.dataflow.outputs import SinkContext, SinkWriter
 from kstream.connectors.delta.writer import BATCH_ROWS
+from kstream.dataflow.outputs import SinkContext, SinkWriter
 from kstream.errors import (
     ConfigurationError,
     ProducerFencedError,

@@ -98,7 +98,6 @@ def test_a_worker_stopped_past_its_liveness_timeout_commits_nothing_when_it_wake
     assert_every_update_once(table_rows(table), truth, log)
 
 
-
 def test_values_the_table_refuses_are_dead_letters_with_arrows_message_and_the_rest_exact(
     bootstrap: str, tmp_path: Path
 ) -> None:
