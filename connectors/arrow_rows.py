@@ -10,7 +10,7 @@ column whole, searches only a column that fails for the values that fail alone
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,39 +44,74 @@ def to_arrow(
     kinds: Sequence[str] | None = None,
 ) -> tuple[pa.Table, list[Refusal]]:
     """`rows` (in `schema`'s column order) as an Arrow table of `schema`, without the
-    rows Arrow refuses, which come second, oldest first, each as `Refusal` with
-    ``<table> refused row <row>: column <name> (<kind>): <Arrow's message>``; a
-    column's kind is its entry in `kinds` (the table's own type names), else its
-    Arrow type.
+    rows Arrow refuses, which come second, in the order of `rows`, each as `Refusal`
+    with ``<table> refused row <row>: column <name> (<kind>): <Arrow's message>``
+    (a row refused by several columns is named by the first); a column's kind is
+    its entry in `kinds` (the table's own type names), else its Arrow type.
 
     Each column converts whole first; only a column that fails is searched for its
-    refused values, by halves, so a batch without misfits costs one conversion per
-    column. Raises `DatabaseError` (one line) if rows fail together but none fails
-    alone: nothing is left out without a reason.
+    refused values, by halves (`misfits`), and converted again without the
+    refused rows; the columns that converted are cut around them. So a batch
+    without misfits costs one conversion per column. Raises `DatabaseError` (one
+    line) if rows fail together but none fails alone: nothing is left out without
+    a reason.
     """
-    names = kinds if kinds is not None else [str(f.type) for f in schema]
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
-    arrays: list[pa.Array] = []
-    why: dict[int, str] = {}
-    failed: str | None = None
-    for values, f, kind in zip(columns, schema, names, strict=True):
-        try:
-            arrays.append(pa.array(list(values), type=f.type))
-        except CONVERSION_ERRORS as exc:
-            failed = failed or first_line(exc)
-            for at, message in misfits(values, _converter(f.type)):
-                why.setdefault(at, f"column {f.name} ({kind}): {message}")
-    if failed is None:
-        return pa.Table.from_arrays(arrays, schema=schema), []
-    if not why:
-        raise DatabaseError(f"{table}: {len(rows)} rows do not fit the table's types: {failed}")
-    kept = [r for i, r in enumerate(rows) if i not in why]
+    kinds = kinds if kinds is not None else [str(f.type) for f in schema]
+    values: list[list[Any] | None] = (
+        [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in schema]
+    )
+    arrays: list[pa.Array | None] = [None] * len(schema)
+    at = list(range(len(rows)))  # each row's position in `rows`
+    why: dict[int, str] = {}  # by position in `rows`: the refused rows
+    while True:
+        failed: str | None = None
+        found: dict[int, str] = {}  # by position in `at`: this round's refusals
+        for j, f in enumerate(schema):
+            column = values[j]
+            if column is None:
+                continue
+            try:
+                arrays[j] = pa.array(column, type=f.type)
+                values[j] = None
+            except CONVERSION_ERRORS as exc:
+                failed = failed or first_line(exc)
+                for i, message in misfits(column, _converter(f.type), first_line(exc)):
+                    found.setdefault(i, f"column {f.name} ({kinds[j]}): {message}")
+        if failed is None:
+            break
+        if not found:
+            raise DatabaseError(f"{table}: {len(at)} rows do not fit the table's types: {failed}")
+        why.update((at[i], message) for i, message in found.items())
+        runs = _runs(len(at), found)
+        at = [at[i] for lo, hi in runs for i in range(lo, hi)]
+        arrays = [None if a is None else _cut(a, runs) for a in arrays]
+        values = [None if c is None else [c[i] for lo, hi in runs for i in range(lo, hi)]
+                  for c in values]  # fmt: skip
     refused = [
         Refusal(rows[i], f"{table} refused row {tuple(rows[i])!r}: {why[i]}") for i in sorted(why)
     ]
-    # The rest converts now unless its values failed only beside the refused ones.
-    data, more = to_arrow(table, schema, kept, kinds)
-    return data, refused + more
+    return pa.Table.from_arrays(arrays, schema=schema), refused
+
+
+def _runs(n: int, left_out: Collection[int]) -> list[tuple[int, int]]:
+    """The spans [lo, hi) of range(n) without the positions in `left_out`."""
+    runs: list[tuple[int, int]] = []
+    lo = 0
+    for i in sorted(left_out):
+        if i > lo:
+            runs.append((lo, i))
+        lo = i + 1
+    if lo < n:
+        runs.append((lo, n))
+    return runs
+
+
+def _cut(a: pa.Array, runs: Sequence[tuple[int, int]]) -> pa.Array:
+    """`a` with only the values in `runs`: slices (no copy) joined in one copy, cheaper
+    than converting the Python values again."""
+    if not runs:
+        return a.slice(0, 0)
+    return pa.concat_arrays([a.slice(lo, hi - lo) for lo, hi in runs])
 
 
 def _converter(t: pa.DataType) -> Callable[[Sequence[Any]], str | None]:
@@ -94,24 +129,26 @@ def _converter(t: pa.DataType) -> Callable[[Sequence[Any]], str | None]:
 
 
 def misfits(
-    values: Sequence[Any], converts: Callable[[Sequence[Any]], str | None]
+    values: Sequence[Any], converts: Callable[[Sequence[Any]], str | None], why: str
 ) -> list[tuple[int, str]]:
     """The positions of the `values` that fail alone, ascending, each with the message
     of `converts` (None: the values it is given convert; else why not, one line).
 
-    Halves that convert are dropped whole, so few misfits cost a few conversions of
-    the column, not one per value. Values that fail only together are not found.
+    `values` are known to fail together, with `why` (the caller's conversion of
+    them all): the search starts from their halves, and halves that convert are
+    dropped whole, so k misfits among n values cost about 2·k·log2(n) conversions
+    of parts, not one per value. Values that fail only together are not found.
     """
     out: list[tuple[int, str]] = []
-    spans = [(0, len(values))]
+    spans: list[tuple[int, int, str | None]] = [(0, len(values), why)]
     while spans:
-        lo, hi = spans.pop()
-        message = converts(values[lo:hi])
+        lo, hi, known = spans.pop()
+        message = known if known is not None else converts(values[lo:hi])
         if message is None:
             continue
         if hi - lo == 1:
             out.append((lo, message))
         else:
             mid = (lo + hi) // 2
-            spans += [(mid, hi), (lo, mid)]
+            spans += [(mid, hi, None), (lo, mid, None)]
     return sorted(out)

@@ -48,18 +48,31 @@ def test_the_search_converts_only_the_halves_that_fail() -> None:
 
     values: list[Any] = ["ok"] * 1024
     values[300] = values[901] = "bad"
-    assert misfits(values, converts) == [(300, "no"), (901, "no")]
-    # Two paths from the whole to a single value: at most 2 * (2 * 10) + 1 calls,
-    # not one per value.
-    assert len(calls) <= 41, len(calls)
+    assert misfits(values, converts, "no") == [(300, "no"), (901, "no")]
+    # Not the whole again (the caller tried it), then two paths of halves down to a
+    # single value, 10 levels: at most 2 * 2 * 10 calls, not one per value.
+    assert 1024 not in calls
+    assert len(calls) <= 40, len(calls)
+    assert misfits(["bad"], converts, "alone") == [(0, "alone")]
 
 
 def test_values_that_fail_only_together_are_not_misfits() -> None:
     def converts(values: Sequence[Any]) -> str | None:
         return "x beside y" if "x" in values and "y" in values else None
 
-    assert misfits(["a", "x", "b", "y"], converts) == []
-    assert misfits(["x", "x"], converts) == []
+    assert misfits(["a", "x", "b", "y"], converts, "x beside y") == []
+
+
+def test_the_columns_that_convert_are_cut_around_the_refused_rows() -> None:
+    schema = pa.schema([("n", pa.int64()), ("m", pa.int8()), ("s", pa.string())])
+    rows = [(i, i % 100, f"s{i}") for i in range(5_000)]
+    bad = {17: (17, 300, "s17"), 18: (18, 1, 18), 2_500: ("x", 0, "s"), 4_999: (1, 1, b"\xff")}
+    for i, row in bad.items():
+        rows[i] = row
+    data, refused = to_arrow("t", schema, rows)
+    assert [r.row for r in refused] == list(bad.values())
+    kept = [r for i, r in enumerate(rows) if i not in bad]
+    assert data.to_pylist() == [{"n": n, "m": m, "s": s} for n, m, s in kept]
 
 
 @pytest.mark.parametrize("rows", [[("a", "n/a")], [("a", "n/a"), ("b", "1")]])
