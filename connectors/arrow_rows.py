@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from kstream.errors import DatabaseError
 
 __all__ = ["CONVERSION_ERRORS", "Refusal", "misfits", "to_arrow"]
+
+_T = TypeVar("_T")
 
 #: What Arrow raises for a value that does not fit a type.
 CONVERSION_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
@@ -51,7 +53,7 @@ def to_arrow(
 
     Each column converts whole first; only a column that fails is searched for its
     refused values, by halves (`misfits`), and converted again without the
-    refused rows; the columns that converted are cut around them. So a batch
+    refused rows; the columns that converted are sliced around them. So a batch
     without misfits costs one conversion per column. Raises `DatabaseError` (one
     line) if rows fail together but none fails alone: nothing is left out without
     a reason.
@@ -60,7 +62,7 @@ def to_arrow(
     values: list[list[Any] | None] = (
         [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in schema]
     )
-    arrays: list[pa.Array | None] = [None] * len(schema)
+    arrays: list[pa.Array | pa.ChunkedArray | None] = [None] * len(schema)
     at = list(range(len(rows)))  # each row's position in `rows`
     why: dict[int, str] = {}  # by position in `rows`: the refused rows
     while True:
@@ -83,10 +85,9 @@ def to_arrow(
             raise DatabaseError(f"{table}: {len(at)} rows do not fit the table's types: {failed}")
         why.update((at[i], message) for i, message in found.items())
         runs = _runs(len(at), found)
-        at = [at[i] for lo, hi in runs for i in range(lo, hi)]
+        at = _kept(at, runs)
         arrays = [None if a is None else _cut(a, runs) for a in arrays]
-        values = [None if c is None else [c[i] for lo, hi in runs for i in range(lo, hi)]
-                  for c in values]  # fmt: skip
+        values = [None if c is None else _kept(c, runs) for c in values]
     refused = [
         Refusal(rows[i], f"{table} refused row {tuple(rows[i])!r}: {why[i]}") for i in sorted(why)
     ]
@@ -106,12 +107,18 @@ def _runs(n: int, left_out: Collection[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def _cut(a: pa.Array, runs: Sequence[tuple[int, int]]) -> pa.Array:
-    """`a` with only the values in `runs`: slices (no copy) joined in one copy, cheaper
-    than converting the Python values again."""
-    if not runs:
-        return a.slice(0, 0)
-    return pa.concat_arrays([a.slice(lo, hi - lo) for lo, hi in runs])
+def _kept(items: list[_T], runs: Sequence[tuple[int, int]]) -> list[_T]:
+    """The `items` in `runs`."""
+    return [x for lo, hi in runs for x in items[lo:hi]]
+
+
+def _cut(a: pa.Array | pa.ChunkedArray, runs: Sequence[tuple[int, int]]) -> pa.ChunkedArray:
+    """`a` with only the values in `runs`, as slices of it (no copy): cheaper than
+    converting the Python values again. (`pa.array` gives a chunked array for
+    values past an array's capacity, so `a` may be one.)"""
+    parts = [a.slice(lo, hi - lo) for lo, hi in runs]
+    chunks = [c for p in parts for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])]
+    return pa.chunked_array(chunks, type=a.type)
 
 
 def _converter(t: pa.DataType) -> Callable[[Sequence[Any]], str | None]:
