@@ -4,12 +4,14 @@ iceberg_sink_bench)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kstream.dataflow.outputs import Sink, SinkContext
+from kstream.errors import RecordError
 
 
 def word_counts(n: int) -> Iterator[tuple[str, int]]:
@@ -23,11 +25,19 @@ def word_counts(n: int) -> Iterator[tuple[str, int]]:
         yield w, counts[w]
 
 
-def sink_rate(sink: Sink[Any], rows: list[tuple[str, int]], interval: float) -> float:
+def sink_rate(
+    sink: Sink[Any],
+    rows: list[tuple[str, Any]],
+    interval: float,
+    refused: Callable[[Any, RecordError], None] | None = None,
+) -> float:
     """Rows/s of `sink`'s writer over `rows`, pre-committing and committing an epoch
-    every `interval` seconds as a checkpoint would (one subtask, no Kafka)."""
+    every `interval` seconds as a checkpoint would (one subtask, no Kafka); rows
+    the table refuses go to `refused` (None: they raise)."""
     sink.check("")
     ctx = SinkContext("", "bench", "s1-0", 1, producer=None)  # type: ignore[arg-type]
+    if refused is not None:
+        ctx = dataclasses.replace(ctx, refused=refused)
     w = sink.open(ctx)
     w.recover(None, None)
     epoch, start = 1, time.perf_counter()

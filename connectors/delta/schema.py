@@ -1,6 +1,7 @@
 """The Delta Lake sink's view of its table: declared columns as Arrow and Delta types,
-results as rows, batches of rows as Arrow, the statistics of a written file, and the
-check of an existing table's schema against the declared columns."""
+results as rows, batches of rows as Arrow (the rows Arrow refuses singled out), the
+statistics of a written file, and the check of an existing table's schema against
+the declared columns."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kstream.connectors.arrow_rows import Refusal, to_arrow
 from kstream.connectors.rows import as_row
-from kstream.errors import ConfigurationError, DatabaseError
+from kstream.errors import ConfigurationError
 
 __all__ = ["DELTA_TYPES", "Columns", "file_stats", "schema_mismatch"]
 
@@ -61,20 +63,12 @@ class Columns:
         """The row for result `value` (`kstream.connectors.rows.as_row`)."""
         return as_row(self.table, self.names, self.not_null, value)
 
-    def batch(self, rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
-        """`rows` as one Arrow batch; `DatabaseError` naming the column a value does not fit."""
-        schema = self.arrow_schema
-        arrays = []
-        for i, field in enumerate(schema):
-            try:
-                arrays.append(pa.array([r[i] for r in rows], type=field.type))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as exc:
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                raise DatabaseError(
-                    f"{self.table}: a value of column {field.name} is not a {self.types[i]}: "
-                    f"{first}"
-                ) from None
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    def arrow(self, rows: Sequence[Sequence[Any]]) -> tuple[pa.Table, list[Refusal]]:
+        """`rows` as an Arrow table, without the rows Arrow refuses (a value that does
+        not fit its column's type), which come second, each with why in one line
+        naming the table, the row, the column with its Delta type and Arrow's message
+        (`kstream.connectors.arrow_rows.to_arrow`)."""
+        return to_arrow(f"Delta table {self.table}", self.arrow_schema, rows, self.types)
 
 
 def _stat(value: Any) -> Any:

@@ -36,7 +36,9 @@ class DeltaSink(Sink[Any]):
     ``integer``, ``double``, ``boolean``, ``date``, ``timestamp``, ...).
 
     A result is a tuple (or list) of values in the order of `columns`, or a mapping
-    by column name. Rows are appended.
+    by column name. Rows are appended. A result that is not a row, and a row with a
+    value Arrow cannot convert to its column's type, go to the job's error policy
+    (`RecordError`, `RecordRefusedError` in one line); the epoch's other rows land.
 
     Exactly-once jobs write each checkpoint epoch as a Parquet file in the table
     directory when the checkpoint's barrier passes, and add it to the table's log

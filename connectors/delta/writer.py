@@ -8,7 +8,10 @@ of the pending epochs <= n in one Delta commit carrying two application
 transactions: the subtask's newest epoch (`data_app_id`) and the writer's
 generation (`generation_app_id`). A recovery re-commits the epochs the restored
 checkpoint kept unless the table's transaction version shows they are in already
-(`kstream.connectors.delta.plan.epochs_to_commit`).
+(`kstream.connectors.delta.plan.epochs_to_commit`). A row whose value Arrow
+refuses for its column's type goes to the job's error policy
+(`SinkContext.refused`) and the epoch's other rows are written; an epoch with no
+row left commits nothing.
 
 Fencing: every commit first checks, on the snapshot it commits on, that no newer
 generation holds the subtask's generation transaction; since every commit carries
@@ -44,13 +47,13 @@ from kstream.connectors.delta.plan import (
 )
 from kstream.connectors.delta.schema import Columns, file_stats
 from kstream.dataflow.outputs import SinkContext, SinkSnapshot, SinkWriter
-from kstream.errors import DatabaseError
+from kstream.errors import DatabaseError, RecordRefusedError
 
 __all__ = ["BATCH_ROWS", "COMMIT_ATTEMPTS", "DeltaWriter"]
 
 log = logging.getLogger("kstream.sink.delta")
 
-#: Rows buffered as Python tuples before they become an Arrow batch.
+#: Rows buffered as Python tuples before they become an Arrow table.
 BATCH_ROWS = 10_000
 #: Commits that lost a race to a commit of the same subtask are tried again this often.
 COMMIT_ATTEMPTS = 10
@@ -92,7 +95,8 @@ class DeltaWriter(SinkWriter):
         # hands it Buffers, which its output stream does not take.
         self._files = DeltaFileSystemHandler(uri, storage_options, None)
         self._rows: list[Sequence[Any]] = []
-        self._batches: list[pa.RecordBatch] = []
+        #: The epoch's converted rows, each table non-empty.
+        self._batches: list[pa.Table] = []
         #: Written, uncommitted epochs, oldest first.
         self._pending: list[PendingEpoch] = []
         self.handed: int = 0
@@ -103,16 +107,30 @@ class DeltaWriter(SinkWriter):
         self.handed += 1
         self._rows.append(self._columns.row(value))
         if len(self._rows) >= BATCH_ROWS:
-            self._batches.append(self._columns.batch(self._rows))
-            self._rows = []
+            self._convert()
+
+    def _convert(self) -> None:
+        """The buffered rows as an Arrow table for the epoch's file."""
+        rows, self._rows = self._rows, []
+        data, refused = self._columns.arrow(rows)
+        # A row Arrow refuses is the result's fault, not the epoch's: it goes to the
+        # error policy and the others are written. Failing the epoch instead would
+        # roll the job back onto the same row, for ever.
+        for r in refused:
+            self._ctx.refused(r.row, RecordRefusedError(r.why))
+        if data.num_rows:
+            self._batches.append(data)
 
     def pre_commit(self, epoch: int) -> SinkSnapshot:
         if self._rows:
-            self._batches.append(self._columns.batch(self._rows))
-            self._rows = []
+            self._convert()
+        # An epoch with no row left (none written, or all refused) writes no file
+        # and is not pending: no commit, and no application transaction, is due
+        # for it. The transaction only tells a recovery which kept files are in
+        # the table already; the completed checkpoint is what marks the epoch done.
         if self._batches:
             batches, self._batches = self._batches, []
-            written = self._write_file(epoch, pa.Table.from_batches(batches))
+            written = self._write_file(epoch, pa.concat_tables(batches))
             self._pending.append(PendingEpoch(epoch, (written,)))
         if not self._exactly_once and self._pending:
             self._commit(epoch, fence=False)

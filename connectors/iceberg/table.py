@@ -19,18 +19,12 @@ from pyiceberg.table import Table as IcebergTable
 from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import ancestors_of
 
+from kstream.connectors.arrow_rows import Refusal, to_arrow
 from kstream.connectors.iceberg.marks import Mark, Plan, digest, newest_mark, summary
 from kstream.connectors.rows import as_row
 from kstream.errors import ConfigurationError, DatabaseError, KStreamError
 
-__all__ = [
-    "COMMIT_DEADLINE_S",
-    "Columns",
-    "Refusal",
-    "commit_files",
-    "describe",
-    "open_catalog",
-]
+__all__ = ["COMMIT_DEADLINE_S", "Columns", "commit_files", "describe", "open_catalog"]
 
 #: How long a commit keeps re-deciding after conflicts with other writers' commits.
 COMMIT_DEADLINE_S = 120.0
@@ -77,77 +71,9 @@ class Columns:
 
     def arrow(self, rows: Sequence[Sequence[Any]]) -> tuple[pa.Table, list[Refusal]]:
         """`rows` as an Arrow table, without the rows Arrow refuses (a value that does
-        not fit its column's type), which come second, each with why in one line.
-
-        Each column converts whole first; only a column that fails is searched for
-        its refused values, by halves. Raises `DatabaseError` if the rows fail
-        together but none fails alone (nothing is left out without a reason).
-        """
-        columns = list(zip(*rows, strict=True)) if rows else [() for _ in self.names]
-        arrays: list[pa.Array] = []
-        why: dict[int, str] = {}
-        failed: str | None = None
-        for values, f in zip(columns, self.schema, strict=True):
-            try:
-                arrays.append(pa.array(list(values), type=f.type))
-            except CONVERSION_ERRORS as exc:
-                failed = failed or first_line(exc)
-                for at, message in _misfits(values, f.type):
-                    why.setdefault(at, f"column {f.name} ({f.type}): {message}")
-        if failed is None:
-            return pa.Table.from_arrays(arrays, schema=self.schema), []
-        if not why:
-            raise DatabaseError(
-                f"{self.table}: {len(rows)} rows do not fit the table's types: {failed}"
-            )
-        kept = [r for i, r in enumerate(rows) if i not in why]
-        refused = [
-            Refusal(rows[i], f"{self.table} refused row {tuple(rows[i])!r}: {why[i]}")
-            for i in sorted(why)
-        ]
-        data, more = self.arrow(kept)
-        return data, refused + more
-
-
-#: What Arrow raises for a value that does not fit a type.
-CONVERSION_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A row Arrow refused, and why in one line (the table, the row, the column and
-    Arrow's message)."""
-
-    row: Sequence[Any]
-    why: str
-
-
-def _converts(values: Sequence[Any], t: pa.DataType) -> str | None:
-    """None if `values` convert to Arrow type `t`; otherwise Arrow's message, one line."""
-    try:
-        pa.array(list(values), type=t)
-    except CONVERSION_ERRORS as exc:
-        return first_line(exc)
-    return None
-
-
-def _misfits(values: Sequence[Any], t: pa.DataType) -> list[tuple[int, str]]:
-    """The positions of the `values` that do not convert to `t` alone, with Arrow's
-    message: halves that convert are dropped whole, so few misfits cost a few
-    conversions of the column, not one per value."""
-    out: list[tuple[int, str]] = []
-    spans = [(0, len(values))]
-    while spans:
-        lo, hi = spans.pop()
-        message = _converts(values[lo:hi], t)
-        if message is None:
-            continue
-        if hi - lo == 1:
-            out.append((lo, message))
-        else:
-            mid = (lo + hi) // 2
-            spans += [(mid, hi), (lo, mid)]
-    return sorted(out)
+        not fit its column's type), which come second, each with why in one line
+        (`kstream.connectors.arrow_rows.to_arrow`)."""
+        return to_arrow(self.table, self.schema, rows)
 
 
 def describe(table: IcebergTable, name: str, columns: tuple[str, ...]) -> Columns:

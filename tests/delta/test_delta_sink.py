@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,14 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from kstream.connectors.delta import DeltaSink
+from kstream.connectors.delta.writer import BATCH_ROWS
 from kstream.dataflow.outputs import SinkContext, SinkWriter
-from kstream.errors import ConfigurationError, DatabaseError, ProducerFencedError, RecordError
+from kstream.errors import (
+    ConfigurationError,
+    ProducerFencedError,
+    RecordError,
+    RecordRefusedError,
+)
 
 COLUMNS = {"word": "string", "count": "long"}
 
@@ -170,12 +177,86 @@ def test_results_that_cannot_be_rows_are_record_errors(sink: DeltaSink) -> None:
             w.write(bad)
 
 
-def test_a_value_of_the_wrong_type_fails_the_epoch_with_the_column(sink: DeltaSink) -> None:
+def test_a_value_arrow_refuses_is_raised_in_one_line_without_an_error_policy(
+    sink: DeltaSink,
+) -> None:
     w = opened(sink)
     w.recover(None, None)
     w.write(("a", "not a number"))
-    with pytest.raises(DatabaseError, match="column count is not a long"):
+    with pytest.raises(RecordRefusedError, match=r"refused row \('a', 'not a number'\)") as info:
         w.pre_commit(5)
+    assert "\n" not in str(info.value)
+
+
+def test_values_arrow_refuses_go_to_the_error_policy_and_the_others_land(
+    sink: DeltaSink,
+) -> None:
+    """A value that does not fit its column's type is the row's refusal, found when
+    the rows become Arrow (every `BATCH_ROWS` and at the barrier): the error policy
+    gets the row with Arrow's message in one line, and the epoch's other rows land
+    once it commits, in one file."""
+    refused: list[tuple[Any, RecordError]] = []
+    ctx = replace(context(), refused=lambda value, exc: refused.append((value, exc)))
+    w = sink.open(ctx)
+    w.recover(None, None)
+    good = [(f"w{i}", i) for i in range(1, BATCH_ROWS + 2_000)]
+    bad = [("x", "not a number"), ("y", 2**70), (3, 3), ("z", 1.5e300)]
+    # The first two in the first batch converted, the others at the barrier.
+    values = [*good[:700], bad[0], *good[700:1500], bad[1], *good[1500:], bad[2], bad[3]]
+    w.begin_epoch(1)
+    for v in values:
+        w.write(v)
+    kept = w.pre_commit(1)
+    assert [v for v, _ in refused] == bad
+    [pending] = kept.meta["pending"]
+    [f] = pending["files"]
+    assert json.loads(f["stats"])["numRecords"] == len(good)
+    assert rows(sink.uri) == []  # pre-committed: nothing visible yet
+    w.commit(1)
+    assert rows(sink.uri) == sorted(good)
+    columns = ["count (long)", "count (long)", "word (string)", "count (long)"]
+    for (value, exc), column in zip(refused, columns, strict=True):
+        assert isinstance(exc, RecordRefusedError)
+        assert str(exc).startswith(
+            f"Delta table {sink.uri} refused row {value!r}: column {column}: "
+        ), exc
+        assert "\n" not in str(exc)
+    assert "Could not convert 'not a number'" in str(refused[0][1]), refused[0][1]
+
+
+def test_an_epoch_whose_every_row_is_refused_commits_nothing_and_recovers(
+    sink: DeltaSink,
+) -> None:
+    """Nothing left of an epoch: no file, no Delta commit, and no application
+    transaction; the table's version of the subtask stays at the last epoch with
+    rows, and a recovery from the checkpoint after it adds nothing."""
+    refused: list[Any] = []
+    ctx = replace(context(), refused=lambda value, exc: refused.append(value))
+    w = sink.open(ctx)
+    w.recover(None, None)
+    w.write(("a", 1))
+    w.pre_commit(1)
+    w.commit(1)
+    version = DeltaTable(sink.uri).version()
+    w.write(("x", "n/a"))
+    kept = w.pre_commit(2)
+    assert kept.meta["pending"] == []
+    w.commit(2)
+    assert refused == [("x", "n/a")]
+    table = DeltaTable(sink.uri)
+    assert table.version() == version
+    assert table.transaction_version(f"kstream:delta-test:{sink.name}:s1-0") == 1
+    assert len([p for p in os.listdir(sink.uri) if p.endswith(".parquet")]) == 1
+    successor = sink.open(replace(ctx, generation=2))
+    successor.recover(2, kept)
+    assert rows(sink.uri) == [("a", 1)]
+    # At least once, the same: nothing to commit at the barrier.
+    once = sink.open(replace(ctx, generation=3, guarantee="at-least-once"))
+    once.recover(None, None)
+    once.write(("y", "n/a"))
+    once.pre_commit(3)
+    assert refused == [("x", "n/a"), ("y", "n/a")]
+    assert DeltaTable(sink.uri).version() == version + 1  # the successor's fencing commit
 
 
 def test_a_missing_table_is_created_with_the_declared_columns(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ truth computed from the input: every (word, n) for n in 1..count(word) exactly o
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -22,9 +23,10 @@ from sink_wordcount import (
     run_sink_wordcount,
 )
 
+from kstream.protocol.names import ERROR_HEADER, dead_letter_topic
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.runner.runner import Runner, RunningJob
-from kstream.testing import unique_name
+from kstream.testing import read_all, unique_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
@@ -42,12 +44,14 @@ def run_wordcount(
     chaos: Callable[[RunningJob], None] | None = None,
     table: str | None = None,
     workers: int = 2,
+    text: str = "",
 ) -> tuple[Counter[str], str, Runner, list[str]]:
     """The word count (`sink_wordcount.run_sink_wordcount`) into `table` (default:
-    a directory of `tmp_path`); the truth (word -> count) and the table's URI."""
+    a directory of `tmp_path`); the truth (word -> count) and the table's URI. The
+    counts of the words in `text` (comma-separated) are written as text."""
     run = unique_name("dlwc")
     table = table or str(tmp_path / "word_counts")
-    params = {"input": f"{run}-in", "table": table, "name": run}
+    params = {"input": f"{run}-in", "table": table, "name": run, "text": text}
     if table.startswith("s3://"):
         params["allow_http"] = "true"
     truth, runner, messages = run_sink_wordcount(
@@ -92,6 +96,32 @@ def test_a_worker_stopped_past_its_liveness_timeout_commits_nothing_when_it_wake
     assert zombie.resumed, log
     assert runner.stats.recoveries >= 1, log
     assert_every_update_once(table_rows(table), truth, log)
+
+
+def test_values_the_table_refuses_are_dead_letters_with_arrows_message_and_the_rest_exact(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """The counts of w10..w19 come out as text, which the table's long column
+    refuses when the rows become Arrow: each of their updates is a dead letter with
+    Arrow's message in one line, every other update a row, once, and no epoch
+    failed over them (no recovery)."""
+    refused = [f"w{i}" for i in range(10, 20)]
+    truth, table, runner, messages = run_wordcount(
+        bootstrap, tmp_path, lines=800, seed=11, text=",".join(refused),
+    )  # fmt: skip
+    log = "\n".join(messages)
+    written = Counter({w: c for w, c in truth.items() if w not in refused})
+    assert_every_update_once(table_rows(table), written, log)
+    dead = read_all(bootstrap, dead_letter_topic(runner.plan.job.name))
+    got = Counter(ast.literal_eval((r.value or b"").decode()) for r in dead)
+    expected = Counter({(w, str(n)): 1 for w in refused for n in range(1, truth[w] + 1)})
+    assert runner.stats.recoveries == 0, log  # so each refusal was handed over once
+    assert got == expected, log
+    for record in dead:
+        error = dict(record.headers)[ERROR_HEADER].decode()
+        assert error.startswith(f"RecordRefusedError: Delta table {table} refused row ('w1"), error
+        assert ": column count (long): Could not convert '" in error, error
+        assert "\n" not in error, error
 
 
 @pytest.mark.s3
