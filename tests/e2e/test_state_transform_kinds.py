@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -243,3 +245,37 @@ def test_one_state_transformed_keeps_the_others_and_bad_transforms_are_refused(
     with pytest.raises(CheckpointError, match="is not empty"):
         transform_states(spark, url, OP, [StateRows(seen, "map", "seen")], str(out))
     assert not bad.exists()
+
+
+@pytest.mark.extended
+def test_the_cli_transforms_a_map_state_with_a_sql_query(
+    spark: SparkSession, stopped: dict[str, Any], tmp_path: Path
+) -> None:
+    """Extended (~45 s: a Spark of its own in the subprocess); the default tier
+    covers `transform_state`, which the command calls."""
+    url = stopped["url"]
+    out = tmp_path / "no-views"
+    done = subprocess.run(
+        [sys.executable, "-m", "kstream", "state", "transform", url, "--operator", OP,
+         "--kind", "map", "--state", "seen", "--value-type", "bigint",
+         "--sql", "SELECT key, entry, value * 2 AS value FROM state WHERE entry != 'view'",
+         "--out", str(out), "--master", "local[2]"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"file://{out}"
+    seen = read_state(spark, url, OP, kind="map", name="seen", value_type="bigint").collect()
+    back = read_state(spark, str(out), OP, kind="map", name="seen", value_type="bigint")
+    assert {(r.key, r.entry): r.value for r in back.collect()} == {
+        (r.key, r.entry): 2 * r.value for r in seen if r.entry != "view"
+    }
+    kept = read_state(spark, str(out), OP, kind="list", name="history").collect()
+    assert sorted(kept) == sorted(read_state(spark, url, OP, kind="list", name="history").collect())
+    refused = subprocess.run(
+        [sys.executable, "-m", "kstream", "state", "transform", url, "--operator", OP,
+         "--kind", "window", "--sql", "SELECT * FROM state", "--out", str(tmp_path / "w")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "window state is not transformed" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
