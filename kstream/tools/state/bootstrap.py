@@ -176,8 +176,9 @@ class Target:
     """What every writing task needs (pickled to the executors).
 
     `base`: a savepoint whose snapshots of the operator's stage give the written
-    ones their offsets, watermarks and sink payloads (a transform); None: a new
-    job's (no offsets). `states`: the states written, in the order of the
+    ones their offsets, watermarks, sink payloads and databases, the written
+    states cleared from them (a transform: `clear`); None: a new job's (no
+    offsets, empty databases). `states`: the states written, in the order of the
     frames given to `write_state`.
     """
 

@@ -140,6 +140,8 @@ def transform_states(
     0..n-1 (their counts); `StateValueError` for the first key, entry or value
     the savepoint's state serde cannot encode.
     """
+    from pyspark import StorageLevel
+
     located = locate(source, operator, s3_endpoint_url=s3_endpoint_url)
     if not located.savepoint:
         raise ConfigurationError(
@@ -166,6 +168,13 @@ def transform_states(
 
     # A stamp shown to people (when the savepoint was made), never compared.
     new_info: SavepointInfo = replace(info, time=time.time())
-    frames = [s.df.select(*s.columns()) for s in states]
-    return write_state(frames, target, new_info, copy_others,
-                       f"state serde of savepoint {located.url}")  # fmt: skip
+    # The rows are usually read from the savepoint (`read_state` is lazy), and the
+    # checks and the write are several Spark jobs: kept (spilled to disk when
+    # large) rather than read and decoded again by each.
+    frames = [s.df.select(*s.columns()).persist(StorageLevel.MEMORY_AND_DISK) for s in states]
+    try:
+        return write_state(frames, target, new_info, copy_others,
+                           f"state serde of savepoint {located.url}")  # fmt: skip
+    finally:
+        for f in frames:
+            f.unpersist()
