@@ -189,11 +189,18 @@ def state_transform(
         str,
         typer.Option(
             "--sql",
-            help="A Spark SQL query over the view `state` (key_group, key, value) "
-            "giving columns key and value.",
+            help="A Spark SQL query over the view `state` (state read's columns) giving "
+            "columns key and value (and entry for a map, index for a list).",
         ),
     ],
     out: Annotated[str, typer.Option("--out", help="The savepoint to write (a new location).")],
+    kind: Annotated[
+        Kind, typer.Option("--kind", help="Which kind of state: value, map or list.")
+    ] = Kind.VALUE,
+    name: Annotated[
+        str | None,
+        typer.Option("--state", help="A named state of the operator (default: its value state)."),
+    ] = None,
     value_type: Annotated[
         str,
         typer.Option(
@@ -204,13 +211,16 @@ def state_transform(
     master: SparkMasterOption = "local[*]",
     s3_endpoint_url: _S3UrlEndpointOption = "",
 ) -> None:
-    """Write a new savepoint: an operator's value state transformed by a SQL query."""
+    """Write a new savepoint: one state of an operator transformed by a SQL query,
+    its other states kept; the job resumes from it where the original stopped."""
     from kstream.audit.spark import spark_session
     from kstream.infra.spark_cluster import check_master
+    from kstream.tools.state.bootstrap import check_kind
     from kstream.tools.state.snapshot import locate
     from kstream.tools.state.transform import transform_state
 
-    locate(location, operator, s3_endpoint_url=s3_endpoint_url)  # one line before Spark
+    check_kind(kind.value, name, "transform")  # one line before Spark
+    locate(location, operator, s3_endpoint_url=s3_endpoint_url)
     check_master(master)
     log = Path(tempfile.gettempdir()) / "kstream-state-spark.log"
     with spark_session(master, [], log, app_name="kstream-state") as spark:
@@ -220,8 +230,8 @@ def state_transform(
             return spark.sql(sql)
 
         result = transform_state(
-            spark, location, operator, query, out, value_type=value_type,
-            s3_endpoint_url=s3_endpoint_url,
+            spark, location, operator, query, out, kind=kind.value, name=name,
+            value_type=value_type, s3_endpoint_url=s3_endpoint_url,
         )  # fmt: skip
     say(f"{result.op}: {sum(result.keys.values())} keys in {len(result.keys)} subtasks")
     print(result.url)

@@ -48,6 +48,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from rocksdict import Rdict
+
 from kstream.dataflow.identity import identity_of, state_names
 from kstream.dataflow.plan import plan
 from kstream.dataflow.state.serde import StateSerde
@@ -63,7 +65,7 @@ from kstream.runtime.checkpoint.savepoint import (
 from kstream.runtime.checkpoint.storage import ManagedCheckpointStorage, SnapshotMeta
 from kstream.runtime.state.element import TIMERS_STATE
 from kstream.runtime.state.keyed import KeyedStateContext
-from kstream.runtime.state.store import KEY_FORMAT, StateStore, key_bytes
+from kstream.runtime.state.store import KEY_FORMAT, StateStore, key_bytes, state_options
 from kstream.tools.spec import load_job
 from kstream.tools.state.decode import WINDOWS_STATE, StateKind
 from kstream.tools.state.snapshot import (
@@ -85,6 +87,9 @@ __all__ = [
     "Written",
     "bootstrap_state",
     "bootstrap_states",
+    "check_kind",
+    "check_states",
+    "clear",
     "copy_subtask",
     "fill",
     "refuse_existing",
@@ -171,8 +176,9 @@ class Target:
     """What every writing task needs (pickled to the executors).
 
     `base`: a savepoint whose snapshots of the operator's stage give the written
-    ones their offsets, watermarks and sink payloads (a transform); None: a new
-    job's (no offsets). `states`: the states written, in the order of the
+    ones their offsets, watermarks, sink payloads and databases, the written
+    states cleared from them (a transform: `clear`); None: a new job's (no
+    offsets, empty databases). `states`: the states written, in the order of the
     frames given to `write_state`.
     """
 
@@ -252,21 +258,71 @@ def fill(store: StateStore, op: str, states: Sequence[Written], rows: Iterable[_
     return keys
 
 
+def _prefix(op: str, w: Written) -> bytes:
+    """The RocksDB key prefix of state `w` of operator `op`, after the key group."""
+    return (op if w.name is None else f"{op}.{w.name}").encode() + b"\x00"
+
+
+def clear(db: Rdict, op: str, states: Sequence[Written], max_parallelism: int) -> None:
+    """Delete every entry of operator `op`'s `states` (all keys) from `db` (key
+    format 3, `max_parallelism` key groups); every other entry is left as it is.
+
+    One range deletion per state and key group holding anything: a state's
+    entries are ``<g><prefix>…``, and the prefix ends with NUL, so they are the
+    keys from ``<g><prefix>`` up to, not including, the prefix with its NUL
+    made 1. A list's length goes with its elements (its entry is ``b""``).
+    """
+    prefixes = [_prefix(op, w) for w in states]
+    it = db.iter()
+    g = 0
+    while g < max_parallelism:
+        it.seek(g.to_bytes(2, "big"))
+        if not it.valid():
+            break
+        # The next key group holding anything: groups without keys are skipped.
+        g = int.from_bytes(it.key()[:2], "big")
+        at = g.to_bytes(2, "big")
+        for p in prefixes:
+            db.delete_range(at + p, at + p[:-1] + b"\x01")
+        g += 1
+    del it
+
+
+def _base_db(t: Target, task: str, db: Path) -> tuple[ManagedCheckpointStorage, SnapshotMeta]:
+    """Fetch subtask `task`'s database of the transformed savepoint `t.base` into
+    `db`, without the states `t.states` (they are written anew); return the
+    base's storage and the subtask's description."""
+    assert t.base is not None
+    base = open_snapshot_storage(t.base)
+    _check_intact(base, t.base, task)
+    kept = base.load(t.base.checkpoint, task)
+    if base.fetch_db(t.base.checkpoint, task, db):
+        # The database's own files, copied or linked (RocksDB writes no table
+        # file twice): the base savepoint is never changed.
+        rdb = Rdict(str(db), state_options(), column_families={"default": state_options()})
+        try:
+            clear(rdb, t.op, t.states, t.max_parallelism)
+        finally:
+            rdb.close()
+    return base, kept
+
+
 def _write_subtask(t: Target, index: int, rows: Iterable[_Row]) -> Iterator[tuple[str, int]]:
     """Build subtask `index`'s database from its rows and store it in the
-    savepoint; yield (task, keys)."""
+    savepoint; yield (task, keys). With a base (a transform), the database
+    starts as the base subtask's without the states written."""
     task = f"s{t.stage}-{index}"
     work = Path(tempfile.mkdtemp(prefix=f"kstream-bootstrap-{task}-"))
     try:
+        based = _base_db(t, task, work / "db") if t.base is not None else None
         store = StateStore(work / "db", t.serde, t.max_parallelism)
         keys = fill(store, t.op, t.states, rows)
         size = store.checkpoint(work / "staged")
         store.close()
         meta, payloads = _meta(t, task, t.parallelism, size, True), {}
         if t.base is not None:
-            base = open_snapshot_storage(t.base)
-            _check_intact(base, t.base, task)
-            kept = base.load(t.base.checkpoint, task)
+            assert based is not None
+            base, kept = based
             meta = replace(kept, has_state=True, size=size, state_serde=t.serde.name,
                            key_format=KEY_FORMAT)  # fmt: skip
             payloads = base.load_payloads(t.base.checkpoint, task)
@@ -383,33 +439,43 @@ def refuse_existing(url: str, endpoint: str) -> None:
         raise CheckpointError(f"savepoint {url} exists already")
 
 
-def _check_states(states: Sequence[StateRows], op: str) -> None:
-    """One line for a set of states that cannot be written: a kind that is not
-    written, a map or list without a name, a reserved name, a name twice."""
+def check_kind(kind: StateKind | str, name: str | None, verb: str = "bootstrap") -> StateKind:
+    """The kind of a state to write (by a `verb`: bootstrap or transform); one line
+    for an unknown kind, a window or timer, a map or list without a name, a name
+    that is empty, holds NUL or is the runtime's (``timers``, ``windows``)."""
+    done = f"{verb}ped" if verb.endswith("p") else f"{verb}ed"
+    try:
+        k = StateKind(kind)
+    except ValueError:
+        raise ConfigurationError(
+            f"unknown kind of state {kind!r}: choose value, map or list"
+        ) from None
+    if k not in WRITABLE:
+        raise ConfigurationError(
+            f"{k.value} state is not {done} (only value, map and list state): "
+            "a window or timer holds what only the job's own functions make"
+        )
+    if name is None and k is not StateKind.VALUE:
+        raise ConfigurationError(f"a {k.value} state needs a name (--state NAME)")
+    if name is not None and (not name or "\x00" in name):
+        raise ConfigurationError(f"state name {name!r} must be non-empty, without NUL")
+    if name in (TIMERS_STATE, WINDOWS_STATE):
+        raise ConfigurationError(
+            f"state name {name!r} is the runtime's ({name} of a keyed or window "
+            f"operator): it is not {done}"
+        )
+    return k
+
+
+def check_states(states: Sequence[StateRows], op: str, verb: str = "bootstrap") -> None:
+    """One line for a set of states that cannot be written (by a `verb`:
+    bootstrap or transform): none, a kind or name `check_kind` refuses, a name
+    twice, a column missing."""
     if not states:
-        raise ConfigurationError(f"no state given to bootstrap for {op}")
+        raise ConfigurationError(f"no state given to {verb} for {op}")
     seen: set[str | None] = set()
     for s in states:
-        try:
-            kind = StateKind(s.kind)
-        except ValueError:
-            raise ConfigurationError(
-                f"unknown kind of state {s.kind!r}: choose value, map or list"
-            ) from None
-        if kind not in WRITABLE:
-            raise ConfigurationError(
-                f"{kind.value} state is not bootstrapped (only value, map and list state): "
-                "a window or timer holds what only the job's own functions make"
-            )
-        if s.name is None and kind is not StateKind.VALUE:
-            raise ConfigurationError(f"a {kind.value} state needs a name (--state NAME)")
-        if s.name is not None and (not s.name or "\x00" in s.name):
-            raise ConfigurationError(f"state name {s.name!r} must be non-empty, without NUL")
-        if s.name in (TIMERS_STATE, WINDOWS_STATE):
-            raise ConfigurationError(
-                f"state name {s.name!r} is the runtime's ({s.name} of a keyed or window "
-                "operator): it is not bootstrapped"
-            )
+        check_kind(s.kind, s.name, verb)
         if s.name in seen:
             shown = "the default value state" if s.name is None else f"state {s.name!r}"
             raise ConfigurationError(f"{shown} of {op} is given twice: give each state once")
@@ -486,7 +552,7 @@ def bootstrap_states(
     identity: JobIdentity = identity_of(planned)
     names = state_names(job)
     op = resolve_operator(operator, names, f"job {spec}")
-    _check_states(states, op)
+    check_states(states, op)
     stage = stage_of(op)
     url = normal_url(out)
     refuse_existing(url, s3_endpoint_url)

@@ -11,8 +11,9 @@ from rocksdict import AccessType, Options, Rdict
 
 from kstream.dataflow.state.serde import MSGPACK
 from kstream.protocol.key_groups import group_of
-from kstream.runtime.state.store import StateStore, key_bytes
-from kstream.tools.state.bootstrap import Written, fill
+from kstream.runtime.state.store import StateStore, key_bytes, state_options
+from kstream.runtime.state.timers import EVENT
+from kstream.tools.state.bootstrap import Written, clear, fill
 from kstream.tools.state.decode import StateKind, rows
 
 K = 128
@@ -70,3 +71,45 @@ def test_filled_rows_read_back_by_kind_and_by_the_runtime(tmp_path: Path) -> Non
         (k, j): [str(k), j] for k in ("a", 7, "b\x00c") for j in range(3)
     } | {(7, 3): "next"}
     assert {k: v for _, k, v in values} == {k: {"n": 1} for k in ("a", 7, "b\x00c")}
+
+
+def test_clear_removes_the_named_states_alone_and_a_refill_replaces_them(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path / "db", MSGPACK, K)
+    fill(store, OP, STATES, _rows())
+    # Beside them: a named value state of the operator, its timers and another
+    # operator (whose uid starts like this one's) of the same stage.
+    fill(store, OP, (Written(StateKind.VALUE, "longest"),), [_row("a", 0, None, 9)])
+    fill(store, "s1.op2", (Written(),), [_row("a", 0, None, "other")])
+    timers = store.timers(OP)
+    kb = key_bytes("a")
+    timers.register(EVENT, 1_000, group_of(kb, K).to_bytes(2, "big") + kb, "a")
+    store.flush()
+    store.close()
+
+    db = Rdict(str(tmp_path / "db"), state_options())
+    try:
+        clear(db, OP, (Written(), Written(StateKind.LIST, "history")), K)
+    finally:
+        db.close()
+    store = StateStore(tmp_path / "db", MSGPACK, K)
+    # A refilled list starts at index 0: its length went with its elements.
+    fill(store, OP, (Written(StateKind.LIST, "history"),), [_row("a", 0, None, "new", 0)])
+    store.flush()
+    store.close()
+
+    db = Rdict(str(tmp_path / "db"), Options(raw_mode=True), access_type=AccessType.read_only())
+    try:
+
+        def read(op: str, kind: StateKind, name: str | None) -> list[Any]:
+            return [r[1:] for r in rows(db, op, kind, name, MSGPACK.loads, K)]
+
+        assert read(OP, StateKind.VALUE, None) == []
+        assert sorted(read(OP, StateKind.LIST, "history")) == [("a", 0, "new")]
+        assert len(read(OP, StateKind.MAP, "seen")) == 6  # kept
+        assert read(OP, StateKind.VALUE, "longest") == [("a", 9)]
+        assert read("s1.op2", StateKind.VALUE, None) == [("a", "other")]
+        assert read(OP, StateKind.TIMER, None) == [("a", "event", 1_000)]
+    finally:
+        db.close()
