@@ -16,7 +16,9 @@ catalog), and how to load it. `PostgresTable` reads
 PostgreSQL through Spark's JDBC source with the PostgreSQL JDBC driver, resolved
 with mvn like the Kafka connector; `DeltaLakeTable` reads a Delta table with
 Delta's own Spark connector (``format("delta")``), its jars resolved the same way.
-An Iceberg reader would plug in here.
+`IcebergTable` reads an Iceberg table without Iceberg's Spark connector, whose
+runtime exists only for Spark 4.0: pyiceberg plans the current snapshot's scan
+and Spark reads exactly the Parquet files it names.
 
 The loaded rows are cached (read once: the check's passes see the same rows
 even while the table changes) and numbered with one window over all rows,
@@ -25,10 +27,10 @@ which runs on a single task: fine for tables of millions of rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from kstream.audit.jars import SPARK_VERSION
@@ -44,6 +46,8 @@ __all__ = [
     "DELTA_SPARK_VERSION",
     "POSTGRESQL_JDBC_VERSION",
     "DeltaLakeTable",
+    "IcebergScan",
+    "IcebergTable",
     "PostgresTable",
     "TableAudit",
     "TableReader",
@@ -330,6 +334,153 @@ class DeltaLakeTable:
     def load(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
         # Only the named columns are read from the Parquet files (column pruning).
         return spark.read.format("delta").load(self.uri).select(*(_quoted(c) for c in columns))
+
+
+@dataclass(frozen=True, slots=True)
+class IcebergScan:
+    """What one snapshot of an Iceberg table holds: its id (None: the table has no
+    snapshot yet), its columns in order, and its data files (local Parquet files)."""
+
+    snapshot_id: int | None
+    columns: tuple[str, ...]
+    files: tuple[str, ...]
+
+
+#: Characters Spark's file reader expands as a glob pattern in a path.
+_GLOB = frozenset("*?[]{}\\")
+
+
+@dataclass(frozen=True, slots=True)
+class IcebergTable:
+    """Iceberg table `table` (``namespace.name``) of the pyiceberg catalog `catalog`
+    (its properties: `kstream.connectors.iceberg.sql_catalog` builds a SQL catalog's).
+
+    Read without Iceberg's Spark connector: its runtime is built for Spark 4.0 only
+    (``iceberg-spark-runtime-4.0_2.13``), and fails to load in this Spark. Instead
+    pyiceberg (the ``iceberg`` extra) loads the table from its catalog and plans
+    the scan of the snapshot current when the read starts, and Spark reads exactly
+    the Parquet files that scan names (``spark.read.parquet``), in parallel.
+
+    That is correct only for plain append tables, so `scan` refuses in one line,
+    before Spark starts and again when the read starts: a snapshot with delete
+    files (Spark would read the deleted rows), a table whose schema changed since
+    its first (Spark maps Parquet columns by name, Iceberg by field id), data files
+    that are not Parquet, and files off the local file system (Spark's jars have no
+    file system for ``s3://``). A table without a snapshot (created, never written)
+    holds no rows and audits as empty, as does a snapshot without data files.
+    """
+
+    catalog: Mapping[str, str]
+    table: str
+    catalog_name: str = field(default="default")
+
+    @property
+    def label(self) -> str:
+        return f"Iceberg table {self.table}"
+
+    def scan(self) -> IcebergScan:
+        """Plan the current snapshot's scan with pyiceberg; one-line error for an
+        unreachable catalog, an unknown table, or a table this reading would get wrong."""
+        table = self._load()
+        metadata = table.metadata
+        if len(metadata.schemas) > 1:
+            raise ConfigurationError(
+                f"{self.label}: its schema changed ({len(metadata.schemas)} schemas in its "
+                "metadata); the audit reads Parquet columns by name, Iceberg by field id, "
+                "so it audits tables whose schema never changed"
+            )
+        self._local(metadata.location)
+        columns = tuple(f.name for f in table.schema().fields)
+        snapshot = table.current_snapshot()
+        if snapshot is None:
+            return IcebergScan(None, columns, ())
+        from pyiceberg.manifest import FileFormat
+
+        files = []
+        for task in table.scan(snapshot_id=snapshot.snapshot_id).plan_files():
+            if task.delete_files:
+                raise ConfigurationError(
+                    f"{self.label}: snapshot {snapshot.snapshot_id} has delete files "
+                    f"(e.g. {next(iter(task.delete_files)).file_path}); the audit reads "
+                    "data files as they are, so it audits append-only tables"
+                )
+            path = task.file.file_path
+            if task.file.file_format != FileFormat.PARQUET:
+                raise ConfigurationError(
+                    f"{self.label}: {path} is {task.file.file_format.name}; the audit "
+                    "reads Parquet data files only"
+                )
+            self._local(path)
+            files.append(path)
+        return IcebergScan(snapshot.snapshot_id, columns, tuple(files))
+
+    def columns(self) -> list[str]:
+        return list(self.scan().columns)
+
+    def jars(self, log: Callable[[str], None]) -> list[Path]:
+        return []  # Spark's Parquet reader is built in
+
+    def spark_config(self) -> dict[str, str]:
+        return {}
+
+    def load(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame:
+        scan = self.scan()  # the snapshot current now, checked again
+        selected = [_quoted(c) for c in columns]
+        if not scan.files:
+            # No rows: the checks cast every column to text, so text columns do.
+            return spark.createDataFrame([], ", ".join(f"{c} string" for c in selected))
+        # Only the named columns are read from the files (column pruning).
+        return spark.read.parquet(*scan.files).select(*selected)
+
+    def _load(self) -> Any:
+        try:
+            from pyiceberg.catalog import load_catalog
+            from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+        except ImportError:
+            raise ConfigurationError(
+                f"{self.label}: auditing an Iceberg table needs pyiceberg to plan its "
+                "scan: pip install 'kstream[audit,iceberg]'"
+            ) from None
+        uri = str(self.catalog.get("uri", ""))
+        where = urlsplit(uri)
+        if where.scheme.startswith("sqlite") and where.path not in ("", "/", "/:memory:"):
+            # SQLAlchemy would create an empty catalog file rather than fail.
+            db = Path(unquote(where.path[1:]))
+            if not db.is_file():
+                raise ConfigurationError(f"no SQLite catalog at {db} (from {uri})")
+        try:
+            catalog = load_catalog(self.catalog_name, **dict(self.catalog))
+        except Exception as exc:  # pyiceberg raises many kinds (ValueError, SQLAlchemy's)
+            raise DatabaseError(
+                f"cannot open the Iceberg catalog {redact(uri) or self.catalog_name}: "
+                f"{_first_line(exc)}"
+            ) from None
+        try:
+            return catalog.load_table(self.table)
+        except (NoSuchTableError, NoSuchNamespaceError):
+            raise ConfigurationError(
+                f"no {self.label} in the catalog {redact(uri) or self.catalog_name}"
+            ) from None
+        except Exception as exc:
+            raise DatabaseError(f"cannot load {self.label}: {_first_line(exc)}") from None
+
+    def _local(self, location: str) -> None:
+        scheme = urlsplit(location).scheme
+        if scheme not in ("", "file"):
+            raise ConfigurationError(
+                f"{self.label}: {location} is not on a local file system; the audit reads "
+                f"the table's Parquet files with Spark, whose jars have no file system for "
+                f"{scheme}://"
+            )
+        if _GLOB.intersection(location):
+            raise ConfigurationError(
+                f"{self.label}: {location} holds a glob character (* ? [ ] {{ }} \\\\), "
+                "which Spark's file reader would expand"
+            )
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _quoted(column: str) -> str:

@@ -8,6 +8,7 @@ installed), which `kstream.tools.cli.main` prints as one line.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -65,7 +66,8 @@ def audit_command(
         typer.Option(
             "--table",
             help="Audit this table instead of an output topic: with --postgres, "
-            "schema.table or table; with --delta, the Delta table's path or file:// URI.",
+            "schema.table or table; with --delta, the Delta table's path or file:// URI; "
+            "with --iceberg, namespace.table in the catalog of --catalog-uri.",
         ),
     ] = None,
     postgres: Annotated[
@@ -79,6 +81,30 @@ def audit_command(
         bool,
         typer.Option("--delta", help="--table is a Delta table (a path or file:// URI)."),
     ] = False,
+    iceberg: Annotated[
+        bool,
+        typer.Option(
+            "--iceberg",
+            help="--table is an Iceberg table (namespace.table) of the SQL catalog of "
+            "--catalog-uri.",
+        ),
+    ] = False,
+    catalog_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--catalog-uri",
+            help="The Iceberg SQL catalog of --iceberg: its SQLAlchemy URL "
+            "(sqlite:////path/catalog.db, postgresql+psycopg://…).",
+        ),
+    ] = None,
+    warehouse: Annotated[
+        str | None,
+        typer.Option(
+            "--warehouse",
+            help="The Iceberg catalog's warehouse, as the sink was given it "
+            "(optional: the catalog records each table's location).",
+        ),
+    ] = None,
     key: Annotated[
         str | None,
         typer.Option("--key", help="The table's key columns, comma-separated (e.g. word)."),
@@ -103,11 +129,12 @@ def audit_command(
     from kstream.audit.run import run_audit
     from kstream.infra.cluster import bootstrap_servers as resolve_bootstrap
 
-    audited = _table(table, postgres, delta, key, value)
+    kind = _TableKind(postgres, delta, iceberg, catalog_uri, warehouse)
+    audited = _table(table, kind, key, value)
     if (output_topic is None) == (audited is None):
         raise ConfigurationError("audit either --output TOPIC or --table TABLE, exactly one")
-    # The default report folder: the topic, the PostgreSQL table, or the Delta table's
-    # directory name.
+    # The default report folder: the topic, the PostgreSQL or Iceberg table, or the
+    # Delta table's directory name.
     name = output_topic or (Path(table or "").name if delta else table) or ""
     name = name.replace("/", "_")
     bootstrap = resolve_bootstrap(bootstrap_servers, _say)
@@ -141,27 +168,68 @@ def _columns(option: str, text: str | None) -> tuple[str, ...]:
     return names if text is not None else ()
 
 
-def _table(
-    table: str | None, postgres: str | None, delta: bool, key: str | None, value: str | None
-) -> TableAudit | None:
-    """The table `--table`/`--postgres`/`--delta`/`--key`/`--value` name; None without --table.
+@dataclass(frozen=True, slots=True)
+class _TableKind:
+    """The options that say which kind of table `--table` is, and where it lives."""
 
-    `--table` names the table in both kinds; `--postgres URL` or the flag `--delta`
-    says which kind it is, so a Delta table needs no second location option.
+    postgres: str | None
+    delta: bool
+    iceberg: bool
+    catalog_uri: str | None
+    warehouse: str | None
+
+    def given(self) -> bool:
+        return self.postgres is not None or self.delta or self.iceberg or self.catalog_given()
+
+    def catalog_given(self) -> bool:
+        return self.catalog_uri is not None or self.warehouse is not None
+
+
+def _table(
+    table: str | None, kind: _TableKind, key: str | None, value: str | None
+) -> TableAudit | None:
+    """The table `--table`, its kind's options, `--key` and `--value` name; None without
+    --table.
+
+    `--table` names the table in every kind; `--postgres URL`, the flag `--delta` or
+    the flag `--iceberg` says which kind it is, so a Delta table needs no second
+    location option; an Iceberg table's catalog is `--catalog-uri` (and `--warehouse`).
     """
-    from kstream.audit.tables import DeltaLakeTable, PostgresTable, TableAudit, TableReader
+    from kstream.audit.tables import (
+        DeltaLakeTable,
+        IcebergTable,
+        PostgresTable,
+        TableAudit,
+        TableReader,
+    )
 
     if table is None:
-        if postgres is not None or delta or key is not None or value is not None:
-            raise ConfigurationError("--postgres, --delta, --key and --value go with --table")
+        if kind.given() or key is not None or value is not None:
+            raise ConfigurationError(
+                "--postgres, --delta, --iceberg, --catalog-uri, --warehouse, --key and "
+                "--value go with --table"
+            )
         return None
-    if (postgres is None) == (not delta):
+    if [kind.postgres is not None, kind.delta, kind.iceberg].count(True) != 1:
         raise ConfigurationError(
-            "--table needs its kind, exactly one: --postgres postgresql://… or --delta"
+            "--table needs its kind, exactly one: --postgres postgresql://…, --delta or --iceberg"
         )
+    if kind.iceberg and kind.catalog_uri is None:
+        raise ConfigurationError("--iceberg needs the table's catalog: --catalog-uri URL")
+    if not kind.iceberg and kind.catalog_given():
+        raise ConfigurationError("--catalog-uri and --warehouse go with --iceberg")
     if key is None:
         raise ConfigurationError("--table needs its key columns: --key COL[,COL...]")
-    reader: TableReader = (
-        DeltaLakeTable(table) if postgres is None else PostgresTable(postgres, table)
-    )
+    reader: TableReader
+    if kind.iceberg:
+        assert kind.catalog_uri is not None
+        catalog = {"type": "sql", "uri": kind.catalog_uri}
+        if kind.warehouse is not None:
+            catalog["warehouse"] = kind.warehouse
+        reader = IcebergTable(catalog, table)
+    elif kind.delta:
+        reader = DeltaLakeTable(table)
+    else:
+        assert kind.postgres is not None
+        reader = PostgresTable(kind.postgres, table)
     return TableAudit(reader, _columns("--key", key), _columns("--value", value))
