@@ -251,7 +251,9 @@ def _raise_if_kafka(exc: Exception, bootstrap: str) -> None:
 def _raise_if_database(exc: Exception, table: TableAudit) -> None:
     """Turn a Spark failure caused by the table's database into one line."""
     text = str(exc)
-    # PostgreSQL's JDBC driver, or Delta's connector ([DELTA_...] error classes).
-    if any(m in text for m in ("org.postgresql", "SQLException", "sql.delta.", "[DELTA_")):
+    # PostgreSQL's JDBC driver, Delta's connector ([DELTA_...] error classes), or a
+    # data file gone since the read was planned (an Iceberg snapshot expired meanwhile).
+    markers = ("org.postgresql", "SQLException", "sql.delta.", "[DELTA_", "FileNotFoundException")
+    if any(m in text for m in markers):
         cause = next((ln.strip() for ln in text.splitlines() if "Exception" in ln), text[:200])
         raise DatabaseError(f"Spark could not read {table.reader.label}: {cause}") from None

@@ -396,8 +396,14 @@ class IcebergTable:
             return IcebergScan(None, columns, ())
         from pyiceberg.manifest import FileFormat
 
+        try:
+            tasks = list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
+        except Exception as exc:  # e.g. pyiceberg's ValueError for equality delete files
+            raise ConfigurationError(
+                f"{self.label}: cannot plan snapshot {snapshot.snapshot_id}: {_first_line(exc)}"
+            ) from None
         files = []
-        for task in table.scan(snapshot_id=snapshot.snapshot_id).plan_files():
+        for task in tasks:
             if task.delete_files:
                 raise ConfigurationError(
                     f"{self.label}: snapshot {snapshot.snapshot_id} has delete files "
