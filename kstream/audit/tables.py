@@ -396,10 +396,16 @@ class IcebergTable:
             return IcebergScan(None, columns, ())
         from pyiceberg.manifest import FileFormat
 
+        append_only = "the audit reads data files as they are, so it audits append-only tables"
         try:
             tasks = list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
-        except Exception as exc:  # e.g. pyiceberg's ValueError for equality delete files
-            raise ConfigurationError(
+        except Exception as exc:
+            if "equality deletes" in str(exc):  # pyiceberg cannot plan them (a ValueError)
+                raise ConfigurationError(
+                    f"{self.label}: snapshot {snapshot.snapshot_id} has equality delete "
+                    f"files; {append_only}"
+                ) from None
+            raise DatabaseError(
                 f"{self.label}: cannot plan snapshot {snapshot.snapshot_id}: {_first_line(exc)}"
             ) from None
         files = []
@@ -407,8 +413,7 @@ class IcebergTable:
             if task.delete_files:
                 raise ConfigurationError(
                     f"{self.label}: snapshot {snapshot.snapshot_id} has delete files "
-                    f"(e.g. {next(iter(task.delete_files)).file_path}); the audit reads "
-                    "data files as they are, so it audits append-only tables"
+                    f"(e.g. {next(iter(task.delete_files)).file_path}); {append_only}"
                 )
             path = task.file.file_path
             if task.file.file_format != FileFormat.PARQUET:
