@@ -20,7 +20,9 @@ import pytest
 from deltalake import write_deltalake
 from table_audit import running_counts
 
-pytestmark = [pytest.mark.audit]
+# ~40-75 s (a Kafka job, then Spark with Delta's jars): extended tier; the Delta audit
+# (test_delta_audit.py) and the word count into Delta (test_delta_wordcount.py) stay.
+pytestmark = [pytest.mark.audit, pytest.mark.extended]
 
 PAGE = Path(__file__).parents[2] / "docs" / "guide" / "delta-spark.md"
 TABLE_LINE = 'table = "/tmp/word_counts"\n'
