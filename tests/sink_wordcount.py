@@ -9,6 +9,7 @@ with the truth (every (word, n) for n in 1..count(word) exactly once).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import random
@@ -20,10 +21,11 @@ from pathlib import Path
 
 from kstream.infra.admin import Admin
 from kstream.protocol.coordination import CoordinatorConfig
+from kstream.protocol.names import ERROR_HEADER, dead_letter_topic
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner, RunningJob
-from kstream.testing import Feeder, run_until_consumed
+from kstream.testing import Feeder, read_all, run_until_consumed
 from kstream.tools.spec import load_job
 
 #: The named fault fires on this checkpoint id: the coordinator's third.
@@ -124,3 +126,29 @@ def assert_every_update_once(got: Counter[tuple[str, int]], truth: Counter[str],
     duplicates, missing = +(got - expected), +(expected - got)
     assert not duplicates, f"duplicated: {sorted(duplicates)[:10]}\n{log}"
     assert not missing, f"missing: {sorted(missing)[:10]}\n{log}"
+
+
+def assert_refusals_are_dead_letters(
+    bootstrap: str,
+    runner: Runner,
+    refused: list[str],
+    truth: Counter[str],
+    log: str,
+    *,
+    prefix: str,
+    column: str,
+) -> None:
+    """Every update of the `refused` words is one dead letter, in one line, whose
+    error starts with `prefix` (the table's refusal of a row of w1x) and names
+    `column` with Arrow's message; and no recovery happened (each was handed over
+    once)."""
+    dead = read_all(bootstrap, dead_letter_topic(runner.plan.job.name))
+    got = Counter(ast.literal_eval((r.value or b"").decode()) for r in dead)
+    expected = Counter({(w, str(n)): 1 for w in refused for n in range(1, truth[w] + 1)})
+    assert runner.stats.recoveries == 0, log  # so each refusal was handed over once
+    assert got == expected, log
+    for record in dead:
+        error = dict(record.headers)[ERROR_HEADER].decode()
+        assert error.startswith(f"{prefix} refused row ('w1"), error
+        assert f": column {column}: Could not convert '" in error, error
+        assert "\n" not in error, error
