@@ -48,6 +48,17 @@ class Kind(enum.Enum):
     WINDOW = "window"
 
 
+#: Which kind of state a bootstrap or transform writes.
+_WrittenKindOption = Annotated[
+    Kind, typer.Option("--kind", help="Which kind of state: value, map or list.")
+]
+#: A named state of the operator (``ctx.map("seen")``: ``--state seen``).
+_StateNameOption = Annotated[
+    str | None,
+    typer.Option("--state", help="A named state of the operator (default: its value state)."),
+]
+
+
 @state_app.command("read")
 def state_read(
     location: Annotated[
@@ -61,10 +72,7 @@ def state_read(
         typer.Option("--operator", help="The operator's uid (s<stage>.<uid> for a checkpoint)."),
     ],
     kind: Annotated[Kind, typer.Option("--kind", help="Which kind of state to read.")] = Kind.VALUE,
-    name: Annotated[
-        str | None,
-        typer.Option("--state", help="A named state of the operator (default: its value state)."),
-    ] = None,
+    name: _StateNameOption = None,
     value_type: Annotated[
         str,
         typer.Option(
@@ -124,13 +132,8 @@ def state_bootstrap(
     out: Annotated[str, typer.Option("--out", help="The savepoint to write (a new location).")],
     key: Annotated[str, typer.Option("--key", help="The column of keys.")] = "key",
     value: Annotated[str, typer.Option("--value", help="The column of values.")] = "value",
-    kind: Annotated[
-        Kind, typer.Option("--kind", help="Which kind of state: value, map or list.")
-    ] = Kind.VALUE,
-    name: Annotated[
-        str | None,
-        typer.Option("--state", help="A named state of the operator (default: its value state)."),
-    ] = None,
+    kind: _WrittenKindOption = Kind.VALUE,
+    name: _StateNameOption = None,
     entry: Annotated[
         str, typer.Option("--entry", help="The column of map entries (--kind map).")
     ] = "entry",
@@ -194,13 +197,8 @@ def state_transform(
         ),
     ],
     out: Annotated[str, typer.Option("--out", help="The savepoint to write (a new location).")],
-    kind: Annotated[
-        Kind, typer.Option("--kind", help="Which kind of state: value, map or list.")
-    ] = Kind.VALUE,
-    name: Annotated[
-        str | None,
-        typer.Option("--state", help="A named state of the operator (default: its value state)."),
-    ] = None,
+    kind: _WrittenKindOption = Kind.VALUE,
+    name: _StateNameOption = None,
     value_type: Annotated[
         str,
         typer.Option(
