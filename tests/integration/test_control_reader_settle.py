@@ -29,25 +29,24 @@ pytestmark = pytest.mark.broker
 OPEN_FOR_S = 1.0
 
 
-def _body(message: ControlMessage) -> bytes:
-    return json.dumps(message.to_dict()).encode()
-
-
-def _open_transaction(bootstrap: str, topic: str, body: bytes) -> Producer:
-    producer = Producer(client_config(bootstrap, {"transactional.id": unique_name("settle")}))
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    producer.produce(topic, body, partition=0)
-    producer.flush(30)
-    return producer
-
-
-def test_a_message_committed_while_the_reader_settles_is_read(bootstrap: str) -> None:
-    job = unique_name("settle")
+def _open_transaction(bootstrap: str, prefix: str, reason: str) -> tuple[str, Producer]:
+    """A job's control topic holding a committed message ("before") and, after it,
+    an open transaction holding one with `reason`: the job's name and that
+    transaction's producer."""
+    job = unique_name(prefix)
     topic = control_topic(job)
     Admin(bootstrap).create_topics({topic: 1})
     ControlWriter(bootstrap, job).send(Aborted(1, 1, "before"))
-    producer = _open_transaction(bootstrap, topic, _body(Aborted(2, 1, "late")))
+    producer = Producer(client_config(bootstrap, {"transactional.id": unique_name(prefix)}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, json.dumps(Aborted(2, 1, reason).to_dict()).encode(), partition=0)
+    producer.flush(30)
+    return job, producer
+
+
+def test_a_message_committed_while_the_reader_settles_is_read(bootstrap: str) -> None:
+    job, producer = _open_transaction(bootstrap, "settle", "late")
     # The commit lands while the reader waits: the marker written late, as under load.
     committer = threading.Timer(OPEN_FOR_S, lambda: producer.commit_transaction(30))
     reader = ControlReader(bootstrap, job, unique_name("group"))
@@ -61,11 +60,7 @@ def test_a_message_committed_while_the_reader_settles_is_read(bootstrap: str) ->
 
 
 def test_without_settling_the_open_transaction_is_not_waited_for(bootstrap: str) -> None:
-    job = unique_name("unsettled")
-    topic = control_topic(job)
-    Admin(bootstrap).create_topics({topic: 1})
-    ControlWriter(bootstrap, job).send(Aborted(1, 1, "before"))
-    producer = _open_transaction(bootstrap, topic, _body(Aborted(2, 1, "never")))
+    job, producer = _open_transaction(bootstrap, "unsettled", "never")
     reader = ControlReader(bootstrap, job, unique_name("group"))
     try:
         messages: list[ControlMessage] = [m for _, m in reader.read_to_end()]
