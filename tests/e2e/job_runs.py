@@ -4,6 +4,7 @@ SIGKILLed (what a lost host takes with it), and input fed in slices while a job 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -111,12 +112,38 @@ def wait_running(run: subprocess.Popen[str], predicate: Callable[[], bool], what
 
 
 def sigkill_whole(run: subprocess.Popen[str], name: str) -> None:
-    """SIGKILL a `kstream run` and every process of its job, as a lost host does."""
+    """SIGKILL a `kstream run` and every process of its job, as a lost host does;
+    return once none of them holds anything (its locks, its files) any more."""
+    # Named before the runner dies: its workers die with it (`die_with_runner`),
+    # and a dying process no longer shows its command line.
+    killed = set(job_processes(name))
     run.send_signal(signal.SIGKILL)
     run.communicate(timeout=60)
-    for pid in job_processes(name):
-        os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not job_processes(name), 60, "the workers to be gone")
+
+    def all_gone() -> bool:
+        for pid in job_processes(name):
+            killed.add(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return all(exited(pid) for pid in killed)
+
+    wait_for(all_gone, 60, "the workers to be gone")
+
+
+def exited(pid: int) -> bool:
+    """Whether process `pid` is gone or a zombie every thread of which has ended.
+
+    A process being killed loses its command line (its memory) before it
+    closes its files, and its other threads end after it: until then its
+    state-directory lock is still held, though `job_processes` no longer
+    names it.
+    """
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X") and threads <= 1
 
 
 class Drip:
