@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from kstream.protocol.coordination import CoordinatorConfig
+from kstream.protocol.coordination import IDLE_AFTER, CoordinatorConfig
 from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.purge import ChannelPurger
 from kstream.runtime.runner.runner import Runner
@@ -86,6 +86,7 @@ class RunningJob:
         interval: float,
         workers: int = WORKERS,
         keep_channels: bool = False,
+        idle_checkpoints: bool = True,
     ) -> None:
         spec = f"{FIGURE_JOBS}:{name}"
         self._state = tempfile.TemporaryDirectory(prefix="kstream-figures-")
@@ -96,7 +97,9 @@ class RunningJob:
                 bootstrap,
                 workers,
                 Path(self._state.name),
-                checkpoints=CoordinatorConfig(interval=interval),
+                checkpoints=CoordinatorConfig(
+                    interval=interval, idle_after=IDLE_AFTER if idle_checkpoints else 0
+                ),
             ),
             self.job,
             say=lambda _: None,

@@ -162,14 +162,20 @@ class Window:
         return self.result
 
 
-def idle(bootstrap: str, interval: float, seconds: float, window: Window) -> dict[str, Any]:
-    """The word count running with no input for `seconds`: the broker's cost."""
+def idle(
+    bootstrap: str, interval: float, seconds: float, window: Window, *, rare: bool = True
+) -> dict[str, Any]:
+    """The word count running with no input for `seconds`: the broker's cost. `rare`:
+    checkpointed every idle interval once idle (the default), else at every interval."""
     admin = Admin(bootstrap)
     src, dst = unique_name("si-idle-in"), unique_name("si-idle-out")
     admin.create_topics({src: PARTITIONS, dst: PARTITIONS})
     params = {"input": src, "output": dst, "name": unique_name("si-idle")}
     try:
-        with RunningJob(bootstrap, "timed_wordcount", params, interval=interval) as run:
+        job = RunningJob(
+            bootstrap, "timed_wordcount", params, interval=interval, idle_checkpoints=rare
+        )
+        with job as run:
             run.wait("the first checkpoint", lambda: run.runner.stats.completed > 0, 300)
             time.sleep(RAMP_S)  # start-up's requests (metadata, coordinators) left out
             window.open(run.runner.stats.completed)
@@ -278,8 +284,11 @@ def main() -> None:
             rate = rate or first * args.load
         if "idle" not in skip:
             for i in intervals:
-                w = idle(bootstrap, i, args.idle_seconds, Window(broker, counters, port))
-                print(_row(f"idle at {i} s", w))
+                # Side by side: an idle job checkpointed at every interval, then rarely.
+                for rare in (False, True):
+                    window = Window(broker, counters, port)
+                    w = idle(bootstrap, i, args.idle_seconds, window, rare=rare)
+                    print(_row(f"idle at {i} s, {'rare' if rare else 'every'} checkpoints", w))
         if "loaded" not in skip:
             if rate is None:
                 raise SystemExit("--rate is needed when throughput is skipped")

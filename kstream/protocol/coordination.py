@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 from kstream.errors import ConfigurationError
 from kstream.protocol.identity import JobIdentity
+from kstream.protocol.worker_alive import WorkerAlive
 
 __all__ = [
+    "IDLE_AFTER",
     "UNRESPONSIVE_AFTER",
     "Abort",
     "AckReceived",
@@ -37,12 +39,15 @@ __all__ = [
     "Tick",
     "Trigger",
     "WorkerLost",
+    "heartbeat_event",
 ]
 
 #: A worker found silent in this many generations in a row is unresponsive: a
 #: SIGSTOPped zombie wakes within one (and must be fenced, not killed), while a
 #: process whose Kafka clients are stuck would be rolled back for ever.
 UNRESPONSIVE_AFTER = 2
+#: Quiet completions in a row after which a job counts as idle (`CoordinatorConfig.idle_after`).
+IDLE_AFTER = 3
 
 # -- events ------------------------------------------------------------------
 
@@ -64,6 +69,8 @@ class AckReceived:
     now: float
     size: int = 0
     alignment_ms: float = 0.0
+    #: The subtask did nothing since its previous ack (`Acked.quiet`).
+    quiet: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +105,25 @@ class Heartbeat:
     waiting: bool = False
     #: A snapshot its checkpoint storage is slow to take ("": none; `WorkerAlive.storing`).
     storing: str = ""
+    #: The checkpoint after whose quiet ack the worker did something again (0: none;
+    #: `WorkerAlive.woke`): the job is not idle.
+    woke: int = 0
+
+
+def heartbeat_event(msg: WorkerAlive, now: float) -> Heartbeat:
+    """The coordinator's event for heartbeat `msg`, read at `now`."""
+    return Heartbeat(
+        msg.worker,
+        msg.generation,
+        now,
+        restoring=msg.restoring,
+        stuck=msg.stuck,
+        stuck_on=msg.stuck_on,
+        process=msg.process or "",
+        waiting=msg.waiting,
+        storing=msg.storing,
+        woke=msg.woke,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +287,12 @@ class CoordinatorConfig:
     #: one older than the newest completed refused: each may still complete (the
     #: restore point stays the completed checkpoint with the largest id).
     concurrent: bool = False
+    #: Completed checkpoints in a row whose every ack was quiet (`AckReceived.quiet`)
+    #: after which the job counts as idle and is checkpointed every `idle_interval`
+    #: only, until a subtask does something again ({ref}`coordinator-idle`); 0: never.
+    idle_after: int = IDLE_AFTER
+    #: The interval while idle (the checkpoint interval if that is longer).
+    idle_interval: float = 10.0
 
     def __post_init__(self) -> None:
         if self.interval <= 0:
@@ -279,6 +311,10 @@ class CoordinatorConfig:
             raise ConfigurationError(
                 f"tolerable checkpoint timeouts must be >= 0, got {self.tolerable_timeouts}"
             )
+        if self.idle_after < 0:
+            raise ConfigurationError(f"idle_after must be >= 0, got {self.idle_after}")
+        if self.idle_interval <= 0:
+            raise ConfigurationError(f"idle interval must be > 0, got {self.idle_interval}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,11 @@ Invariants (checked by the tests):
   output; the interval still bounds how often the coordinator triggers (a job
   that leaves snapshots to its sources sets it very long). Without `workers`
   it waits the interval alone;
+* after `idle_after` completions in a row of which every ack was quiet and
+  during which no worker woke, triggers come every `idle_interval` (or the
+  interval, if longer); a completion with any ack not quiet, a wake-up
+  (`Heartbeat.woke`, also while a checkpoint is pending) or a rollback ends
+  that at once, and the next trigger is due an interval after the last one;
 * a pause of the coordinator's own process (`Paused`) counts against no
   worker's liveness and no checkpoint's timeout: it could hear nobody then;
 * a process of a worker index that another process runs in the current
@@ -134,6 +139,9 @@ class _Pending:
     #: The workers that said, while it was pending, that their checkpoint storage was
     #: slow to take a snapshot, and their latest such line (`Heartbeat.storing`).
     storing: dict[str, str] = field(default_factory=dict)
+    #: A subtask acked it having done something, or a worker woke while it was
+    #: pending: the job is not idle ({ref}`coordinator-idle`).
+    busy: bool = False
 
 
 @dataclass(slots=True)
@@ -194,6 +202,9 @@ class Coordinator:
     #: incarnation (a restarted worker whose predecessor the coordinator never saw
     #: die, or a zombie): the job rolls back keeping the newest, which is named.
     incarnations: dict[str, str] = field(default_factory=dict, init=False)
+    #: Completed checkpoints in a row of which every ack was quiet, with no worker
+    #: waking while they were pending; from `config.idle_after` on, the job is idle.
+    quiet_completions: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -203,6 +214,23 @@ class Coordinator:
         self.generation = self.history.generation
         self.clock = LamportClock(self.history.max_checkpoint)
         self.completed = sorted(self.history.completed)
+
+    @property
+    def idle(self) -> bool:
+        """Whether the job counts as idle: it is checkpointed every `idle_interval`."""
+        return 0 < self.config.idle_after <= self.quiet_completions
+
+    @property
+    def _interval(self) -> float:
+        if self.idle:
+            return max(self.config.interval, self.config.idle_interval)
+        return self.config.interval
+
+    def _woke(self) -> None:
+        """Something happened: the job is not idle, and no pending checkpoint is quiet."""
+        self.quiet_completions = 0
+        for p in self.pending.values():
+            p.busy = True
 
     @property
     def latest_completed(self) -> int | None:
@@ -295,6 +323,8 @@ class Coordinator:
                             p.storing[event.worker] = event.storing
                     else:
                         self.storing.pop(event.worker, None)
+                    if event.woke:
+                        self._woke()
                 return []
             case WorkerLost():
                 self.silences.pop(event.worker, None)
@@ -344,6 +374,7 @@ class Coordinator:
         self.timeouts, self.unacked = 0, frozenset()
         self.stuck = {}
         self.storing = {}
+        self.quiet_completions = 0
         return [
             Recover(self.generation, self.latest_completed, reason, unresponsive, stalled, kept)
         ]
@@ -406,7 +437,7 @@ class Coordinator:
             return commands + self._recover(
                 now, "; ".join(reasons), tuple(sorted(unresponsive)), tuple(sorted(stalled))
             )
-        due = self.last_trigger is None or now - self.last_trigger >= self.config.interval
+        due = self.last_trigger is None or now - self.last_trigger >= self._interval
         due = due or self.asap
         if self.awaiting_join and self.workers:
             due = due and self.all_joined
@@ -462,7 +493,7 @@ class Coordinator:
             return None
         if self.awaiting_join and self.workers and not self.all_joined:
             return None
-        due = 0.0 if self.last_trigger is None else self.last_trigger + self.config.interval
+        due = 0.0 if self.last_trigger is None else self.last_trigger + self._interval
         if self.asap:
             due = now
         if self.pending:
@@ -482,10 +513,12 @@ class Coordinator:
         if ack.generation != self.generation or pending is None or ack.task not in self.tasks:
             return []
         pending.acked[ack.task] = ack
+        pending.busy = pending.busy or not ack.quiet
         if len(pending.acked) < len(self.tasks):
             return []
         n = ack.checkpoint
         del self.pending[n]
+        self.quiet_completions = 0 if pending.busy else self.quiet_completions + 1
         commands: list[Command] = [
             Complete(
                 n,

@@ -80,6 +80,7 @@ __all__ = [
     "Tick",
     "Wrote",
     "channel_lags",
+    "still_drained",
 ]
 
 #: Channel records a channel may hold before its writer pauses. A channel record
@@ -212,6 +213,28 @@ def channel_lags(
             pos = starts.get(ch, -1)
         lags[ch] = max(0, end - pos) if pos >= 0 else 0
     return lags
+
+
+def still_drained(latest: Probed, delivered: Mapping[Channel, int]) -> bool:
+    """Whether a new probe would find what `latest` found: every channel drained.
+
+    True when `latest` saw each channel's reader at or past its end, and the
+    writer has had nothing more delivered since (`delivered`, its counts now).
+    Each channel has one writer, so its end moves only with that writer's
+    deliveries, and a reader's position only forward: the channels are still
+    empty, and asking the cluster again (two requests per probe, every
+    `PROBE_INTERVAL_S`, most of what an idle job asks the broker) tells nothing.
+    Records produced and not yet delivered are the gate's to count (`Wrote`).
+    """
+    if dict(delivered) != dict(latest.delivered):
+        return False
+    for ch, end in latest.ends.items():
+        pos = latest.positions.get(ch, -1)
+        if pos < 0:
+            pos = latest.starts.get(ch, -1)
+        if pos < end:
+            return False
+    return True
 
 
 class FlowGate:

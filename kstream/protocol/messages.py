@@ -281,6 +281,9 @@ class Acked:
     in_flight: int = 0
     marker_offsets: Offsets = field(default_factory=dict)
     cut_on: str = ""
+    #: The subtask did nothing since its previous ack: no record read, written or
+    #: dead-lettered ({ref}`coordinator-idle`). Absent on the wire unless set.
+    quiet: bool = False
 
     def to_dict(self) -> Wire:
         wire: Wire = {
@@ -302,6 +305,8 @@ class Acked:
             wire["marker_offsets"] = _offsets_wire(self.marker_offsets)
         if self.cut_on:
             wire["cut_on"] = self.cut_on
+        if self.quiet:
+            wire["quiet"] = True
         return wire
 
     @classmethod
@@ -319,6 +324,7 @@ class Acked:
             _int_or(raw, "in_flight", 0),
             _offsets(raw, "marker_offsets"),
             _str_or(raw, "cut_on", ""),
+            raw.get("quiet") is True,
         )
 
 

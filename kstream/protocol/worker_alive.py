@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 from kstream.protocol.counters import WorkerCounters
 from kstream.protocol.message_fields import float_or_none as _float_or_none
 from kstream.protocol.message_fields import int_ as _int
+from kstream.protocol.message_fields import int_or as _int_or
 from kstream.protocol.message_fields import str_ as _str
 from kstream.protocol.message_fields import str_or as _str_or
 
@@ -142,6 +143,10 @@ class WorkerAlive:
     #: Its subtasks aligning a barrier or recording channel state now (absent on
     #: the wire when none; see `SubtaskAlignment`).
     alignment: tuple[SubtaskAlignment, ...] = ()
+    #: The checkpoint after whose quiet ack the worker did something again: sent
+    #: once, at once, never repeated by the heartbeat thread (0: none; absent on the
+    #: wire then; {ref}`coordinator-idle`).
+    woke: int = 0
 
     def to_dict(self) -> Wire:
         wire: Wire = {
@@ -165,6 +170,8 @@ class WorkerAlive:
             wire["storing"] = self.storing
         if self.alignment:
             wire["alignment"] = [a.to_wire() for a in self.alignment]
+        if self.woke:
+            wire["woke"] = self.woke
         return wire
 
     @classmethod
@@ -184,6 +191,7 @@ class WorkerAlive:
             raw.get("waiting") is True,
             _str_or(raw, "storing", ""),
             _alignment(raw.get("alignment")),
+            _int_or(raw, "woke", 0),
         )
 
 

@@ -74,3 +74,26 @@ def reference(lines: list[str]) -> dict[str, list[dict[str, Any]]]:
             }
         )
     return out
+
+
+def assert_matches(
+    got: dict[str, list[Any]], expected: dict[str, list[dict[str, Any]]], context: str = ""
+) -> None:
+    """Assert `got` (every user's summaries read back) equals `expected`; on a
+    mismatch, say per user which summaries are missing or repeated (by `n`), not
+    only where the first difference is, then `context`."""
+    if got == expected:
+        return
+    lines = []
+    for user in sorted(set(got) | set(expected)):
+        mine, want = got.get(user, []), expected.get(user, [])
+        if mine == want:
+            continue
+        seen = [s.get("n") for s in mine if isinstance(s, dict)]
+        missing = [s["n"] for s in want if s["n"] not in seen]
+        repeated = sorted({n for n in seen if n is not None and seen.count(n) > 1})
+        lines.append(
+            f"{user}: {len(mine)} summaries, {len(want)} expected; "
+            f"missing n {missing[:30]}; repeated n {repeated[:30]}"
+        )
+    raise AssertionError("\n".join([*lines, context]))

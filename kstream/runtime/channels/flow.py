@@ -12,7 +12,9 @@ carries out what it says (see :ref:`flow-control-design`):
   it writes (one ListOffsets request) and for the positions their readers
   committed (one OffsetFetch per downstream subtask, sent by a consumer of
   that subtask's group that never joins it, not by the admin client: see
-  `ChannelProbe`), off the processing thread;
+  `ChannelProbe`), off the processing thread; while its last answer found
+  every channel drained and nothing more was delivered since, it asks nothing
+  and repeats that answer (`kstream.protocol.flow.still_drained`);
 * the writer counts the channel records it hands to its producer, per
   channel, and those the broker acknowledged (`FlowControl.counted`: one
   dictionary update and one delivery callback per channel record, which
@@ -41,6 +43,7 @@ carries out what it says (see :ref:`flow-control-design`):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -66,6 +69,7 @@ from kstream.protocol.flow import (
     Resume,
     Tick,
     Wrote,
+    still_drained,
 )
 from kstream.protocol.names import task_group
 from kstream.runtime.kafka import client_config
@@ -265,7 +269,13 @@ class ChannelProbe:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.latest = self.probe()
+                latest = self.latest
+                if latest is not None and still_drained(latest, self._delivered):
+                    # The same answer, as of now, without asking (an idle job's
+                    # probes were a third of what it asked the broker).
+                    self.latest = dataclasses.replace(latest, at=time.monotonic())
+                else:
+                    self.latest = self.probe()
                 self._answered = time.monotonic()
             except (KafkaException, TimeoutError) as exc:
                 # An unanswered round must not end the thread: the gate would go

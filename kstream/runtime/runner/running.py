@@ -45,13 +45,13 @@ from kstream.protocol.coordination import (
     Event,
     Fail,
     Halt,
-    Heartbeat,
     InitiatedReceived,
     Paused,
     Recover,
     Tick,
     Trigger,
     WorkerLost,
+    heartbeat_event,
 )
 from kstream.protocol.coordinator import Coordinator
 from kstream.protocol.identity import JobIdentity
@@ -509,7 +509,7 @@ class RunningJob:
             case Acked(checkpoint=n, generation=g, task=task):
                 if g == self.stats.generation:
                     self._acks.setdefault(n, {})[task] = msg
-                return AckReceived(n, g, task, now, size=msg.size, alignment_ms=msg.alignment_ms)
+                return AckReceived(n, g, task, now, msg.size, msg.alignment_ms, msg.quiet)
             case Declined():
                 return DeclineReceived(msg.checkpoint, msg.generation, msg.task, msg.reason, now)
             case Initiated():
@@ -518,17 +518,7 @@ class RunningJob:
                 return InitiatedReceived(msg.checkpoint, msg.generation, msg.task, now)
             case WorkerAlive():
                 self._notify(self.report.observe(msg, now))
-                return Heartbeat(
-                    msg.worker,
-                    msg.generation,
-                    now,
-                    restoring=msg.restoring,
-                    stuck=msg.stuck,
-                    stuck_on=msg.stuck_on,
-                    process=msg.process or "",
-                    waiting=msg.waiting,
-                    storing=msg.storing,
-                )
+                return heartbeat_event(msg, now)
             case WorkerFailed():
                 index = msg.worker.removeprefix("w")
                 log = self.log_path(int(index)) if self.spawn and index.isdecimal() else ""

@@ -128,6 +128,7 @@ class Heartbeat:
                 stuck=stuck,
                 stuck_on=stuck_on,
                 storing=self._storing(),
+                woke=0,  # a wake-up goes out once, with the loop's own heartbeat
             )
             self._last = time.monotonic()
             self._send(message, False)

@@ -174,6 +174,10 @@ class Worker:
         #: Concurrent snapshots, at most this many in flight (0: one after another).
         self.concurrent = config.concurrent_snapshots
         self.tasks: list[Subtask] = []
+        #: After a quiet ack ({ref}`coordinator-idle`): that checkpoint and the
+        #: subtasks' total activity then; the first turn that finds more activity
+        #: sends a wake-up (`WorkerAlive.woke`). None: no quiet ack since the last one.
+        self._quiet_since: tuple[int, int] | None = None
         #: Heartbeats go out from the main loop and, while it is busy, from a thread.
         self.heartbeat = Heartbeat(
             HEARTBEAT_S,
@@ -324,6 +328,7 @@ class Worker:
             extra={"checkpoint": checkpoint},
         )
         self._running = generation
+        self._quiet_since = None  # a rollback ends idleness at the coordinator too
         self.metrics.running(self.tasks, generation, time.monotonic() - started)
         # Flushed: the coordinator triggers the generation's first checkpoint as
         # soon as every worker's first heartbeat not marked restoring arrives.
@@ -382,8 +387,22 @@ class Worker:
         self._send_acks()
         self._heartbeat()
 
+    def _activity(self) -> int:
+        return sum(t.activity for t in self.tasks)
+
+    def _wake_if_busy(self) -> None:
+        """After a quiet ack, tell the coordinator at once when a subtask does something
+        again: the job may count as idle, checkpointed rarely, and this work's output
+        must not wait for that ({ref}`coordinator-idle`)."""
+        if self._quiet_since is not None and self._activity() != self._quiet_since[1]:
+            checkpoint, self._quiet_since = self._quiet_since[0], None
+            self._heartbeat(force=True, flush=True, woke=checkpoint)
+
     def _send_acks(self) -> None:
-        """Ack every snapshot stored since the last call, flushed once at the end."""
+        """Ack every snapshot stored since the last call, flushed once at the end.
+
+        An ack is quiet when its subtask did nothing since its previous ack; the
+        first quiet one arms the wake-up (`_wake_if_busy`)."""
         reported = acked = False
         for t in self.tasks:
             while t.pending and t.pending[0].future.done():
@@ -412,6 +431,11 @@ class Worker:
                     continue
                 m = p.future.result()
                 self.metrics.acked(m.task, m.size, m.alignment_ms, m.sync_ms)
+                activity = t.activity
+                quiet = t.acked_activity == activity
+                t.acked_activity = activity
+                if quiet and self._quiet_since is None:
+                    self._quiet_since = (m.checkpoint, self._activity())
                 self.control.send(
                     Acked(
                         m.checkpoint,
@@ -426,6 +450,7 @@ class Worker:
                         in_flight=p.in_flight,
                         cut_on=p.cut_on,
                         marker_offsets=self._marker_offsets(m.sink),
+                        quiet=quiet,
                     ),
                     # One round trip for all of them (and the heartbeat before): below.
                     flush=False,
@@ -459,7 +484,7 @@ class Worker:
             total = total + t.counters()
         return total
 
-    def _heartbeat(self, force: bool = False, flush: bool = False) -> None:
+    def _heartbeat(self, force: bool = False, flush: bool = False, woke: int = 0) -> None:
         if force or self.heartbeat.due(time.monotonic()):
             self._die_if_orphaned()
             latest = self._last_dead_letter
@@ -477,6 +502,7 @@ class Worker:
                     waiting=self.recovery.waiting > 0,
                     storing=self.storing.slow(),
                     alignment=tuple(a for t in self.tasks if (a := t.alignment()) is not None),
+                    woke=woke,
                 ),
                 flush=flush,
             )
@@ -530,6 +556,7 @@ class Worker:
                 idle = processed == 0
                 self.producer.poll(0)
                 self.raise_if_undelivered()
+                self._wake_if_busy()
                 self._send_acks()
                 self._heartbeat()
             # A clean stop: commit what completed checkpoints cover before leaving,

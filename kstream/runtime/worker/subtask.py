@@ -60,6 +60,8 @@ class _Stats(PolicyCounts):
     records_out: int = 0
     #: Old-generation channel records processed as recorded channel state (replay windows).
     replayed: int = 0
+    #: Timers fired (processing and event time).
+    fired: int = 0
 
 
 class Subtask:
@@ -76,6 +78,8 @@ class Subtask:
         self.job = rt.plan.job
         self.stage = rt.plan.stage(spec)
         self.stats = _Stats()
+        #: `activity` when this subtask last acked a snapshot (None: not yet).
+        self.acked_activity: int | None = None
         self.pending: list[PendingAck] = []
         #: Unaligned snapshots taken whose channel state is still being recorded.
         self._held = HeldSnapshots(rt.executor)
@@ -187,7 +191,9 @@ class Subtask:
             what = f"{domain.name.lower()}-time timer of key {key!r} at {ts}"
             self.errors.apply(exc, what, None, repr((key, ts)).encode(), [])
 
-        return fire_due(self.timer_operators, domain, time, failed)
+        fired = fire_due(self.timer_operators, domain, time, failed)
+        self.stats.fired += fired
+        return fired
 
     def watermarks(self) -> dict[str, Any]:
         """What a snapshot keeps of this subtask's watermarks (`SnapshotMeta.watermarks`)."""
@@ -316,6 +322,14 @@ class Subtask:
     def counters(self) -> WorkerCounters:
         """What this subtask did so far (see `kstream.protocol.counters`)."""
         return WorkerCounters(0, self.records_out, self.stats.dead_letters, self.stats.replayed)
+
+    @property
+    def activity(self) -> int:
+        """A count that grows whenever this subtask does something: records read or
+        processed, results written, records dead-lettered or dropped, timers fired. Barriers
+        and watermarks alone do not count ({ref}`coordinator-idle`)."""
+        st = self.stats
+        return st.records + self.records_out + st.dead_letters + st.dropped + st.fired
 
     @property
     def records_out(self) -> int:

@@ -252,6 +252,7 @@ def run_config(
     state_dir: Path,
     say: Callable[[str], None],
     checkpoint_interval: float = 1.0,
+    idle_checkpoint_interval: float = 10.0,
     checkpoint_timeout: float = 60.0,
     max_in_flight: int = 1,
     retained: int = 3,
@@ -281,7 +282,7 @@ def run_config(
     once the job loaded).
     """
     from kstream.infra.cluster import bootstrap_servers as resolve
-    from kstream.protocol.coordination import CoordinatorConfig
+    from kstream.protocol.coordination import IDLE_AFTER, CoordinatorConfig
     from kstream.protocol.flow import FlowConfig
     from kstream.runtime.config import JobRef, RunConfig, StartOptions
 
@@ -300,6 +301,8 @@ def run_config(
             liveness_timeout=liveness_timeout,
             tolerable_timeouts=tolerable_checkpoint_timeouts,
             concurrent=concurrent,
+            idle_after=IDLE_AFTER if idle_checkpoint_interval > 0 else 0,
+            idle_interval=idle_checkpoint_interval or checkpoint_interval,
         ),
         guarantee=parse_guarantee(guarantee),
         transaction_timeout_s=transaction_timeout,

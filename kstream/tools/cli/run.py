@@ -99,6 +99,16 @@ def run_command(
             "--checkpoint-interval", help="Seconds between checkpoints.", callback=POSITIVE
         ),
     ] = 1.0,
+    idle_checkpoint_interval: Annotated[
+        float,
+        typer.Option(
+            "--idle-checkpoint-interval",
+            help="Seconds between checkpoints while the job has had nothing to do for three "
+            "checkpoints in a row (the first record after that still waits only "
+            "--checkpoint-interval); 0: checkpoint an idle job at --checkpoint-interval.",
+            min=0.0,
+        ),
+    ] = 10.0,
     checkpoint_timeout: Annotated[
         float,
         typer.Option(
@@ -277,6 +287,7 @@ def run_command(
         state_dir=state_dir,
         say=say,
         checkpoint_interval=checkpoint_interval,
+        idle_checkpoint_interval=idle_checkpoint_interval,
         checkpoint_timeout=checkpoint_timeout,
         max_in_flight=max_in_flight,
         retained=retained,

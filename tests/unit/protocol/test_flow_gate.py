@@ -23,6 +23,7 @@ from kstream.protocol.flow import (
     Tick,
     Wrote,
     channel_lags,
+    still_drained,
 )
 
 C0 = Channel("kstream.j.s1", 0)
@@ -443,3 +444,20 @@ def test_a_silent_probe_never_leaves_the_subtask_stuck(
             latest = max(latest, event.now)
     gate.handle(Tick(latest + STALE + 0.001))
     assert not gate.paused
+
+
+# -- still_drained: when a probe can be skipped ------------------------------
+
+
+def test_still_drained_only_while_every_reader_is_at_its_end_and_nothing_was_delivered() -> None:
+    a, b = Channel("t", 0), Channel("t", 1)
+    drained = Probed(0.0, {a: 5, b: 3}, {a: 5, b: 4}, delivered={a: 5, b: 3})
+    assert still_drained(drained, {a: 5, b: 3})
+    # A record delivered since: the end moved, ask again.
+    assert not still_drained(drained, {a: 6, b: 3})
+    # A reader behind its end.
+    assert not still_drained(Probed(0.0, {a: 5}, {a: 4}, delivered={a: 5}), {a: 5})
+    # No position reported: counted from the start, drained only if that is the end.
+    assert still_drained(Probed(0.0, {a: 2}, {}, starts={a: 2}, delivered={a: 2}), {a: 2})
+    assert not still_drained(Probed(0.0, {a: 2}, {}, starts={a: 0}, delivered={a: 2}), {a: 2})
+    assert not still_drained(Probed(0.0, {a: 2}, {}, delivered={a: 2}), {a: 2})
