@@ -106,7 +106,7 @@ def run_command(
             help="Seconds between checkpoints while the job has had nothing to do for three "
             "checkpoints in a row (the first record after that still waits only "
             "--checkpoint-interval); 0: checkpoint an idle job at --checkpoint-interval.",
-            min=0.0,
+            callback=NON_NEGATIVE,
         ),
     ] = 10.0,
     checkpoint_timeout: Annotated[
