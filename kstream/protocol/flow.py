@@ -208,11 +208,16 @@ def channel_lags(
     """
     lags = {}
     for ch, end in ends.items():
-        pos = positions.get(ch, -1)
-        if pos < 0 and starts is not None:
-            pos = starts.get(ch, -1)
+        pos = _position(ch, positions, starts or {})
         lags[ch] = max(0, end - pos) if pos >= 0 else 0
     return lags
+
+
+def _position(ch: Channel, positions: Mapping[Channel, int], starts: Mapping[Channel, int]) -> int:
+    """Where channel `ch`'s reader is: its reported position, else the channel's
+    start (a reader that has not reported yet); -1 if neither is known."""
+    pos = positions.get(ch, -1)
+    return pos if pos >= 0 else starts.get(ch, -1)
 
 
 def still_drained(latest: Probed, delivered: Mapping[Channel, int]) -> bool:
@@ -228,13 +233,9 @@ def still_drained(latest: Probed, delivered: Mapping[Channel, int]) -> bool:
     """
     if dict(delivered) != dict(latest.delivered):
         return False
-    for ch, end in latest.ends.items():
-        pos = latest.positions.get(ch, -1)
-        if pos < 0:
-            pos = latest.starts.get(ch, -1)
-        if pos < end:
-            return False
-    return True
+    return all(
+        _position(ch, latest.positions, latest.starts) >= end for ch, end in latest.ends.items()
+    )
 
 
 class FlowGate:

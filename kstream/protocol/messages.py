@@ -281,8 +281,9 @@ class Acked:
     in_flight: int = 0
     marker_offsets: Offsets = field(default_factory=dict)
     cut_on: str = ""
-    #: The subtask did nothing since its previous ack: no record read, written or
-    #: dead-lettered ({ref}`coordinator-idle`). Absent on the wire unless set.
+    #: The subtask did nothing since its previous ack: no record read, written,
+    #: dead-lettered or dropped, no timer fired (`Subtask.activity`;
+    #: {ref}`coordinator-idle`). Absent on the wire unless set.
     quiet: bool = False
 
     def to_dict(self) -> Wire:
