@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,22 +46,46 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def fill(directory: Path) -> Path:
-    """Write a file into `directory` until its file system has no byte left."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    try:
+class DiskFull:
+    """Keeps the file system of `directory` full until `release`.
+
+    The job frees space while the disk is full (a failed checkpoint's partial
+    files are removed), so filling once is not enough: a thread takes back any
+    freed byte, the way other writers on a shared full disk would.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / "filler"
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self._stop = threading.Event()
+        self._top_up()
+        with pytest.raises(OSError, match="No space left") as full:
+            (directory / "probe").write_bytes(b"\0" * 4096)
+        assert full.value.errno == errno.ENOSPC
+        (directory / "probe").unlink(missing_ok=True)
+        self._keeper = threading.Thread(target=self._keep, daemon=True)
+        self._keeper.start()
+
+    def _top_up(self) -> None:
         for size in (1 << 20, 4096, 1):
             with contextlib.suppress(OSError):
-                while os.write(fd, b"\0" * size):
+                while os.write(self._fd, b"\0" * size):
                     pass
-    finally:
-        os.close(fd)
-    with pytest.raises(OSError, match="No space left") as full:
-        (directory / "probe").write_bytes(b"\0" * 4096)
-    assert full.value.errno == errno.ENOSPC
-    (directory / "probe").unlink(missing_ok=True)
-    return filler
+
+    def _keep(self) -> None:
+        # The poll period bounds how long freed space stays free: a few ms, far
+        # below the time a checkpoint takes to write its snapshots.
+        while not self._stop.wait(0.002):
+            self._top_up()
+
+    def release(self) -> None:
+        """Stop keeping the disk full and give all its space back (once)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._keeper.join()
+        os.close(self._fd)
+        self._path.unlink()
 
 
 def aborts(bootstrap: str, name: str) -> list[str]:
@@ -108,13 +133,14 @@ def test_checkpoints_fail_while_storage_is_unusable_and_nothing_is_lost(
             "--state-dir", str(state), "--checkpoint-interval", "0.3",
             cwd=tmp_path,
         )  # fmt: skip
+        filler: DiskFull | None = None
         try:
             first = [f"a b c{i % 7}" for i in range(2000)]
             produce(bootstrap, src, [(None, line.encode()) for line in first])
             # A good checkpoint that holds some state, then the storage fails.
             wait_for(lambda: completed(bootstrap, name) >= 2, 120, "two completed checkpoints")
             if fault == "full":
-                filler = fill(checkpoints)
+                filler = DiskFull(checkpoints)
             else:
                 mount("-o", "remount,ro", str(checkpoints))
             before = completed(bootstrap, name)
@@ -142,8 +168,8 @@ def test_checkpoints_fail_while_storage_is_unusable_and_nothing_is_lost(
                 [storage.validate(n, tasks) for n in late],
             )
             assert len(late) <= 1, late  # the fault stopped checkpointing
-            if fault == "full":
-                filler.unlink()
+            if filler is not None:
+                filler.release()
             else:
                 mount("-o", "remount,rw", str(checkpoints))
             lines = first + second
@@ -155,6 +181,8 @@ def test_checkpoints_fail_while_storage_is_unusable_and_nothing_is_lost(
             wait_for(caught_up, 180, "every word's count once the storage is back")
             assert completed(bootstrap, name) > before
         finally:
+            if filler is not None:
+                filler.release()
             proc.send_signal(signal.SIGTERM)
             _, stderr = proc.communicate(timeout=120)
             stored = sorted(int(p.name[4:]) for p in checkpoints.glob("chk-*"))
@@ -208,12 +236,13 @@ def test_processing_goes_on_while_checkpoint_storage_fails(
             "--checkpoint-timeout", "60",
             cwd=tmp_path,
         )  # fmt: skip
+        filler: DiskFull | None = None
         try:
             lines = [f"a b c{i % 7}" for i in range(500)]
             produce(bootstrap, src, [(None, line.encode()) for line in lines])
             wait_for(lambda: completed(bootstrap, name) >= 2, 120, "two completed checkpoints")
             if fault == "full":
-                filler = fill(checkpoints)
+                filler = DiskFull(checkpoints)
             else:
                 mount("-o", "remount,ro", str(checkpoints))
             before = completed(bootstrap, name)
@@ -242,8 +271,8 @@ def test_processing_goes_on_while_checkpoint_storage_fails(
             late = completions(bootstrap, name)[before:]
             assert len(late) <= 1, late  # the fault stopped checkpointing
             at_restore = completed(bootstrap, name)
-            if fault == "full":
-                filler.unlink()
+            if filler is not None:
+                filler.release()
             else:
                 mount("-o", "remount,rw", str(checkpoints))
             wait_for(
@@ -258,6 +287,8 @@ def test_processing_goes_on_while_checkpoint_storage_fails(
 
             wait_for(caught_up, 60, "every word's count committed once the storage is back")
         finally:
+            if filler is not None:
+                filler.release()
             proc.send_signal(signal.SIGTERM)
             stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
