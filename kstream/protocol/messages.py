@@ -27,7 +27,7 @@ class           ``type`` on the wire   fields
                                        (alignment when set: `kstream.protocol.worker_alive`)
 `WorkerFailed`  failed                 worker, reason
 `RestoreFailed` restore-failed         worker, generation, checkpoint, reason
-`Presence`      coordinator            incarnation, pid, host, state_dir, time, stopped
+`Presence`      coordinator            incarnation, pid, host, state_dir, time, stopped, every
 `SavepointRequested` savepoint        request, target, stop, time
 `SavepointDone` savepoint-done         request, checkpoint (or null), url, error, time
 =============== ====================== ============================================
@@ -490,6 +490,9 @@ class Presence:
     state_dir: str
     time: float
     stopped: bool = False
+    #: The longest time, in seconds, until this runner's next announcement (an
+    #: idle job announces itself less often; a message without it: one second).
+    every: float = 1.0
 
     def to_dict(self) -> Wire:
         return {
@@ -500,6 +503,7 @@ class Presence:
             "state_dir": self.state_dir,
             "time": self.time,
             "stopped": self.stopped,
+            "every": self.every,
         }
 
     @classmethod
@@ -514,6 +518,7 @@ class Presence:
             _str(raw, "state_dir"),
             when,
             raw.get("stopped") is True,
+            every if (every := _float_or(raw, "every", 1.0)) > 0 else 1.0,
         )
 
     def describe(self) -> str:

@@ -5,15 +5,19 @@ state directory. Job names also scope Kafka (the control, channel and commit
 topics, the transactional ids), so two runners of one job with *different*
 state directories against one cluster would corrupt each other just as well.
 Every runner therefore announces itself in the job's control topic: a
-``coordinator`` message when it starts, again every `HEARTBEAT_S`, and once
-more with ``stopped: true`` when it stops cleanly.
+``coordinator`` message when it starts, again every `HEARTBEAT_S` (every
+`IDLE_HEARTBEAT_S` while the job is idle: each announcement is a transaction of
+the fenced control writer, the costliest thing an idle job asks of the broker),
+and once more with ``stopped: true`` when it stops cleanly. Each announcement
+says how long until the next one at most (``every``).
 
 A runner starting up looks at the last announcement in the history
 (`last_presence`). If it is from a runner that did not say it stopped and is
 recent, that runner may be alive, or may have been killed: `still_alive`
-decides after waiting `WAIT_S` for a newer heartbeat of it (a live runner
-sends several in that time, a dead one none), so a crashed runner delays the
-next start by a few seconds and never blocks it.
+decides after waiting `wait_s` for a newer heartbeat of it (the announced
+period and `SLOW_ROUND_S` more: a live runner sends one in that time, a dead
+one none), so a crashed runner delays the next start by a few seconds and
+never blocks it.
 
 Not covered: two runners starting within the same few seconds, each before the
 other's first announcement is visible.
@@ -27,19 +31,23 @@ from kstream.protocol.messages import ControlMessage, Presence
 
 __all__ = [
     "HEARTBEAT_S",
+    "IDLE_HEARTBEAT_S",
     "RECENT_S",
-    "WAIT_S",
+    "SLOW_ROUND_S",
     "Presence",
     "last_presence",
     "needs_wait",
     "still_alive",
+    "wait_s",
 ]
 
 #: How often a running coordinator announces itself.
 HEARTBEAT_S = 1.0
-#: How long a starting runner waits for a heartbeat of an unclosed predecessor:
-#: three periods, so one slow round of the running coordinator is not death.
-WAIT_S = 3 * HEARTBEAT_S
+#: How often it does while the job is idle (`kstream.protocol.coordinator`).
+IDLE_HEARTBEAT_S = 4.0
+#: How late an announcement may be and its runner still alive: a slow round of
+#: the running coordinator (a stalled broker request, a pause of the process).
+SLOW_ROUND_S = 2.0
 #: An announcement older than this (by its wall-clock time) is not waited for:
 #: its runner has missed dozens of heartbeats. Generous, for clock skew between hosts.
 RECENT_S = 60.0
@@ -57,6 +65,13 @@ def last_presence(messages: Iterable[ControlMessage]) -> Presence | None:
 def needs_wait(last: Presence | None, now: float) -> bool:
     """Whether `last` may belong to a live coordinator: not stopped, and recent."""
     return last is not None and not last.stopped and now - last.time < RECENT_S
+
+
+def wait_s(last: Presence) -> float:
+    """How long a starting runner waits for a heartbeat of the runner that sent
+    `last` before it takes over: its announced period (bounded by `RECENT_S`)
+    and a slow round."""
+    return min(last.every, RECENT_S) + SLOW_ROUND_S
 
 
 def still_alive(later: Iterable[ControlMessage]) -> Presence | None:

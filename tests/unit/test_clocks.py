@@ -33,7 +33,7 @@ STAMPED = {
 #: (file, function) reading the wall clock on purpose, and why.
 ALLOWED = {
     # Another runner's last heartbeat carries its wall-clock time: only a wall
-    # clock compares across machines. A jump delays a start by at most WAIT_S or
+    # clock compares across machines. A jump delays a start by at most `wait_s` or
     # lets it skip that wait; the state directory's lock still refuses a second
     # runner of the same directory.
     ("kstream/runtime/runner/takeover.py", "refuse_if_coordinated_elsewhere"),

@@ -26,7 +26,7 @@ from kstream.errors import (
 from kstream.infra.admin import Admin
 from kstream.protocol.messages import ControlMessage, Recovered
 from kstream.protocol.names import commit_topic, control_topic, runner_group
-from kstream.protocol.presence import WAIT_S, last_presence, needs_wait, still_alive
+from kstream.protocol.presence import last_presence, needs_wait, still_alive, wait_s
 from kstream.protocol.resume_check import (
     Need,
     StoredCheckpoint,
@@ -54,7 +54,7 @@ def refuse_if_coordinated_elsewhere(
 
     The file lock only sees runners sharing the state directory; this sees
     any runner of the job name on the cluster (`kstream.protocol.presence`). A
-    predecessor that did not say it stopped is given `WAIT_S` to prove it
+    predecessor that did not say it stopped is given `wait_s` to prove it
     is alive with a heartbeat; one that crashed only delays this start.
     """
     last = last_presence(history)
@@ -63,7 +63,7 @@ def refuse_if_coordinated_elsewhere(
     reader = ControlReader.at_end(bootstrap, job, runner_group(job))
     seen: list[ControlMessage] = []
     try:
-        deadline = time.monotonic() + WAIT_S
+        deadline = time.monotonic() + wait_s(last)
         while time.monotonic() < deadline:
             seen += [m for _, m in reader.poll(0.2)]
             alive = still_alive(seen)
@@ -77,7 +77,7 @@ def refuse_if_coordinated_elsewhere(
         reader.close()
     say(
         f"the last runner of job {job} ({last.describe()}) did not say it "
-        f"stopped and sent no heartbeat for {WAIT_S:.0f}s: taking over"
+        f"stopped and sent no heartbeat for {wait_s(last):.0f}s: taking over"
     )
 
 

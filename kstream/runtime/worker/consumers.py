@@ -12,16 +12,24 @@ from confluent_kafka import Consumer
 from kstream.protocol.names import task_group
 from kstream.runtime.kafka import MANUAL_OFFSETS, READ_COMMITTED, client_config
 
-__all__ = ["task_consumer"]
+__all__ = ["CHANNEL_FETCH_WAIT_MS", "SOURCE_FETCH_WAIT_MS", "task_consumer"]
 
-#: How long a fetch waits for data: short, so barriers and control messages are served soon.
-FETCH_WAIT_MS = 50
+#: How long a channel consumer's fetch waits for data when none comes. Short: a
+#: consumer has one fetch in flight per broker, and a channel resumed (and sought)
+#: after alignment is fetched only once that fetch returns.
+CHANNEL_FETCH_WAIT_MS = 50
+#: The same for a source consumer. Long: a source is paused and resumed only whole
+#: (flow control), it is never sought while it runs, and data arriving ends a
+#: waiting fetch at once; the wait only sets how often an idle source asks the
+#: broker (twice a second instead of twenty times).
+SOURCE_FETCH_WAIT_MS = 500
 #: Prefetched data per consumer: enough for several full batches.
 QUEUED_KBYTES = 32768
 
 
-def task_consumer(bootstrap: str, job_name: str, task: str) -> Consumer:
-    """A read-committed consumer in subtask `task`'s own group, storing no offsets itself."""
+def task_consumer(bootstrap: str, job_name: str, task: str, fetch_wait_ms: int) -> Consumer:
+    """A read-committed consumer in subtask `task`'s own group, storing no offsets
+    itself, whose fetches wait at most `fetch_wait_ms` for data."""
     return Consumer(
         client_config(
             bootstrap,
@@ -30,7 +38,7 @@ def task_consumer(bootstrap: str, job_name: str, task: str) -> Consumer:
             {
                 "group.id": task_group(job_name, task),
                 "enable.auto.offset.store": False,
-                "fetch.wait.max.ms": FETCH_WAIT_MS,
+                "fetch.wait.max.ms": fetch_wait_ms,
                 "queued.max.messages.kbytes": QUEUED_KBYTES,
             },
         )

@@ -230,8 +230,9 @@ WRITTEN: list[tuple[dict[str, Any], ControlMessage]] = [
             "state_dir": "/srv/state",
             "time": 1763900005.0,
             "stopped": False,
+            "every": 4.0,
         },
-        Presence("5f0c", 4242, "host-1", "/srv/state", 1763900005.0),
+        Presence("5f0c", 4242, "host-1", "/srv/state", 1763900005.0, every=4.0),
     ),
     (
         {

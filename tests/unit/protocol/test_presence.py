@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from kstream.protocol.messages import ControlMessage, decode, decode_all
-from kstream.protocol.presence import RECENT_S, Presence, needs_wait
+from kstream.protocol.presence import (
+    HEARTBEAT_S,
+    IDLE_HEARTBEAT_S,
+    RECENT_S,
+    SLOW_ROUND_S,
+    Presence,
+    needs_wait,
+    wait_s,
+)
 from kstream.protocol.presence import last_presence as last_of_messages
 from kstream.protocol.presence import still_alive as alive_in_messages
 
@@ -56,3 +64,22 @@ def test_a_heartbeat_after_start_up_proves_another_runner_alive() -> None:
     assert still_alive([presence("a").to_dict()]) == presence("a")
     # It said it stopped after its heartbeat: nobody is left.
     assert still_alive([presence("a").to_dict(), presence("a", stopped=True).to_dict()]) is None
+
+
+def test_a_starting_runner_waits_one_announced_period_and_a_slow_round() -> None:
+    busy = Presence("a", 42, "host-1", "/srv/state", 1000.0, every=HEARTBEAT_S)
+    idle = Presence("a", 42, "host-1", "/srv/state", 1000.0, every=IDLE_HEARTBEAT_S)
+    assert wait_s(busy) == HEARTBEAT_S + SLOW_ROUND_S
+    assert wait_s(idle) == IDLE_HEARTBEAT_S + SLOW_ROUND_S
+    assert parse(idle.to_dict()) == idle
+    # Written before announcements said their period: one second, as they were sent.
+    old = {k: v for k, v in busy.to_dict().items() if k != "every"}
+    assert parse(old) == busy
+    # Nonsense is read as the old period, and a huge one waits no longer than an
+    # announcement stays recent: a start is delayed, never blocked.
+    assert parse({**busy.to_dict(), "every": -3}) == busy
+    assert parse({**busy.to_dict(), "every": float("nan")}) == busy
+    huge = parse({**busy.to_dict(), "every": 1e12})
+    assert huge is not None
+    assert wait_s(huge) == RECENT_S + SLOW_ROUND_S
+    assert parse({**busy.to_dict(), "every": "soon"}) is None
