@@ -12,6 +12,9 @@ workers) per checkpoint interval:
 - **latency**: end-to-end p50/p99 (read_committed reader, output time minus the
   input's CreateTime) with input appended at `--load` times the first interval's
   throughput for `--seconds`;
+- **how long checkpoints take** in that run: trigger to completion, from the
+  times in the job's control messages (the part of a latency the protocol
+  accounts for; the rest is the records' way through the job and the commit);
 - **the broker's cost**, idle (the job running, no input) and loaded (the same
   latency run, its first 3 s and its drain left out): the broker process's CPU
   (``/proc``) per second, and its requests by type from its ``RequestsPerSec``
@@ -44,6 +47,7 @@ from benchmarks.latency import PARTITIONS, _Pacer, _reader, capacity, read_laten
 from benchmarks.workloads import generate
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
+from kstream.runtime.control import read_history
 from kstream.testing import unique_name
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "jmx" / "BrokerRequests.java"
@@ -225,6 +229,7 @@ def loaded(
             pacer.join()
             measuring.join()
         reader.close()
+        durations = checkpoint_ms(read_history(bootstrap, params["name"]))
     finally:
         admin.delete_topics([src, dst])
     return {
@@ -232,7 +237,23 @@ def loaded(
         "rate_words_per_s": rate,
         "achieved_words_per_s": words / pacer.seconds if pacer.seconds else None,
         "latency_ms": quantiles(latencies),
+        "checkpoint_ms": quantiles(durations),
     }
+
+
+def checkpoint_ms(history: list[dict[str, Any]]) -> list[float]:
+    """Each completed checkpoint's time from trigger to completion, in ms, by the
+    coordinator's clock (both messages are its own)."""
+    triggered: dict[int, float] = {}
+    out = []
+    for m in history:
+        if not isinstance(m.get("time"), int | float):
+            continue
+        if m["type"] == "trigger":
+            triggered[m["checkpoint"]] = m["time"]
+        elif m["type"] == "complete" and m["checkpoint"] in triggered:
+            out.append((m["time"] - triggered[m["checkpoint"]]) * 1000)
+    return out
 
 
 def _row(name: str, w: dict[str, Any]) -> str:
@@ -301,6 +322,12 @@ def main() -> None:
                     f"max {lat['max']:.0f} ms (n {lat['n']:,}, achieved "
                     f"{r['achieved_words_per_s']:,.0f} words/s)"
                 )
+                ck = r["checkpoint_ms"]
+                if ck["n"]:
+                    print(
+                        f"  checkpoints at {i} s, trigger to completion: p50 {ck['p50']:.0f} ms "
+                        f"p99 {ck['p99']:.0f} ms max {ck['max']:.0f} ms (n {ck['n']})"
+                    )
                 print(_row(f"loaded at {i} s", r))
     finally:
         counters.close()
