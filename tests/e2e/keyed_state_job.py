@@ -92,8 +92,21 @@ def assert_matches(
         seen = [s.get("n") for s in mine if isinstance(s, dict)]
         missing = [s["n"] for s in want if s["n"] not in seen]
         repeated = sorted({n for n in seen if n is not None and seen.count(n) > 1})
+        # Events applied twice renumber every later summary: no n is missing then,
+        # but n past the expected ones appear, and contents differ at some n.
+        wanted = {s["n"] for s in want}
+        extra = sorted({n for n in seen if n not in wanted}, key=str)
+        differs = next(
+            (
+                (g, w)
+                for g, w in zip(mine, want, strict=False)
+                if isinstance(g, dict) and g.get("n") == w["n"] and g != w
+            ),
+            None,
+        )
         lines.append(
             f"{user}: {len(mine)} summaries, {len(want)} expected; "
-            f"missing n {missing[:30]}; repeated n {repeated[:30]}"
+            f"missing n {missing[:30]}; repeated n {repeated[:30]}; extra n {extra[:30]}"
+            + (f"; first differing: got {differs[0]} expected {differs[1]}" if differs else "")
         )
     raise AssertionError("\n".join([*lines, context]))
