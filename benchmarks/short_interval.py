@@ -12,9 +12,10 @@ workers) per checkpoint interval:
 - **latency**: end-to-end p50/p99 (read_committed reader, output time minus the
   input's CreateTime) with input appended at `--load` times the first interval's
   throughput for `--seconds`;
-- **how long checkpoints take** in that run: trigger to completion, from the
-  times in the job's control messages (the part of a latency the protocol
-  accounts for; the rest is the records' way through the job and the commit);
+- **how long checkpoints take** in that run: each completion's duration as the
+  coordinator wrote it, trigger to last ack (`kstream.protocol.checkpoint_history`):
+  the part of a latency the protocol accounts for; the rest is the records' way
+  through the job and the commit;
 - **the broker's cost**, idle (the job running, no input) and loaded (the same
   latency run, its first 3 s and its drain left out): the broker process's CPU
   (``/proc``) per second, and its requests by type from its ``RequestsPerSec``
@@ -47,7 +48,8 @@ from benchmarks.latency import PARTITIONS, _Pacer, _reader, capacity, read_laten
 from benchmarks.workloads import generate
 from kstream.infra.admin import Admin
 from kstream.infra.cluster import bootstrap_servers
-from kstream.runtime.control import read_history
+from kstream.protocol.checkpoint_history import checkpoint_history
+from kstream.runtime.control import read_messages
 from kstream.testing import unique_name
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "jmx" / "BrokerRequests.java"
@@ -229,7 +231,11 @@ def loaded(
             pacer.join()
             measuring.join()
         reader.close()
-        durations = checkpoint_ms(read_history(bootstrap, params["name"]))
+        durations = [
+            r.duration_s * 1000
+            for r in checkpoint_history(read_messages(bootstrap, params["name"]))
+            if r.status == "completed" and r.duration_s is not None
+        ]
     finally:
         admin.delete_topics([src, dst])
     return {
@@ -239,21 +245,6 @@ def loaded(
         "latency_ms": quantiles(latencies),
         "checkpoint_ms": quantiles(durations),
     }
-
-
-def checkpoint_ms(history: list[dict[str, Any]]) -> list[float]:
-    """Each completed checkpoint's time from trigger to completion, in ms, by the
-    coordinator's clock (both messages are its own)."""
-    triggered: dict[int, float] = {}
-    out = []
-    for m in history:
-        if not isinstance(m.get("time"), int | float):
-            continue
-        if m["type"] == "trigger":
-            triggered[m["checkpoint"]] = m["time"]
-        elif m["type"] == "complete" and m["checkpoint"] in triggered:
-            out.append((m["time"] - triggered[m["checkpoint"]]) * 1000)
-    return out
 
 
 def _row(name: str, w: dict[str, Any]) -> str:
@@ -325,7 +316,7 @@ def main() -> None:
                 ck = r["checkpoint_ms"]
                 if ck["n"]:
                     print(
-                        f"  checkpoints at {i} s, trigger to completion: p50 {ck['p50']:.0f} ms "
+                        f"  checkpoints at {i} s, trigger to last ack: p50 {ck['p50']:.0f} ms "
                         f"p99 {ck['p99']:.0f} ms max {ck['max']:.0f} ms (n {ck['n']})"
                     )
                 print(_row(f"loaded at {i} s", r))

@@ -37,6 +37,7 @@ __all__ = [
     "Presence",
     "last_presence",
     "needs_wait",
+    "period_s",
     "still_alive",
     "wait_s",
 ]
@@ -65,6 +66,12 @@ def last_presence(messages: Iterable[ControlMessage]) -> Presence | None:
 def needs_wait(last: Presence | None, now: float) -> bool:
     """Whether `last` may belong to a live coordinator: not stopped, and recent."""
     return last is not None and not last.stopped and now - last.time < RECENT_S
+
+
+def period_s(idle: bool) -> float:
+    """How often a running coordinator announces itself, the job `idle` or not
+    (`kstream.protocol.coordinator.Coordinator.idle`)."""
+    return IDLE_HEARTBEAT_S if idle else HEARTBEAT_S
 
 
 def wait_s(last: Presence) -> float:

@@ -73,8 +73,7 @@ from kstream.protocol.messages import (
 )
 from kstream.protocol.names import control_topic
 from kstream.protocol.pause import PauseWatch
-from kstream.protocol.presence import HEARTBEAT_S as PRESENCE_HEARTBEAT_S
-from kstream.protocol.presence import IDLE_HEARTBEAT_S as PRESENCE_IDLE_S
+from kstream.protocol.presence import period_s as presence_period_s
 from kstream.protocol.restarts import RestartBudget
 from kstream.protocol.resume import Adopt
 from kstream.protocol.retention import ControlRetention, restatement
@@ -271,15 +270,10 @@ class RunningJob:
             str(self.config.state_dir),
             now,
             stopped,
-            self._presence_every,
+            presence_period_s(self.coordinator.idle),
         )
         self.control.send(presence, flush=stopped)
         self._announced = time.monotonic()
-
-    @property
-    def _presence_every(self) -> float:
-        """How often this runner announces itself: less often while the job is idle."""
-        return PRESENCE_IDLE_S if self.coordinator.idle else PRESENCE_HEARTBEAT_S
 
     def _restorable(self, c: Recover) -> bool:
         """Validate the checkpoint `c` restores; if damaged, fall back (returns False)."""
@@ -406,7 +400,7 @@ class RunningJob:
         """A round while a stop savepoint is written: nothing else goes on."""
         self.savepoints.wait(timeout)
         self._savepoints_done()
-        if time.monotonic() - self._announced >= self._presence_every:
+        if time.monotonic() - self._announced >= presence_period_s(self.coordinator.idle):
             self._announce()
         self._pauses.turn(time.monotonic())
 
@@ -441,7 +435,7 @@ class RunningJob:
                 self._release()
                 return  # the job stops at this checkpoint: nothing after it counts
         now = time.monotonic()
-        if now - self._announced >= self._presence_every:
+        if now - self._announced >= presence_period_s(self.coordinator.idle):
             self._announce()
         self._execute(self.coordinator.handle(Tick(now)))
         self._notify(self.report.tick(now))

@@ -10,6 +10,7 @@ from kstream.protocol.presence import (
     SLOW_ROUND_S,
     Presence,
     needs_wait,
+    period_s,
     wait_s,
 )
 from kstream.protocol.presence import last_presence as last_of_messages
@@ -64,6 +65,11 @@ def test_a_heartbeat_after_start_up_proves_another_runner_alive() -> None:
     assert still_alive([presence("a").to_dict()]) == presence("a")
     # It said it stopped after its heartbeat: nobody is left.
     assert still_alive([presence("a").to_dict(), presence("a", stopped=True).to_dict()]) is None
+
+
+def test_an_idle_job_announces_itself_less_often() -> None:
+    assert period_s(idle=False) == HEARTBEAT_S
+    assert period_s(idle=True) == IDLE_HEARTBEAT_S > HEARTBEAT_S
 
 
 def test_a_starting_runner_waits_one_announced_period_and_a_slow_round() -> None:
