@@ -2,8 +2,10 @@
 
 Values are encoded by the job's state serde (`kstream.dataflow.state.serde`).
 Writes go to an in-memory cache first (`kstream.runtime.state.keyed`) and reach
-RocksDB in one `WriteBatch` per processed batch of records (`flush`), so the
-per-record cost of value state is a dict operation and an encoding. The WAL is
+RocksDB in one `WriteBatch` at each checkpoint, and between checkpoints once a
+state has gathered `kstream.runtime.state.keyed.FLUSH_AT` changed keys
+(`flush_due`), so the per-record cost of value state is a dict operation and a
+key rewritten by many records is encoded once per write. The WAL is
 off: durability comes from snapshots, and after a crash the local database is
 thrown away and restored from the latest completed checkpoint.
 
@@ -254,6 +256,18 @@ class StateStore:
     def value_state(self, name: str) -> KeyedStateContext:
         """Operator `name`'s default value state: its `context`."""
         return self.context(name)
+
+    def flush_due(self) -> int:
+        """`flush`, if a state holds enough changes or too large a cache (`Flushable.due`);
+        else nothing (0). Called after every processed batch of records.
+
+        Between checkpoints a hot key's changes then stay in the cache and reach
+        RocksDB once (a checkpoint `flush`es everything). Reads never depend on
+        it: they find the cache first.
+        """
+        if any(s.due() for s in self._states):
+            return self.flush()
+        return 0
 
     def flush(self) -> int:
         """Write cached changes to RocksDB in one batch; return the number of keys written.

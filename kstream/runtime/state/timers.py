@@ -32,7 +32,7 @@ from kstream.dataflow.state.timers import (
 )
 from kstream.errors import ConfigurationError, StateValueError
 from kstream.runtime.state.element import TIMERS_STATE, ElementContext
-from kstream.runtime.state.keyed import KeyedStateContext
+from kstream.runtime.state.keyed import FLUSH_AT, KeyedStateContext
 
 __all__ = ["KeyTimers", "OperatorTimers"]
 
@@ -111,6 +111,9 @@ class OperatorTimers:
             return None
         self._dirty[encode_timer_key(domain, timer)] = None
         return timer, self._objects.pop((domain, timer))
+
+    def due(self) -> bool:
+        return len(self._dirty) >= FLUSH_AT
 
     def flush_into(self, batch: WriteBatch) -> int:
         n = len(self._dirty)

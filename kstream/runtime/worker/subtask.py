@@ -291,11 +291,12 @@ class Subtask:
             w.abort(checkpoint)
 
     def flush(self) -> None:
-        """After a processed batch: send channel batches, write state changes to RocksDB."""
+        """After a processed batch: send channel batches; write state changes to RocksDB
+        if enough have gathered (a checkpoint writes the rest)."""
         for cw in self.writers:
             cw.flush()
         if self.state is not None:
-            self.state.flush()
+            self.state.flush_due()
 
     def poll(self, timeout: float) -> int:
         raise NotImplementedError

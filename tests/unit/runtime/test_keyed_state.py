@@ -247,6 +247,40 @@ def test_named_state_is_in_the_checkpoint(tmp_path: Path) -> None:
     restored.close()
 
 
+def test_changes_wait_in_the_cache_until_enough_gather(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(keyed_state, "FLUSH_AT", 3)
+    ctx = store.context(OP)
+    for key in ["a", "b", "a", "a"]:
+        at(ctx, key).set(key * 2)
+        at(ctx, key).map("m").put(key, 1)
+    # Two changed keys in each state: below the bound, nothing is written...
+    assert store.flush_due() == 0
+    assert at(ctx, "b").get() == "bb"
+    at(ctx, "c").set("cc")
+    # ...a third in the value state: everything is, the map's two keys too.
+    assert store.flush_due() == 3 + 2
+    assert store.flush_due() == 0
+    # A map flush visits the keys changed since the last one only.
+    at(ctx, "a").map("m").remove("a")
+    assert store.flush() == 1
+    assert dict(at(ctx, "a").map("m").items()) == {}
+    assert dict(at(ctx, "b").map("m").items()) == {"b": 1}
+
+
+def test_a_checkpoint_holds_changes_not_yet_due(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "db")
+    at(store.context(OP), "k").set(7)
+    assert store.flush_due() == 0
+    store.checkpoint(tmp_path / "chk")
+    store.close()
+    StateStore.restore(tmp_path / "chk", tmp_path / "restored")
+    restored = StateStore(tmp_path / "restored")
+    assert at(restored.context(OP), "k").get() == 7
+    restored.close()
+
+
 # -- the model test -----------------------------------------------------------
 
 KEYS = st.sampled_from(["a", "b", b"a\x00", 3])
@@ -263,6 +297,7 @@ OPS = st.one_of(
     st.tuples(st.just("clear_list"), KEYS),
     st.tuples(st.just("reduce"), KEYS, st.integers()),
     st.tuples(st.just("flush")),
+    st.tuples(st.just("flush_due")),
     st.tuples(st.just("reopen")),
     st.tuples(st.just("checkpoint")),
 )
@@ -292,10 +327,17 @@ def check(ctx: KeyedStateContext, model: Model, key: Any) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(OPS, max_size=40), cache_limit=st.sampled_from([2, 200_000]))
-def test_the_store_behaves_as_a_dict_model(ops: list[tuple[Any, ...]], cache_limit: int) -> None:
-    original = keyed_state.CACHE_LIMIT
+@given(
+    ops=st.lists(OPS, max_size=40),
+    cache_limit=st.sampled_from([2, 200_000]),
+    flush_at=st.sampled_from([1, 2, 4096]),
+)
+def test_the_store_behaves_as_a_dict_model(
+    ops: list[tuple[Any, ...]], cache_limit: int, flush_at: int
+) -> None:
+    original, original_flush_at = keyed_state.CACHE_LIMIT, keyed_state.FLUSH_AT
     keyed_state.CACHE_LIMIT = cache_limit  # 2: the read cache is dropped at most flushes
+    keyed_state.FLUSH_AT = flush_at  # 1: every `flush_due` with a change writes
     try:
         with tempfile.TemporaryDirectory() as tmp:
             store = StateStore(Path(tmp) / "db")
@@ -311,6 +353,9 @@ def test_the_store_behaves_as_a_dict_model(ops: list[tuple[Any, ...]], cache_lim
                     continue
                 if op == "flush":
                     store.flush()
+                    continue
+                if op == "flush_due":
+                    store.flush_due()
                     continue
                 if op == "reopen":
                     store = reopen(store)
@@ -357,4 +402,4 @@ def test_the_store_behaves_as_a_dict_model(ops: list[tuple[Any, ...]], cache_lim
                     check(ctx, checkpointed[1], key)
                 restored.close()
     finally:
-        keyed_state.CACHE_LIMIT = original
+        keyed_state.CACHE_LIMIT, keyed_state.FLUSH_AT = original, original_flush_at
