@@ -9,7 +9,10 @@ Every runner therefore announces itself in the job's control topic: a
 `IDLE_HEARTBEAT_S` while the job is idle: each announcement is a transaction of
 the fenced control writer, the costliest thing an idle job asks of the broker),
 and once more with ``stopped: true`` when it stops cleanly. Each announcement
-says how long until the next one at most (``every``).
+says how long until the next one at most (``every``), and the next one keeps
+that promise even when the period changes (`announce_due`): a job that falls
+idle right after announcing every second announces once more within the
+second, saying ``every: 4``, before it waits longer.
 
 A runner starting up looks at the last announcement in the history
 (`last_presence`). If it is from a runner that did not say it stopped and is
@@ -35,6 +38,7 @@ __all__ = [
     "RECENT_S",
     "SLOW_ROUND_S",
     "Presence",
+    "announce_due",
     "last_presence",
     "needs_wait",
     "period_s",
@@ -72,6 +76,17 @@ def period_s(idle: bool) -> float:
     """How often a running coordinator announces itself, the job `idle` or not
     (`kstream.protocol.coordinator.Coordinator.idle`)."""
     return IDLE_HEARTBEAT_S if idle else HEARTBEAT_S
+
+
+def announce_due(since_s: float, promised_s: float, idle: bool) -> bool:
+    """Whether a running coordinator announces itself now: `since_s` after its last
+    announcement, which promised the next within `promised_s`, the job `idle` or not.
+
+    Due after the shorter of the promise and the current period: a waiting
+    runner trusts the last announcement's ``every`` (`wait_s`), so lengthening
+    the period must wait for an announcement that says so.
+    """
+    return since_s >= min(promised_s, period_s(idle))
 
 
 def wait_s(last: Presence) -> float:

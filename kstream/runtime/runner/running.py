@@ -73,6 +73,7 @@ from kstream.protocol.messages import (
 )
 from kstream.protocol.names import control_topic
 from kstream.protocol.pause import PauseWatch
+from kstream.protocol.presence import announce_due
 from kstream.protocol.presence import period_s as presence_period_s
 from kstream.protocol.restarts import RestartBudget
 from kstream.protocol.resume import Adopt
@@ -213,6 +214,8 @@ class RunningJob:
         #: This runner's identity in its `coordinator` announcements.
         self._incarnation = uuid.uuid4().hex
         self._announced = 0.0
+        #: The period the last announcement promised (`announce_due`).
+        self._promised = presence_period_s(False)
         #: What a restart reads of the control topic; the rest is purged.
         self.retention = ControlRetention(config.checkpoints.retained)
         #: The control topic's end as far as read, and whether a restated
@@ -273,7 +276,11 @@ class RunningJob:
             presence_period_s(self.coordinator.idle),
         )
         self.control.send(presence, flush=stopped)
-        self._announced = time.monotonic()
+        self._announced, self._promised = time.monotonic(), presence.every
+
+    def _announce_if_due(self, now: float) -> None:
+        if announce_due(now - self._announced, self._promised, self.coordinator.idle):
+            self._announce()
 
     def _restorable(self, c: Recover) -> bool:
         """Validate the checkpoint `c` restores; if damaged, fall back (returns False)."""
@@ -400,8 +407,7 @@ class RunningJob:
         """A round while a stop savepoint is written: nothing else goes on."""
         self.savepoints.wait(timeout)
         self._savepoints_done()
-        if time.monotonic() - self._announced >= presence_period_s(self.coordinator.idle):
-            self._announce()
+        self._announce_if_due(time.monotonic())
         self._pauses.turn(time.monotonic())
 
     def _savepoints_done(self) -> None:
@@ -435,8 +441,7 @@ class RunningJob:
                 self._release()
                 return  # the job stops at this checkpoint: nothing after it counts
         now = time.monotonic()
-        if now - self._announced >= presence_period_s(self.coordinator.idle):
-            self._announce()
+        self._announce_if_due(now)
         self._execute(self.coordinator.handle(Tick(now)))
         self._notify(self.report.tick(now))
         if self.spawn:

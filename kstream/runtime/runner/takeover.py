@@ -26,7 +26,13 @@ from kstream.errors import (
 from kstream.infra.admin import Admin
 from kstream.protocol.messages import ControlMessage, Recovered
 from kstream.protocol.names import commit_topic, control_topic, runner_group
-from kstream.protocol.presence import last_presence, needs_wait, still_alive, wait_s
+from kstream.protocol.presence import (
+    SLOW_ROUND_S,
+    last_presence,
+    needs_wait,
+    still_alive,
+    wait_s,
+)
 from kstream.protocol.resume_check import (
     Need,
     StoredCheckpoint,
@@ -62,17 +68,27 @@ def refuse_if_coordinated_elsewhere(
         return
     reader = ControlReader.at_end(bootstrap, job, runner_group(job))
     seen: list[ControlMessage] = []
+
+    def refuse_if_alive() -> None:
+        alive = still_alive(seen)
+        if alive is not None:
+            raise AlreadyRunningError(
+                f"job {job} is already running on {bootstrap}: its "
+                f"runner ({alive.describe()}) is alive; stop it first, or use "
+                "another --job-name"
+            )
+
     try:
         deadline = time.monotonic() + wait_s(last)
         while time.monotonic() < deadline:
             seen += [m for _, m in reader.poll(0.2)]
-            alive = still_alive(seen)
-            if alive is not None:
-                raise AlreadyRunningError(
-                    f"job {job} is already running on {bootstrap}: its "
-                    f"runner ({alive.describe()}) is alive; stop it first, or use "
-                    "another --job-name"
-                )
+            refuse_if_alive()
+        # The wait is wall-clock time at this end: whatever the other runner wrote
+        # meanwhile counts, even if this reader fetched it slowly (on a loaded host
+        # a new consumer's first fetch took seconds, and a live runner was taken
+        # over). So read up to the end as of now, its open transactions settled.
+        seen += [m for _, m in reader.read_to_end(settle=SLOW_ROUND_S)]
+        refuse_if_alive()
     finally:
         reader.close()
     say(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kstream.protocol.messages import ControlMessage, decode, decode_all
 from kstream.protocol.presence import (
     HEARTBEAT_S,
@@ -9,6 +12,7 @@ from kstream.protocol.presence import (
     RECENT_S,
     SLOW_ROUND_S,
     Presence,
+    announce_due,
     needs_wait,
     period_s,
     wait_s,
@@ -89,3 +93,32 @@ def test_a_starting_runner_waits_one_announced_period_and_a_slow_round() -> None
     assert huge is not None
     assert wait_s(huge) == RECENT_S + SLOW_ROUND_S
     assert parse({**busy.to_dict(), "every": "soon"}) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.floats(min_value=0.001, max_value=0.25), st.booleans()), max_size=400
+    )
+)
+def test_every_announcement_comes_within_the_period_the_one_before_promised(
+    steps: list[tuple[float, bool]],
+) -> None:
+    """A coordinator's rounds, each `dt` s long, the job going idle and busy at will:
+    the gap between two announcements never exceeds what the first one promised
+    (plus the round in which the next falls due), whatever the idleness does."""
+    now, announced, promised = 0.0, 0.0, period_s(idle=False)
+    for dt, idle in steps:
+        now += dt
+        if announce_due(now - announced, promised, idle):
+            assert now - announced <= promised + dt
+            announced, promised = now, period_s(idle)
+
+
+def test_falling_idle_announces_the_longer_period_before_using_it() -> None:
+    # Announced "every 1 s" while busy, idle since: due after 1 s, not 4.
+    assert not announce_due(0.9, HEARTBEAT_S, idle=True)
+    assert announce_due(1.0, HEARTBEAT_S, idle=True)
+    # Announced "every 4 s" while idle, busy again: due after 1 s.
+    assert announce_due(1.0, IDLE_HEARTBEAT_S, idle=False)
+    assert not announce_due(3.9, IDLE_HEARTBEAT_S, idle=True)
