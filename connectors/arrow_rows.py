@@ -6,11 +6,17 @@ integer past 64 bits) is its row's fault, not its batch's: `to_arrow` converts e
 column whole, searches only a column that fails for the values that fail alone
 (`misfits`, by halves), and returns the other rows as an Arrow table with a
 `Refusal` per row left out, which the sink hands to the job's error policy.
+
+Arrow converts a number with a fraction (1.5, as a float, a NumPy float, a
+`Decimal`) to an integer, date, time, timestamp or duration column by dropping
+the fraction, without a word. That would write a value the job never produced,
+so such a number is refused here like any value that does not fit (`whole`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import numbers
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -18,7 +24,7 @@ import pyarrow as pa
 
 from kstream.errors import DatabaseError
 
-__all__ = ["CONVERSION_ERRORS", "Refusal", "misfits", "to_arrow"]
+__all__ = ["CONVERSION_ERRORS", "Refusal", "misfits", "to_arrow", "whole"]
 
 _T = TypeVar("_T")
 
@@ -73,7 +79,7 @@ def to_arrow(
             if column is None:
                 continue
             try:
-                arrays[j] = pa.array(column, type=f.type)
+                arrays[j] = _array(column, f.type)
                 values[j] = None
             except CONVERSION_ERRORS as exc:
                 failed = failed or first_line(exc)
@@ -121,13 +127,83 @@ def _cut(a: pa.Array | pa.ChunkedArray, runs: Sequence[tuple[int, int]]) -> pa.C
     return pa.chunked_array(chunks, type=a.type)
 
 
+def _array(values: list[Any], t: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """`values` as an Arrow array of type `t`; raises `ValueError` (one line) for a
+    number whose fraction the conversion would drop (`whole`)."""
+    dropped = whole(values, t)
+    if dropped is not None:
+        raise ValueError(
+            f"{dropped!r} is not a whole number: converting it to {t} would drop its fraction"
+        )
+    return pa.array(values, type=t)
+
+
+def _drops_fractions(t: pa.DataType) -> bool:
+    """Whether Arrow converts a number to `t` by dropping its fraction."""
+    return bool(pa.types.is_integer(t) or pa.types.is_temporal(t))
+
+
+def whole(values: Sequence[Any], t: pa.DataType) -> Any | None:
+    """The first number among `values` (or inside them, for list and struct types)
+    that has a fraction where `t` holds only whole numbers (integers, dates, times,
+    timestamps, durations); None if there is none.
+
+    Only values that are not Python ints are looked at: a column of ints costs one
+    pass in C to find that out. NaN and infinities are not returned: Arrow
+    refuses them itself.
+    """
+    if _drops_fractions(t):
+        if set(map(type, values)) <= _WHOLE:
+            return None
+        for v in values:
+            if type(v) not in _WHOLE and isinstance(v, numbers.Number) and _has_fraction(v):
+                return v
+        return None
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        if not _nests(t.value_type):
+            return None
+        lists = [v for v in values if isinstance(v, Sequence) and not isinstance(v, str | bytes)]
+        return whole([x for v in lists for x in v], t.value_type)
+    if pa.types.is_struct(t):
+        for field in t:
+            if _nests(field.type):
+                inner = [v.get(field.name) for v in values if isinstance(v, Mapping)]
+                dropped = whole(inner, field.type)
+                if dropped is not None:
+                    return dropped
+    return None
+
+
+def _nests(t: pa.DataType) -> bool:
+    """Whether `t` is, or holds, a type that drops fractions."""
+    if _drops_fractions(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _nests(t.value_type)
+    if pa.types.is_struct(t):
+        return any(_nests(f.type) for f in t)
+    return False
+
+
+def _has_fraction(v: Any) -> bool:
+    """Whether number `v` (a NumPy float, a `Decimal`, a `Fraction` too) is not whole."""
+    try:
+        return bool(v != int(v))
+    except (ValueError, OverflowError, TypeError):
+        return False  # NaN, infinities: Arrow refuses them with its own message
+
+
+#: Types whose values are whole (or absent) as they are.
+_WHOLE: frozenset[type] = frozenset({int, bool, type(None)})
+
+
 def _converter(t: pa.DataType) -> Callable[[Sequence[Any]], str | None]:
     """The test `misfits` searches with for Arrow type `t`."""
 
     def converts(values: Sequence[Any]) -> str | None:
         """None if `values` convert to `t`; otherwise Arrow's message, one line."""
         try:
-            pa.array(list(values), type=t)
+            _array(list(values), t)
         except CONVERSION_ERRORS as exc:
             return first_line(exc)
         return None

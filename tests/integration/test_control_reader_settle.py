@@ -74,3 +74,26 @@ def test_without_settling_the_open_transaction_is_not_waited_for(bootstrap: str)
     assert [m.reason for m in messages if isinstance(m, Aborted)] == ["before"]
     assert settled == []  # read already; nothing past the open transaction
     assert waited >= 1.5
+
+
+@pytest.mark.parametrize("polled_first", [False, True])
+def test_a_reader_placed_at_the_end_reads_to_it_when_nothing_new_arrived(
+    bootstrap: str, polled_first: bool
+) -> None:
+    # A starting runner waits for its predecessor's heartbeat with a reader placed
+    # at the end, then reads up to the end; the predecessor killed, nothing new
+    # arrived, and that read waited out its whole timeout and failed the start.
+    job = unique_name("at-end")
+    Admin(bootstrap).create_topics({control_topic(job): 1})
+    ControlWriter(bootstrap, job).send(Aborted(1, 1, "before"))
+    reader = ControlReader.at_end(bootstrap, job, unique_name("group"))
+    try:
+        if polled_first:
+            assert reader.poll(0.5) == []
+        got = list(reader.read_to_end(timeout=10.0, settle=1.0))
+        ControlWriter(bootstrap, job).send(Aborted(2, 1, "after"))
+        after = [m.reason for _, m in reader.read_to_end(timeout=10.0) if isinstance(m, Aborted)]
+    finally:
+        reader.close()
+    assert got == []
+    assert after == ["after"]

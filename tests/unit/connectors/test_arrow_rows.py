@@ -81,3 +81,56 @@ def test_a_batch_of_only_refused_rows_leaves_an_empty_table(rows: list[tuple[Any
     assert data.num_rows == 0
     assert data.schema == SCHEMA
     assert [r.row for r in refused] == rows
+
+
+def test_a_number_with_a_fraction_is_refused_where_arrow_would_drop_it() -> None:
+    import datetime as dt
+    from decimal import Decimal
+    from fractions import Fraction
+
+    import numpy as np
+
+    schema = pa.schema(
+        [
+            ("n", pa.int32()),
+            ("at", pa.timestamp("us")),
+            ("x", pa.float64()),
+            ("ns", pa.list_(pa.int64())),
+            ("s", pa.struct([("k", pa.int8())])),
+        ]
+    )
+    ok = (2.0, dt.datetime(2026, 1, 1), 1.5, [1, 3.0], {"k": 1})
+    rows = [
+        ok,
+        (1.5, 0, 0.0, [], {"k": 1}),
+        (np.float32(2.5), 0, 0.0, [], {"k": 1}),
+        (Decimal("7.25"), 0, 0.0, [], {"k": 1}),
+        (Fraction(1, 3), 0, 0.0, [], {"k": 1}),
+        (1, 1.5, 0.0, [], {"k": 1}),
+        (1, 0, 0.0, [2, 0.5], {"k": 1}),
+        (1, 0, 0.0, [], {"k": 0.25}),
+        (np.int64(4), 3.0, 2, [], None),
+    ]
+    data, refused = to_arrow("t", schema, rows)
+    # Whole numbers of any kind fit; a float column keeps its fraction.
+    assert data.column("n").to_pylist() == [2, 4]
+    assert data.column("x").to_pylist() == [1.5, 2.0]
+    assert data.column("ns").to_pylist() == [[1, 3], []]
+    assert [r.row for r in refused] == rows[1:8]
+    whys = [r.why for r in refused]
+    assert ": column n (int32): 1.5 is not a whole number" in whys[0], whys
+    assert "2.5) is not a whole number" in whys[1], whys
+    assert "Decimal('7.25')" in whys[2], whys
+    assert ": column at (timestamp[us]): 1.5 " in whys[4], whys
+    assert ": column ns (list<item: int64>): 0.5 " in whys[5], whys
+    assert ": column s (struct<k: int8>): 0.25 " in whys[6], whys
+    assert all("\n" not in w for w in whys)
+
+
+def test_whole_names_only_fractions_arrow_would_drop_silently() -> None:
+    from kstream.connectors.arrow_rows import whole
+
+    assert whole([*range(10_000), None, True], pa.int64()) is None
+    assert whole([1.5, "a"], pa.string()) is None  # Arrow itself refuses what does not fit
+    assert whole([float("nan"), float("inf")], pa.int64()) is None  # so does Arrow here
+    assert whole([[[1], [2, 2.5]]], pa.list_(pa.list_(pa.int16()))) == 2.5
