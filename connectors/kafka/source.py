@@ -37,7 +37,11 @@ class KafkaSource(Source[T]):
     serde by name (``"json"``) a ``KafkaSource[Any]``.
 
     `start` applies when there is no checkpoint to restore: from the earliest
-    retained record or from the end.
+    retained record or from the end. Either is resolved to an offset when the
+    job starts, and checkpoints keep that offset: a job killed and resumed
+    reads what arrived meanwhile, including on partitions it had read nothing
+    of. An offset the topic no longer holds (deleted by retention while the
+    job was stopped) reads on from the earliest record retained.
 
     `timestamps` gives the records event time: ``"kafka"`` (each record's
     Kafka timestamp), a function of the decoded value returning an int of

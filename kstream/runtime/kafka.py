@@ -30,7 +30,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from kstream.dataflow.outputs import Producer as ProducerCalls
 from kstream.errors import (
@@ -56,6 +64,7 @@ __all__ = [
     "TXN_TIMEOUT_S",
     "Config",
     "client_config",
+    "concrete_offsets",
     "connect",
     "flush",
     "kafka_error",
@@ -217,6 +226,39 @@ def connect(client: Any, topic: str, timeout: float = CONNECT_TIMEOUT_S) -> None
             return
         # A bootstrap answer comes at once: ask again shortly, not in a hot loop.
         time.sleep(CONNECT_RETRY_S)
+
+
+def concrete_offsets(
+    consumer: Any, topic: str, positions: Mapping[int, int], timeout: float = TXN_TIMEOUT_S
+) -> dict[int, int]:
+    """`positions` (partition -> offset to read next) with librdkafka's logical
+    offsets replaced by the offsets they stand for now: ``OFFSET_BEGINNING`` by
+    the partition's first offset, ``OFFSET_END`` by its end (for a read_committed
+    `consumer`, the last stable offset). Other offsets are kept.
+
+    Why resolve them before assigning: a logical offset is resolved after the
+    consumer's first fetch has gone out without its partition, and with a long
+    fetch wait (a source's, 500 ms) the partition is fetched only when that
+    fetch returns: a new job's first records waited up to half a second. And a
+    position kept concrete means the same records after a recovery: a source that
+    had read nothing of a partition when a checkpoint was taken restored "the
+    end" as of the recovery, and skipped what had arrived in between.
+    """
+    out = dict(positions)
+    for partition, offset in positions.items():
+        if offset not in (OFFSET_BEGINNING, OFFSET_END):
+            continue
+        tp = TopicPartition(topic, partition)
+
+        def watermarks(tp: TopicPartition = tp) -> tuple[int, int]:
+            return cast(
+                tuple[int, int], consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            )
+
+        what = f"cannot read the offsets of {topic} [{partition}]"
+        low, high = request(watermarks, what, timeout)
+        out[partition] = int(low if offset == OFFSET_BEGINNING else high)
+    return out
 
 
 def request(call: Callable[[], T], what: str, timeout: float = TXN_TIMEOUT_S) -> T:

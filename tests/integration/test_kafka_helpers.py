@@ -110,3 +110,71 @@ def test_connect_returns_once_a_broker_the_metadata_named_answers(
 def test_connect_leaves_an_unreachable_cluster_to_the_real_work() -> None:
     producer = Producer(client_config("127.0.0.1:9", IDEMPOTENT))
     connect(producer, "anything", timeout=0.5)  # returns, raises nothing
+
+
+def test_logical_offsets_become_the_offsets_they_stand_for_now(
+    bootstrap: str, admin: Admin
+) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+
+    from kstream.runtime.kafka import READ_COMMITTED, concrete_offsets
+
+    topic = unique_name("concrete")
+    admin.create_topics({topic: 3})
+    producer = Producer(client_config(bootstrap, IDEMPOTENT))
+    for partition, n in ((0, 4), (1, 2)):
+        for i in range(n):
+            produce(producer, topic, b"%d" % i, None, partition)
+    flush(producer, 60, topic)
+    # Retention's work: partition 0 now starts at offset 1.
+    admin.delete_records_before([TopicPartition(topic, 0, 1)])
+    # An open transaction holds partition 1's last stable offset at 2.
+    txn = Producer(client_config(bootstrap, {"transactional.id": unique_name("open")}))
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"pending", partition=1)
+    txn.flush(30)
+    consumer = Consumer(
+        client_config(bootstrap, MANUAL_OFFSETS, READ_COMMITTED, {"group.id": unique_name("g")})
+    )
+    try:
+        got = concrete_offsets(
+            consumer, topic, {0: OFFSET_BEGINNING, 1: OFFSET_END, 2: OFFSET_END, 3: 7}
+        )
+        assert got == {0: 1, 1: 2, 2: 0, 3: 7}
+        assert concrete_offsets(consumer, topic, {0: OFFSET_END, 2: OFFSET_BEGINNING}) == {
+            0: 4,
+            2: 0,
+        }
+    finally:
+        txn.abort_transaction(30)
+        consumer.close()
+
+
+def test_a_task_consumer_whose_offset_is_gone_reads_on_from_the_earliest_record_kept(
+    bootstrap: str, admin: Admin
+) -> None:
+    from confluent_kafka import TopicPartition
+
+    from kstream.runtime.worker.consumers import task_consumer
+
+    topic = unique_name("gone")
+    admin.create_topics({topic: 1})
+    producer = Producer(client_config(bootstrap, IDEMPOTENT))
+    for i in range(5):
+        produce(producer, topic, b"%d" % i, None, 0)
+    flush(producer, 60, topic)
+    # Retention deleted offsets 0-2 while the job was stopped at offset 1.
+    admin.delete_records_before([TopicPartition(topic, 0, 3)])
+    consumer = task_consumer(bootstrap, unique_name("job"), "s0-0", 50)
+    try:
+        connect(consumer, topic)
+        consumer.assign([TopicPartition(topic, 0, 1)])
+        got: list[bytes] = []
+        for _ in range(100):
+            got += [m.value() or b"" for m in consumer.consume(10, 0.2) if m.error() is None]
+            if len(got) >= 2:
+                break
+    finally:
+        consumer.close()
+    assert got == [b"3", b"4"]

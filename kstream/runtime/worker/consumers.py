@@ -29,7 +29,8 @@ QUEUED_KBYTES = 32768
 
 def task_consumer(bootstrap: str, job_name: str, task: str, fetch_wait_ms: int) -> Consumer:
     """A read-committed consumer in subtask `task`'s own group, storing no offsets
-    itself, whose fetches wait at most `fetch_wait_ms` for data."""
+    itself, whose fetches wait at most `fetch_wait_ms` for data, and which reads
+    from the oldest record kept when its offset is gone."""
     return Consumer(
         client_config(
             bootstrap,
@@ -40,6 +41,11 @@ def task_consumer(bootstrap: str, job_name: str, task: str, fetch_wait_ms: int) 
                 "enable.auto.offset.store": False,
                 "fetch.wait.max.ms": fetch_wait_ms,
                 "queued.max.messages.kbytes": QUEUED_KBYTES,
+                # An offset the log no longer holds (retention deleted it while the
+                # job was stopped, or between resolving "the beginning" and the
+                # first fetch) reads on from the oldest record kept, not from the
+                # end: librdkafka's default skipped every record still there.
+                "auto.offset.reset": "earliest",
             },
         )
     )

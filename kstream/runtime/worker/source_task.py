@@ -30,7 +30,7 @@ from kstream.protocol.initiation import Decline, Ignore, SourceInitiation, Take
 from kstream.protocol.messages import Initiated
 from kstream.protocol.snapshot_id import source_initiator
 from kstream.protocol.watermarks import SourceWatermarks, Unusable
-from kstream.runtime.kafka import connect, raise_if_fatal, request
+from kstream.runtime.kafka import concrete_offsets, connect, raise_if_fatal, request
 from kstream.runtime.state.element import now_ms
 from kstream.runtime.worker.consumers import SOURCE_FETCH_WAIT_MS
 from kstream.runtime.worker.context import BATCH, MAX_POLL_GAP_MS, TRIGGERED_BATCH, TaskContext
@@ -88,8 +88,11 @@ class SourceTask(Subtask):
             ordered=bool(self.sinks),
         )
         if self.positions:
-            # Logical offsets (the beginning, the end) wait half a second otherwise.
+            # A new client's first requests wait half a second otherwise.
             connect(self.consumer, self.topic)
+            # Where "the beginning" or "the end" is now: read from at once, and
+            # snapshotted as such (`concrete_offsets`).
+            self.positions = concrete_offsets(self.consumer, self.topic, self.positions)
             self.consumer.assign(
                 [TopicPartition(self.topic, p, o) for p, o in self.positions.items()]
             )
