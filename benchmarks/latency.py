@@ -176,10 +176,11 @@ def read_latencies(
     words: int,
     deadline: float,
     latencies: list[float],
+    created: list[float] | None = None,
 ) -> None:
     """Append to `latencies` each output's age in ms when `reader` got it (now minus its
-    timestamp) until there are `words`; raises if the job or `pacer` failed, or at
-    `deadline` (monotonic)."""
+    timestamp), and to `created` (if given) that timestamp, until there are `words`;
+    raises if the job or `pacer` failed, or at `deadline` (monotonic)."""
     while len(latencies) < words:
         run.check()
         if pacer.error is not None:
@@ -188,7 +189,10 @@ def read_latencies(
             raise TimeoutError(f"{len(latencies):,} of {words:,} outputs were read")
         batch = _take(reader, 10_000, 0.05)
         now_ms = time.time() * 1000
-        latencies.extend(now_ms - m.timestamp()[1] for m in batch if m.error() is None)
+        stamps = [m.timestamp()[1] for m in batch if m.error() is None]
+        latencies.extend(now_ms - t for t in stamps)
+        if created is not None:
+            created.extend(stamps)
 
 
 def run_at_rate(

@@ -206,6 +206,7 @@ def loaded(
     admin.create_topics({src: PARTITIONS, dst: PARTITIONS})
     params = {"input": src, "output": dst, "name": unique_name("si")}
     latencies: list[float] = []
+    created: list[float] = []
     try:
         reader = _reader(bootstrap, dst)
         with RunningJob(bootstrap, "timed_wordcount", params, interval=interval) as run:
@@ -227,7 +228,7 @@ def loaded(
 
             measuring = threading.Thread(target=measure, daemon=True)
             measuring.start()
-            read_latencies(run, pacer, reader, words, t0 + seconds + 120, latencies)
+            read_latencies(run, pacer, reader, words, t0 + seconds + 120, latencies, created)
             pacer.join()
             measuring.join()
         reader.close()
@@ -243,8 +244,19 @@ def loaded(
         "rate_words_per_s": rate,
         "achieved_words_per_s": words / pacer.seconds if pacer.seconds else None,
         "latency_ms": quantiles(latencies),
+        "steady_latency_ms": quantiles(steady(latencies, created)),
         "checkpoint_ms": quantiles(durations),
     }
+
+
+def steady(latencies: list[float], created: list[float]) -> list[float]:
+    """The `latencies` of outputs whose input was written `RAMP_S` or more after the
+    first input: a job's first seconds (its consumers' first fetches, the first
+    transactions of its sinks, the coordinator waking from idleness) left out."""
+    if not created:
+        return []
+    start = min(created) + RAMP_S * 1000
+    return [lat for lat, at in zip(latencies, created, strict=True) if at >= start]
 
 
 def _row(name: str, w: dict[str, Any]) -> str:
@@ -313,6 +325,12 @@ def main() -> None:
                     f"max {lat['max']:.0f} ms (n {lat['n']:,}, achieved "
                     f"{r['achieved_words_per_s']:,.0f} words/s)"
                 )
+                st = r["steady_latency_ms"]
+                if st["n"]:
+                    print(
+                        f"  from {RAMP_S:.0f} s after the input starts: p50 {st['p50']:.0f} ms "
+                        f"p99 {st['p99']:.0f} ms max {st['max']:.0f} ms (n {st['n']:,})"
+                    )
                 ck = r["checkpoint_ms"]
                 if ck["n"]:
                     print(
