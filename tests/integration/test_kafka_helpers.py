@@ -112,6 +112,18 @@ def test_connect_leaves_an_unreachable_cluster_to_the_real_work() -> None:
     connect(producer, "anything", timeout=0.5)  # returns, raises nothing
 
 
+def _numbered(bootstrap: str, admin: Admin, prefix: str, counts: dict[int, int]) -> str:
+    """A new topic whose partition p holds `counts[p]` records valued 0, 1, ... ."""
+    topic = unique_name(prefix)
+    admin.create_topics({topic: len(counts)})
+    producer = Producer(client_config(bootstrap, IDEMPOTENT))
+    for partition, n in counts.items():
+        for i in range(n):
+            produce(producer, topic, b"%d" % i, None, partition)
+    flush(producer, 60, topic)
+    return topic
+
+
 def test_logical_offsets_become_the_offsets_they_stand_for_now(
     bootstrap: str, admin: Admin
 ) -> None:
@@ -119,13 +131,7 @@ def test_logical_offsets_become_the_offsets_they_stand_for_now(
 
     from kstream.runtime.kafka import READ_COMMITTED, concrete_offsets
 
-    topic = unique_name("concrete")
-    admin.create_topics({topic: 3})
-    producer = Producer(client_config(bootstrap, IDEMPOTENT))
-    for partition, n in ((0, 4), (1, 2)):
-        for i in range(n):
-            produce(producer, topic, b"%d" % i, None, partition)
-    flush(producer, 60, topic)
+    topic = _numbered(bootstrap, admin, "concrete", {0: 4, 1: 2, 2: 0})
     # Retention's work: partition 0 now starts at offset 1.
     admin.delete_records_before([TopicPartition(topic, 0, 1)])
     # An open transaction holds partition 1's last stable offset at 2.
@@ -158,12 +164,7 @@ def test_a_task_consumer_whose_offset_is_gone_reads_on_from_the_earliest_record_
 
     from kstream.runtime.worker.consumers import task_consumer
 
-    topic = unique_name("gone")
-    admin.create_topics({topic: 1})
-    producer = Producer(client_config(bootstrap, IDEMPOTENT))
-    for i in range(5):
-        produce(producer, topic, b"%d" % i, None, 0)
-    flush(producer, 60, topic)
+    topic = _numbered(bootstrap, admin, "gone", {0: 5})
     # Retention deleted offsets 0-2 while the job was stopped at offset 1.
     admin.delete_records_before([TopicPartition(topic, 0, 3)])
     consumer = task_consumer(bootstrap, unique_name("job"), "s0-0", 50)
