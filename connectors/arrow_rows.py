@@ -144,7 +144,7 @@ def _drops_fractions(t: pa.DataType) -> bool:
 
 
 def whole(values: Sequence[Any], t: pa.DataType) -> Any | None:
-    """The first number among `values` (or inside them, for list and struct types)
+    """The first number among `values` (or inside them, for list, map and struct types)
     that has a fraction where `t` holds only whole numbers (integers, dates, times,
     timestamps, durations); None if there is none.
 
@@ -164,14 +164,36 @@ def whole(values: Sequence[Any], t: pa.DataType) -> Any | None:
             return None
         lists = [v for v in values if isinstance(v, Sequence) and not isinstance(v, str | bytes)]
         return whole([x for v in lists for x in v], t.value_type)
+    if pa.types.is_map(t):
+        pairs = [kv for v in values for kv in _pairs(v)]
+        for i, part in enumerate((t.key_type, t.item_type)):
+            if _nests(part):
+                dropped = whole([kv[i] for kv in pairs], part)
+                if dropped is not None:
+                    return dropped
+        return None
     if pa.types.is_struct(t):
-        for field in t:
+        for i, field in enumerate(t):
             if _nests(field.type):
-                inner = [v.get(field.name) for v in values if isinstance(v, Mapping)]
+                # Arrow takes a struct as a mapping or as a tuple, by position.
+                inner = [
+                    v.get(field.name) if isinstance(v, Mapping) else v[i]
+                    for v in values
+                    if isinstance(v, Mapping) or (isinstance(v, tuple) and len(v) > i)
+                ]
                 dropped = whole(inner, field.type)
                 if dropped is not None:
                     return dropped
     return None
+
+
+def _pairs(value: Any) -> list[tuple[Any, Any]]:
+    """A map value's (key, item) pairs, as Arrow takes them: a mapping, or pairs."""
+    if isinstance(value, Mapping):
+        return list(value.items())
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [tuple(kv) for kv in value if isinstance(kv, Sequence) and len(kv) == 2]
+    return []
 
 
 def _nests(t: pa.DataType) -> bool:
@@ -180,6 +202,8 @@ def _nests(t: pa.DataType) -> bool:
         return True
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return _nests(t.value_type)
+    if pa.types.is_map(t):
+        return _nests(t.key_type) or _nests(t.item_type)
     if pa.types.is_struct(t):
         return any(_nests(f.type) for f in t)
     return False

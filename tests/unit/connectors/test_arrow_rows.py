@@ -134,3 +134,10 @@ def test_whole_names_only_fractions_arrow_would_drop_silently() -> None:
     assert whole([1.5, "a"], pa.string()) is None  # Arrow itself refuses what does not fit
     assert whole([float("nan"), float("inf")], pa.int64()) is None  # so does Arrow here
     assert whole([[[1], [2, 2.5]]], pa.list_(pa.list_(pa.int16()))) == 2.5
+    pair = pa.struct([("a", pa.string()), ("b", pa.int64())])
+    assert whole([("x", 1), ("y", 0.5)], pair) == 0.5  # a struct given by position
+    assert whole([{"b": 1}, ("y", 2)], pair) is None
+    scores = pa.map_(pa.string(), pa.int64())
+    assert whole([{"a": 1}, [("b", 2), ("c", 3.5)]], scores) == 3.5
+    assert whole([{1.5: "x"}], pa.map_(pa.int32(), pa.string())) == 1.5
+    assert whole([{"a": 1}, [("b", 2)]], scores) is None
