@@ -159,7 +159,7 @@ def whole(values: Sequence[Any], t: pa.DataType) -> Any | None:
             if type(v) not in _WHOLE and isinstance(v, numbers.Number) and _has_fraction(v):
                 return v
         return None
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+    if _is_list(t):
         if not _nests(t.value_type):
             return None
         lists = [v for v in values if isinstance(v, Sequence) and not isinstance(v, str | bytes)]
@@ -196,11 +196,16 @@ def _pairs(value: Any) -> list[tuple[Any, Any]]:
     return []
 
 
+def _is_list(t: pa.DataType) -> bool:
+    """Whether `t` is one of Arrow's list types."""
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t))
+
+
 def _nests(t: pa.DataType) -> bool:
     """Whether `t` is, or holds, a type that drops fractions."""
     if _drops_fractions(t):
         return True
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+    if _is_list(t):
         return _nests(t.value_type)
     if pa.types.is_map(t):
         return _nests(t.key_type) or _nests(t.item_type)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from confluent_kafka import (
@@ -249,14 +250,11 @@ def concrete_offsets(
         if offset not in (OFFSET_BEGINNING, OFFSET_END):
             continue
         tp = TopicPartition(topic, partition)
-
-        def watermarks(tp: TopicPartition = tp) -> tuple[int, int]:
-            return cast(
-                tuple[int, int], consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
-            )
-
-        what = f"cannot read the offsets of {topic} [{partition}]"
-        low, high = request(watermarks, what, timeout)
+        low, high = request(
+            partial(consumer.get_watermark_offsets, tp, timeout=timeout, cached=False),
+            f"cannot read the offsets of {topic} [{partition}]",
+            timeout,
+        )
         out[partition] = int(low if offset == OFFSET_BEGINNING else high)
     return out
 
