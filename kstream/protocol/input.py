@@ -14,6 +14,9 @@ item, in order                         what the processor outputs
 ``DATA``/``TIMED`` of the aligner's     the item itself, without an aligner event: the
 open generation, channel neither        fast path (`Aligner.open_generation`)
 blocked nor re-seeked in the batch
+any item of a blocked channel           held, in order (nothing out); once the hold is
+                                        full, ``Pause(c)`` and the item and every later
+                                        one of c dropped (c *overflowed*)
 any other ``DATA``/``TIMED``            ``Aligner.handle(RecordArrived)``: ``Process``
                                         outputs the item (counted as replayed if of
                                         another generation), ``Drop`` counts it dropped
@@ -28,17 +31,20 @@ the batch was fetched, or deferred
 =====================================  ==============================================
 aligner action                         processor's action (and bookkeeping)
 =====================================  ==============================================
-``Block(c, o)``                         ``Pause(c, checkpoint)``; c is `blocked` until
+``Block(c, o)``                         ``Hold(c, checkpoint)`` (and ``Pause(c, ...)`` with
+                                        no room to hold); c is `blocked` until
                                         unblocked, the alignment clock starts
 ``TakeSnapshot``                        ``Snapshot(take, alignment_ms)``; a snapshot
                                         with channels recording starts its recording
                                         clock
 ``ChannelStateComplete``                ``StoreHeld(complete, recording_ms)``
-``Unblock(c)``                          c's position is its resume offset again and c
-                                        is re-seeked for the rest of the batch; then
-                                        ``Resume(c, offset)``, or, while flow control
-                                        holds reading paused, nothing until
-                                        `flow_resumed` (c is *deferred*)
+``Unblock(c)``                          c's position is its resume offset again and
+                                        c's held items come next, before the rest of
+                                        the batch; an overflowed c is ``Resume(c, o)``d
+                                        at its first dropped offset o and re-seeked for
+                                        the rest of the batch. While flow control holds
+                                        reading paused, nothing until `flow_resumed`
+                                        (c is *deferred*, and still holds)
 ``AbandonAlignment(n)``                 ``Abandon(n)`` (drop a held snapshot, decline)
 ``Drop`` (a barrier)                    counted dropped
 =====================================  ==============================================
@@ -48,23 +54,35 @@ first part, `more` each next one, ``[]`` once the batch is done. A part ends
 before a barrier when something precedes it in the part, so the subtask has
 carried out everything before a barrier when the aligner sees it: what it does
 meanwhile (a sink serving an abort while it waits, `abort`) reaches the
-aligner in the order of the records, as if each were handled in turn. An item
-of a channel re-seeked by such an abort is skipped like any other stale copy.
+aligner in the order of the records, as if each were handled in turn. A part
+also ends after a barrier that handed held items back: they start the next.
 The fast path runs until the next barrier with no call but this loop's.
+
+**Holding** (internals, "Holding a blocked channel"). The consumer goes on
+fetching a blocked channel; its items wait in the processor, `hold_bytes` at
+most over all channels (each item counts its value's size plus
+`ITEM_OVERHEAD`), and are handed back in order when the channel is unblocked,
+so an alignment needs no pause, resume or seek unless a channel overflows.
+Items handed back between batches (an abort, a timeout, a flow resume) start
+the next batch: `pending` says some wait, so the subtask does not sleep in its
+next fetch.
 
 `positions` maps each channel to its next offset to process (the ranges of
 unaligned snapshots start there: `BarrierArrived.positions`); `blocked` maps
-the channels paused for alignment, deferred ones included, to their resume
-offsets (flow control leaves them paused on a resume).
+the channels blocked for alignment, deferred ones included, to their resume
+offsets; `paused` are the overflowed ones the consumer holds paused (flow
+control leaves them paused on a resume).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, NamedTuple, assert_never
 
 from kstream.protocol.barrier import (
+    NO_GENERATION,
     AbandonAlignment,
     Action,
     Aligner,
@@ -84,11 +102,14 @@ from kstream.protocol.barrier import (
 __all__ = [
     "BARRIER",
     "DATA",
+    "HOLD_BYTES",
+    "ITEM_OVERHEAD",
     "MALFORMED",
     "TIMED",
     "Abandon",
     "BatchCounts",
     "ChannelItem",
+    "Hold",
     "InputAction",
     "InputProcessor",
     "Output",
@@ -106,6 +127,11 @@ TIMED = 2
 MALFORMED = -1
 #: The kinds that carry stream records (one set lookup per item on the fast path).
 _RECORDS = frozenset((DATA, TIMED))
+#: What a subtask holds of its blocked channels at most, by default: a few
+#: full fetches (`kstream.runtime.worker.consumers.QUEUED_KBYTES` is 32 MiB).
+HOLD_BYTES = 8 << 20
+#: What one held item counts on top of its value (the tuple, the message).
+ITEM_OVERHEAD = 256
 
 
 class ChannelItem(NamedTuple):
@@ -132,8 +158,17 @@ class ChannelItem(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class Hold:
+    """`channel` delivered the barrier of `checkpoint`, being aligned: what comes of
+    it is held until the alignment ends (the consumer reads on)."""
+
+    channel: Channel
+    checkpoint: int
+
+
+@dataclass(frozen=True, slots=True)
 class Pause:
-    """Stop reading `channel`: it delivered the barrier of `checkpoint`, being aligned."""
+    """Stop reading `channel`, blocked for `checkpoint`: the hold is full."""
 
     channel: Channel
     checkpoint: int
@@ -141,7 +176,7 @@ class Pause:
 
 @dataclass(frozen=True, slots=True)
 class Resume:
-    """Read `channel` again from `offset` (resume it and seek there)."""
+    """Read overflowed `channel` again from `offset` (resume it and seek there)."""
 
     channel: Channel
     offset: int
@@ -173,7 +208,7 @@ class Abandon:
     checkpoint: int
 
 
-InputAction = Pause | Resume | Snapshot | StoreHeld | Abandon
+InputAction = Hold | Pause | Resume | Snapshot | StoreHeld | Abandon
 #: What a part of a batch holds, in order.
 Output = ChannelItem | InputAction
 
@@ -184,8 +219,8 @@ class BatchCounts:
 
     #: Records of another generation delivered as recorded channel state (replay windows).
     replayed: int = 0
-    #: Records and barriers the aligner dropped (another generation, a blocked
-    #: channel, a stale barrier).
+    #: Records and barriers dropped (another generation, an overflowed channel,
+    #: a stale barrier).
     dropped: int = 0
 
 
@@ -198,6 +233,8 @@ class InputProcessor:
     `positions`: each channel's next offset to process (the restored ones);
     the processor keeps the dict up to date. `alignment_timeout`: seconds an
     alignment may last before `tick` switches it to unaligned (None: never).
+    `hold_bytes`: what the blocked channels' held items may take (0: pause a
+    channel at its barrier).
     """
 
     def __init__(
@@ -205,17 +242,27 @@ class InputProcessor:
         aligner: Aligner,
         positions: dict[Channel, int],
         alignment_timeout: float | None = None,
+        hold_bytes: int = HOLD_BYTES,
     ) -> None:
         self.aligner = aligner
         self.positions = positions
         self.alignment_timeout = alignment_timeout
-        #: Channel paused for alignment -> where it is read again once unblocked.
+        self.hold_bytes = hold_bytes
+        #: Channel blocked for alignment -> where it is read again once unblocked.
         self._blocked: dict[Channel, int] = {}
+        #: Blocked channel -> its held items, in order.
+        self._hold: dict[Channel, list[ChannelItem]] = {}
+        self._held_bytes = 0
+        #: Overflowed channel (paused) -> its first dropped offset, the seek target.
+        self._overflowed: dict[Channel, int] = {}
+        #: Items handed back by an unblock: they come before the rest of the batch.
+        self._front: list[ChannelItem] = []
         #: Channels unblocked while flow control paused reading (still in `_blocked`).
         self._deferred: set[Channel] = set()
         self._flow_paused = False
-        #: Channels whose remaining items in the batch are stale copies.
-        self._reseeked: set[Channel] = set()
+        #: Channel re-seeked to an offset -> its items from there on in the batch
+        #: are stale copies.
+        self._reseeked: dict[Channel, int] = {}
         self._items: Iterator[ChannelItem] = iter(())
         #: A barrier that ended a part: the next part starts with it.
         self._held: ChannelItem | None = None
@@ -230,6 +277,16 @@ class InputProcessor:
         return self._blocked
 
     @property
+    def paused(self) -> frozenset[Channel]:
+        """Blocked channels that overflowed their hold: the consumer holds them paused."""
+        return frozenset(self._overflowed)
+
+    @property
+    def pending(self) -> bool:
+        """Whether handed-back items wait for the next batch (do not sleep in a fetch)."""
+        return bool(self._front)
+
+    @property
     def deferred(self) -> frozenset[Channel]:
         """Channels unblocked while flow control paused reading, waiting for `flow_resumed`."""
         return frozenset(self._deferred)
@@ -240,9 +297,8 @@ class InputProcessor:
         """Start a batch of fetched `items`; its first part (see "Parts")."""
         self._items = iter(items)
         self._held = None
-        # Deferred channels are paused, not yet seeked back: what was fetched of
-        # them is stale until they are re-read.
-        self._reseeked = set(self._deferred)
+        # A seek's stale copies were fetched before it: no later batch has any.
+        self._reseeked = {}
         return self.more(now)
 
     def more(self, now: float) -> tuple[list[Output], BatchCounts]:
@@ -250,21 +306,31 @@ class InputProcessor:
         when the batch is done."""
         out: list[Output] = []
         reseeked, positions, aligner = self._reseeked, self.positions, self.aligner
-        records = _RECORDS
+        blocked, records = self._blocked, _RECORDS
         dropped = replayed = 0
         held, self._held = self._held, None
         if held is not None:
+            # Not of a blocked channel (see below): items handed back since, of
+            # blocked ones, need not come before it.
             dropped += self._barrier(held, now, out)
+        if self._front:
+            self._items = chain(self._front, self._items)
+            self._front = []
         open_generation = self._open_generation()
         for item in self._items:
             kind, ch, offset, gen, _, _, _ = item
-            if ch in reseeked:
+            if gen == open_generation and kind in records:
+                # The fast path: open only while no channel holds or was re-seeked.
+                positions[ch] = offset + 1
+                out.append(item)
+                continue
+            if ch in reseeked and offset >= reseeked[ch]:
+                continue
+            if ch in blocked:
+                dropped += self._hold_item(item, out)
                 continue
             if kind in records:
                 positions[ch] = offset + 1
-                if gen == open_generation:
-                    out.append(item)
-                    continue
                 action = aligner.handle(RecordArrived(ch, offset, gen))[0]
                 if isinstance(action, Process):
                     out.append(item)
@@ -276,6 +342,9 @@ class InputProcessor:
                     self._held = item
                     break
                 dropped += self._barrier(item, now, out)
+                if self._front:
+                    # An unblock handed items back: they go first, in the next part.
+                    break
                 open_generation = self._open_generation()
             else:
                 positions[ch] = offset + 1
@@ -286,19 +355,54 @@ class InputProcessor:
         return out, BatchCounts(replayed, dropped)
 
     def _open_generation(self) -> int:
-        """The generation whose records take the fast path now (read after each barrier)."""
+        """The generation whose records take the fast path now (read after each
+        barrier): none while a channel is blocked (a deferred one too) or re-seeked."""
+        if self._blocked or self._reseeked:
+            return NO_GENERATION
         return self.aligner.open_generation
 
     def _barrier(self, item: ChannelItem, now: float, out: list[Output]) -> int:
         """Hand barrier `item` to the aligner; how many it dropped (0 or 1)."""
         _, ch, offset, gen, checkpoint, _, _ = item
-        if ch in self._reseeked:
+        if ch in self._reseeked and offset >= self._reseeked[ch]:
             return 0
+        if ch in self._blocked:
+            return self._hold_item(item, out)
         self.positions[ch] = offset + 1
         out.append(item)
         # The positions dict is read during `handle` only: no copy.
         event = BarrierArrived(ch, offset, checkpoint, gen, self.positions)
         return self._run(self.aligner.handle(event), now, out)
+
+    def _hold_item(self, item: ChannelItem, out: list[Output]) -> int:
+        """Hold `item` of a blocked channel, or drop it (overflowed); how many dropped."""
+        ch = item.channel
+        if ch in self._overflowed:
+            return 1
+        size = len(item.value) + ITEM_OVERHEAD
+        if self._held_bytes + size > self.hold_bytes:
+            self._overflow(ch, item.offset, out)
+            return 1
+        self._hold[ch].append(item)
+        self._held_bytes += size
+        return 0
+
+    def _overflow(self, ch: Channel, offset: int, out: list[Output]) -> None:
+        """Pause blocked `ch`: it is read again from `offset` once unblocked."""
+        self._overflowed[ch] = offset
+        out.append(Pause(ch, self.aligner.aligning or 0))
+
+    def _release(self, c: Channel, out: list[Output]) -> None:
+        """Unblocked `c` is read again: its held items come next (and it is
+        resumed at its first dropped offset if it overflowed)."""
+        del self._blocked[c]
+        held = self._hold.pop(c)
+        self._held_bytes -= sum(len(x.value) + ITEM_OVERHEAD for x in held)
+        self._front += held
+        seek = self._overflowed.pop(c, None)
+        if seek is not None:
+            out.append(Resume(c, seek))
+            self._reseeked[c] = seek
 
     # -- between batches -----------------------------------------------------
 
@@ -328,9 +432,11 @@ class InputProcessor:
     def flow_resumed(self) -> list[Resume]:
         """Flow control resumed reading: the deferred channels are read again."""
         self._flow_paused = False
-        resumes = [Resume(c, self._blocked.pop(c)) for c in sorted(self._deferred)]
+        out: list[Output] = []
+        for c in sorted(self._deferred):
+            self._release(c, out)
         self._deferred.clear()
-        return resumes
+        return [a for a in out if isinstance(a, Resume)]
 
     # -- the aligner's actions -------------------------------------------------
 
@@ -346,8 +452,12 @@ class InputProcessor:
                 case Block():
                     if self._align_started is None:
                         self._align_started = now
-                    self._blocked[action.channel] = action.resume_offset
-                    out.append(Pause(action.channel, self.aligner.aligning or 0))
+                    c = action.channel
+                    self._blocked[c] = action.resume_offset
+                    self._hold[c] = []
+                    out.append(Hold(c, self.aligner.aligning or 0))
+                    if self.hold_bytes <= 0:
+                        self._overflow(c, action.resume_offset, out)
                 case TakeSnapshot():
                     started = self._align_started
                     alignment_ms = 0.0 if started is None else (now - started) * 1000
@@ -365,8 +475,7 @@ class InputProcessor:
                     if self._flow_paused:
                         self._deferred.add(c)
                     else:
-                        out.append(Resume(c, self._blocked.pop(c)))
-                    self._reseeked.add(c)
+                        self._release(c, out)
                 case AbandonAlignment():
                     self._align_started = None
                     self._recording_since.pop(action.checkpoint, None)

@@ -25,8 +25,8 @@ from kstream.protocol.flow import FlowConfig
 from kstream.runtime.channels.flow import FlowControl, written_channels
 from kstream.runtime.kafka import client_config
 from kstream.runtime.worker.consumers import (
-    CHANNEL_FETCH_WAIT_MS,
-    SOURCE_FETCH_WAIT_MS,
+    FETCH_WAIT_MS,
+    LOOP_HEAD_FETCH_WAIT_MS,
     task_consumer,
 )
 from kstream.testing import unique_name
@@ -95,7 +95,9 @@ def test_a_paused_writer_reads_nothing_and_only_a_loop_head_pauses_its_consumer(
     never_paused = frozenset({(feedback, 0)}) if loop else frozenset()
     flow = FlowControl(bootstrap, p, spec, FlowConfig(max_lag=BOUND), never_paused=never_paused)
     # A loop head (a channel subtask) reads its feedback channels on while paused.
-    consumer = task_consumer(bootstrap, job, spec.id, CHANNEL_FETCH_WAIT_MS)
+    consumer = task_consumer(
+        bootstrap, job, spec.id, LOOP_HEAD_FETCH_WAIT_MS if loop else FETCH_WAIT_MS
+    )
     consumer.assign([TopicPartition(source, 0, 0), TopicPartition(feedback, 0, 0)])
     recording = _Recording(consumer)
     try:
@@ -153,7 +155,7 @@ def test_records_a_reader_drops_do_not_lower_the_fan_out(bootstrap: str) -> None
     Admin(bootstrap).create_topics({channel.topic: 4, source: 1})
     _produce(bootstrap, source, 0, 50)
     flow = FlowControl(bootstrap, p, spec, FlowConfig(max_lag=1000))
-    consumer = task_consumer(bootstrap, job, spec.id, SOURCE_FETCH_WAIT_MS)
+    consumer = task_consumer(bootstrap, job, spec.id, FETCH_WAIT_MS)
     consumer.assign([TopicPartition(source, 0, 0)])
     writer = flow.counted(Producer(client_config(bootstrap)))
     try:

@@ -21,7 +21,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.names import task_group
 from kstream.runtime.channels.flow import REPORT_INTERVAL_S, PositionReport
 from kstream.runtime.kafka import client_config
-from kstream.runtime.worker.consumers import CHANNEL_FETCH_WAIT_MS, task_consumer
+from kstream.runtime.worker.consumers import FETCH_WAIT_MS, task_consumer
 from kstream.testing import unique_name
 
 pytestmark = pytest.mark.broker
@@ -66,7 +66,7 @@ def test_a_partition_sought_to_its_end_reports_where_it_was_placed(bootstrap: st
     topic = unique_name("positions")
     job = unique_name("job")
     Admin(bootstrap).create_topics({topic: 1})
-    consumer = task_consumer(bootstrap, job, "s1-0", CHANNEL_FETCH_WAIT_MS)
+    consumer = task_consumer(bootstrap, job, "s1-0", FETCH_WAIT_MS)
     group = task_group(job, "s1-0")
     report = PositionReport(consumer)
     try:

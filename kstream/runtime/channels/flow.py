@@ -136,8 +136,8 @@ class PositionReport:
     The positions are the next offsets the subtask will process. A channel
     held for an alignment counts from its resume offset (`step`'s `held`),
     not from the consumer's position: the records after its barrier that the
-    reader fetched and dropped are read again once the alignment ends, and
-    counting them as read let their writer fill the channel a second time
+    reader fetched are held (or dropped, and read again) until the alignment
+    ends, and counting them as processed let their writer fill the channel a second time
     meanwhile (a channel bounded at 10 was seen at 34 in a CI run). Only a
     writer that passed the barrier waits on a held channel, so the alignment
     never waits on that writer. The positions are for flow control only;

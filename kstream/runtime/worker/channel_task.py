@@ -5,8 +5,9 @@
 (`kstream.protocol.input`) aligns barriers over all of them with one
 `kstream.protocol.barrier.Aligner` and says what to deliver and what to do;
 this shell pushes the delivered records through the stage's chain and carries
-out the actions: pausing, resuming and seeking channels, snapshots, storing
-held snapshots, declining abandoned ones, and the fault points of each.
+out the actions: pausing, resuming and seeking a channel that overflowed the
+processor's hold, snapshots, storing held snapshots, declining abandoned
+ones, and the fault points of each.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kstream.protocol.input import (
     TIMED,
     Abandon,
     ChannelItem,
+    Hold,
     InputAction,
     InputProcessor,
     Output,
@@ -136,7 +138,10 @@ class ChannelTask(Subtask):
 
     def poll(self, timeout: float) -> int:
         now = time.monotonic()
-        self._report.step(now, self.input.blocked)
+        if not self.input.pending:
+            # Else held items handed back are not processed yet: the consumer's
+            # positions are past them. They are by the next turn.
+            self._report.step(now, self.input.blocked)
         self.flow.step(now, self.consumer)
         if self.flow.paused:
             self.input.flow_paused()
@@ -144,6 +149,10 @@ class ChannelTask(Subtask):
         # so the worker flushes what they emitted).
         fired = self.fire_timers(TimerDomain.PROCESSING, now_ms()) if self.timer_operators else 0
         self._carry_out(self.input.tick(time.perf_counter()))
+        if self.input.pending:
+            # Held items were handed back (an abort, a timeout, a flow resume):
+            # they are work now, not after a fetch's wait.
+            timeout = 0.0
         msgs = self.flow.consume(self.consumer, BATCH, timeout, counted=False)
         processor = self.input
         out, counts = processor.batch(self.reader.items(msgs), time.perf_counter())
@@ -245,8 +254,9 @@ class ChannelTask(Subtask):
     def _act(self, action: InputAction) -> None:
         """Carry out one action of the input processor."""
         match action:
-            case Pause(channel=c, checkpoint=n):
+            case Hold(checkpoint=n):
                 self.rt.faults.hit("aligning", n)
+            case Pause(channel=c):
                 self.consumer.pause([TopicPartition(c.topic, c.partition)])
             case Resume(channel=c, offset=offset):
                 self.consumer.resume([TopicPartition(c.topic, c.partition)])
@@ -289,7 +299,7 @@ class ChannelTask(Subtask):
                 assert_never(action)
 
     def _held_inputs(self) -> set[tuple[str, int]]:
-        return {(c.topic, c.partition) for c in self.input.blocked}
+        return {(c.topic, c.partition) for c in self.input.paused}
 
     def _on_flow_resume(self) -> None:
         self._carry_out(self.input.flow_resumed())

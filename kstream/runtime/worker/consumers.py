@@ -12,17 +12,20 @@ from confluent_kafka import Consumer
 from kstream.protocol.names import task_group
 from kstream.runtime.kafka import MANUAL_OFFSETS, READ_COMMITTED, client_config
 
-__all__ = ["CHANNEL_FETCH_WAIT_MS", "SOURCE_FETCH_WAIT_MS", "task_consumer"]
+__all__ = ["FETCH_WAIT_MS", "LOOP_HEAD_FETCH_WAIT_MS", "task_consumer"]
 
-#: How long a channel consumer's fetch waits for data when none comes. Short: a
-#: consumer has one fetch in flight per broker, and a channel resumed (and sought)
-#: after alignment is fetched only once that fetch returns.
-CHANNEL_FETCH_WAIT_MS = 50
-#: The same for a source consumer. Long: a source is paused and resumed only whole
-#: (flow control), it is never sought while it runs, and data arriving ends a
-#: waiting fetch at once; the wait only sets how often an idle source asks the
-#: broker (twice a second instead of twenty times).
-SOURCE_FETCH_WAIT_MS = 500
+#: How long a task consumer's fetch waits for data when none comes. Long: data
+#: arriving ends a waiting fetch at once, so the wait only sets how often an idle
+#: subtask asks the broker (twice a second instead of twenty times). It would
+#: delay a partition resumed after `Consumer.pause` (one fetch is in flight per
+#: broker, and the resumed partition joins the next): flow control pauses by not
+#: reading, and alignment holds a blocked channel's records instead of pausing it
+#: (internals, "Holding a blocked channel") but for an overflow.
+FETCH_WAIT_MS = 500
+#: The same for a loop head, whose flow control pauses and resumes its forward
+#: channels in the consumer (it reads its loop channels on): short, so that a
+#: resumed channel is fetched soon.
+LOOP_HEAD_FETCH_WAIT_MS = 50
 #: Prefetched data per consumer: enough for several full batches.
 QUEUED_KBYTES = 32768
 

@@ -32,7 +32,6 @@ from kstream.protocol.snapshot_id import source_initiator
 from kstream.protocol.watermarks import SourceWatermarks, Unusable
 from kstream.runtime.kafka import concrete_offsets, connect, raise_if_fatal, request
 from kstream.runtime.state.element import now_ms
-from kstream.runtime.worker.consumers import SOURCE_FETCH_WAIT_MS
 from kstream.runtime.worker.context import BATCH, MAX_POLL_GAP_MS, TRIGGERED_BATCH, TaskContext
 from kstream.runtime.worker.subtask import Subtask
 
@@ -41,8 +40,6 @@ __all__ = ["SourceTask"]
 
 class SourceTask(Subtask):
     """Reads the input partitions p with p % parallelism == index of a Kafka source."""
-
-    fetch_wait_ms = SOURCE_FETCH_WAIT_MS
 
     def __init__(self, rt: TaskContext, spec: TaskSpec, restore_from: int | None) -> None:
         self._current = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from confluent_kafka import Message
 
@@ -40,7 +40,7 @@ from kstream.runtime.checkpoint.take import Subject, Taken, take_snapshot
 from kstream.runtime.state.element import ElementContext
 from kstream.runtime.state.store import KEY_FORMAT, StateStore, key_encoder
 from kstream.runtime.worker.chain import TimerOperator, compile_chain, fire_due, has_process
-from kstream.runtime.worker.consumers import CHANNEL_FETCH_WAIT_MS, task_consumer
+from kstream.runtime.worker.consumers import FETCH_WAIT_MS, LOOP_HEAD_FETCH_WAIT_MS, task_consumer
 from kstream.runtime.worker.context import TaskContext
 from kstream.runtime.worker.dead_letters import RAW, PolicyCounts, RecordErrors
 from kstream.runtime.worker.ends import Ends
@@ -70,8 +70,6 @@ class Subtask:
     #: The record being pushed through the chain (a source record, or a channel
     #: record of a channel subtask): lineage headers, reports of stuck calls.
     _current: Message | None = None
-    #: How long the input consumer's fetch waits for data (`consumers`).
-    fetch_wait_ms: ClassVar[int] = CHANNEL_FETCH_WAIT_MS
 
     def __init__(self, rt: TaskContext, spec: TaskSpec, restore_from: int | None) -> None:
         self.rt = rt
@@ -170,7 +168,13 @@ class Subtask:
             faults=rt.faults,
             watermarks=self.watermarks,
         )
-        self.consumer = task_consumer(rt.bootstrap, self.job.name, self.id, self.fetch_wait_ms)
+        loop_head = bool(rt.plan.loop_channels(spec))
+        self.consumer = task_consumer(
+            rt.bootstrap,
+            self.job.name,
+            self.id,
+            LOOP_HEAD_FETCH_WAIT_MS if loop_head else FETCH_WAIT_MS,
+        )
 
     def _source_position(self) -> Callable[[], tuple[str, int, int] | None] | None:
         """How sinks of this stage learn the source record behind a result (sources only)."""
