@@ -45,7 +45,7 @@ from kstream.protocol.worker_alive import SubtaskAlignment
 from kstream.runtime.channels.flow import PositionReport
 from kstream.runtime.channels.format import decode_timed
 from kstream.runtime.channels.reader import ChannelReader, malformed
-from kstream.runtime.kafka import connect
+from kstream.runtime.kafka import concrete_offsets, connect
 from kstream.runtime.state.element import now_ms
 from kstream.runtime.worker.chain import input_pushes
 from kstream.runtime.worker.context import BATCH, TaskContext
@@ -96,18 +96,22 @@ class ChannelTask(Subtask):
         assigned = []
         #: Per channel, the next offset to process (kept by the processor).
         positions: dict[Channel, int] = {}
+        if inputs:
+            # A new client's first requests wait half a second otherwise.
+            connect(self.consumer, inputs[0][0])
         for topic, parts in inputs:
             offsets = dict.fromkeys(parts, OFFSET_BEGINNING)
             if self.restored is not None:
                 offsets.update(self.restored.channel_offsets.get(topic, {}))
+            # A channel starts at its first offset: read from at once, not after
+            # a first fetch that went out without it and waits its 500 ms
+            # (`concrete_offsets`).
+            offsets = concrete_offsets(self.consumer, topic, offsets)
             assigned += [TopicPartition(topic, p, o) for p, o in offsets.items()]
             positions.update({self.channels[topic, p]: o for p, o in offsets.items()})
         self.reader = ChannelReader(self.channels)
         self.input = InputProcessor(self.aligner, positions, rt.alignment_timeout_s)
         self._report = PositionReport(self.consumer)
-        if assigned:
-            # Channels start at their beginning, a logical offset (see `connect`).
-            connect(self.consumer, assigned[0].topic)
         self.consumer.assign(assigned)
         for tp in assigned:
             self._report.placed(tp.topic, tp.partition, tp.offset)
