@@ -362,12 +362,13 @@ class InputProcessor:
         return self.aligner.open_generation
 
     def _barrier(self, item: ChannelItem, now: float, out: list[Output]) -> int:
-        """Hand barrier `item` to the aligner; how many it dropped (0 or 1)."""
+        """Hand barrier `item` to the aligner; how many it dropped (0 or 1).
+
+        `item`'s channel is neither blocked nor re-seeked past it: `more` held or
+        skipped it otherwise, and between parts (the barrier that ended one) an
+        abort only unblocks channels, which were blocked, so not this one.
+        """
         _, ch, offset, gen, checkpoint, _, _ = item
-        if ch in self._reseeked and offset >= self._reseeked[ch]:
-            return 0
-        if ch in self._blocked:
-            return self._hold_item(item, out)
         self.positions[ch] = offset + 1
         out.append(item)
         # The positions dict is read during `handle` only: no copy.
@@ -379,7 +380,7 @@ class InputProcessor:
         ch = item.channel
         if ch in self._overflowed:
             return 1
-        size = len(item.value) + ITEM_OVERHEAD
+        size = _size(item)
         if self._held_bytes + size > self.hold_bytes:
             self._overflow(ch, item.offset, out)
             return 1
@@ -392,17 +393,18 @@ class InputProcessor:
         self._overflowed[ch] = offset
         out.append(Pause(ch, self.aligner.aligning or 0))
 
-    def _release(self, c: Channel, out: list[Output]) -> None:
-        """Unblocked `c` is read again: its held items come next (and it is
-        resumed at its first dropped offset if it overflowed)."""
+    def _release(self, c: Channel) -> Resume | None:
+        """Unblocked `c` is read again: its held items come next; if it overflowed,
+        the resume at its first dropped offset."""
         del self._blocked[c]
         held = self._hold.pop(c)
-        self._held_bytes -= sum(len(x.value) + ITEM_OVERHEAD for x in held)
+        self._held_bytes -= sum(map(_size, held))
         self._front += held
         seek = self._overflowed.pop(c, None)
-        if seek is not None:
-            out.append(Resume(c, seek))
-            self._reseeked[c] = seek
+        if seek is None:
+            return None
+        self._reseeked[c] = seek
+        return Resume(c, seek)
 
     # -- between batches -----------------------------------------------------
 
@@ -432,11 +434,9 @@ class InputProcessor:
     def flow_resumed(self) -> list[Resume]:
         """Flow control resumed reading: the deferred channels are read again."""
         self._flow_paused = False
-        out: list[Output] = []
-        for c in sorted(self._deferred):
-            self._release(c, out)
+        resumes = [r for c in sorted(self._deferred) if (r := self._release(c)) is not None]
         self._deferred.clear()
-        return [a for a in out if isinstance(a, Resume)]
+        return resumes
 
     # -- the aligner's actions -------------------------------------------------
 
@@ -474,8 +474,8 @@ class InputProcessor:
                     self.positions[c] = self._blocked[c]
                     if self._flow_paused:
                         self._deferred.add(c)
-                    else:
-                        self._release(c, out)
+                    elif (resume := self._release(c)) is not None:
+                        out.append(resume)
                 case AbandonAlignment():
                     self._align_started = None
                     self._recording_since.pop(action.checkpoint, None)
@@ -483,6 +483,11 @@ class InputProcessor:
                 case _:
                     assert_never(action)
         return dropped
+
+
+def _size(item: ChannelItem) -> int:
+    """What a held item counts against `InputProcessor.hold_bytes`."""
+    return len(item.value) + ITEM_OVERHEAD
 
 
 def _actions(out: list[Output]) -> list[InputAction]:

@@ -99,6 +99,8 @@ class Subtask:
         )
         self.restored: SnapshotMeta | None = self.restored_from.meta
         self.state: StateStore | None = self.restored_from.state
+        # A loop head's feedback channels (none for any other subtask).
+        loops = frozenset(rt.plan.loop_channels(spec))
         #: Pauses reading while the channels this subtask writes hold too much.
         self.flow = FlowControl(
             rt.bootstrap,
@@ -108,7 +110,7 @@ class Subtask:
             held=self._held_inputs,
             on_resume=self._on_flow_resume,
             # A loop head reads its loop channels on while paused (see `written_channels`).
-            never_paused=frozenset(rt.plan.loop_channels(spec)),
+            never_paused=loops,
         )
         self.errors = RecordErrors(
             self.job.on_error, self.job.name, self.id, rt.producer, rt.max_record_bytes, self.stats
@@ -168,12 +170,11 @@ class Subtask:
             faults=rt.faults,
             watermarks=self.watermarks,
         )
-        loop_head = bool(rt.plan.loop_channels(spec))
         self.consumer = task_consumer(
             rt.bootstrap,
             self.job.name,
             self.id,
-            LOOP_HEAD_FETCH_WAIT_MS if loop_head else FETCH_WAIT_MS,
+            LOOP_HEAD_FETCH_WAIT_MS if loops else FETCH_WAIT_MS,
         )
 
     def _source_position(self) -> Callable[[], tuple[str, int, int] | None] | None:

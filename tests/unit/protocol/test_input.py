@@ -626,9 +626,9 @@ def drive(
 class LastHeldFirst(InputProcessor):
     """A broken hold: hands a channel's held items back newest first."""
 
-    def _release(self, c: Channel, out: list[Output]) -> None:
+    def _release(self, c: Channel) -> Resume | None:
         self._hold[c].reverse()
-        super()._release(c, out)
+        return super()._release(c)
 
 
 @settings(max_examples=400, deadline=None, report_multiple_bugs=False)
