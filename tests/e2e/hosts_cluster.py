@@ -59,6 +59,13 @@ def words(n: int, seed: int = 11) -> list[str]:
     return skewed_lines(n, seed, vocabulary=300)
 
 
+def traceable() -> dict[str, str]:
+    """The environment of the job's processes: this one's as it is now (fixtures set
+    the store's credentials in it), and on SIGABRT each prints its threads' stacks
+    to its log (`HostedJob.exit_code`)."""
+    return {**os.environ, "PYTHONFAULTHANDLER": "1"}
+
+
 @dataclass
 class HostedJob:
     """The word count on ``1 + workers`` hosts: host 0 coordinates, host 1+i runs worker i."""
@@ -153,6 +160,7 @@ class HostedJob:
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=subprocess.STDOUT,
+            env=traceable(),
         )
         os.close(fd)
         self.coordinators[host_index] = proc
@@ -175,10 +183,28 @@ class HostedJob:
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=subprocess.STDOUT,
+            env=traceable(),
         )
         os.close(fd)
         self.worker_procs[index] = proc
         return proc
+
+    def exit_code(self, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> int:
+        """`proc`'s exit code once it ends; fail with the logs if it has not within
+        `timeout`, after making it print where each of its threads stands (its
+        faulthandler, armed by `PYTHONFAULTHANDLER`, dumps them on SIGABRT)."""
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise AssertionError(
+                f"pid {proc.pid} still running after {timeout:.0f}s\n{self.logs(lines=80)}"
+            ) from None
 
     def start(self) -> None:
         self.start_coordinator()
@@ -188,11 +214,11 @@ class HostedJob:
     def log_of(self, host: Host, what: str) -> str:
         return (self.root / f"{host.namespace}-{what}.log").read_text(errors="replace")
 
-    def logs(self) -> str:
-        """Every log of the run, for a failing assertion's message."""
+    def logs(self, lines: int = 25) -> str:
+        """The last `lines` of every log of the run, for a failing assertion's message."""
         parts = []
         for path in sorted(self.root.glob("*.log")):
-            tail = path.read_text(errors="replace").splitlines()[-25:]
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
             parts.append(f"--- {path.name}\n" + "\n".join(tail))
         return "\n".join(parts)
 

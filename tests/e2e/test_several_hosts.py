@@ -116,7 +116,7 @@ def test_a_second_coordinator_fences_the_first(
     _midway(job)
     other = host_net.hosts[4] if len(host_net.hosts) > 4 else host_net.add_host()
     second = job.start_coordinator(other.index - 1)
-    assert second.wait(timeout=60) == 2, job.logs()
+    assert job.exit_code(second) == 2, job.logs()
     assert "already running" in job.log_of(other, "coordinator"), job.logs()
 
     first, first_host = job.coordinators[0], job.hosts[0]
@@ -131,7 +131,7 @@ def test_a_second_coordinator_fences_the_first(
     )
     first_host.heal()
     # Its next control message fails: fenced, it stops with one line.
-    assert first.wait(timeout=60) == 2, job.logs()
+    assert job.exit_code(first) == 2, job.logs()
     assert "another coordinator started" in job.log_of(first_host, "coordinator"), job.logs()
     del job.coordinators[0]
     _assert_exactly_once(job)
@@ -154,7 +154,7 @@ def test_two_processes_claiming_one_worker_index_never_both_write(
     job.start_worker(1, other)
     # It stops: told by the rollback that keeps the newest process, or, if the
     # newest's sink producers fenced it first, at its next write.
-    assert first.wait(timeout=60) == 2, job.logs()
+    assert job.exit_code(first) == 2, job.logs()
     said = job.log_of(job.hosts[2], "worker1")
     assert "another process" in said or "Fatal error" in said, job.logs()
     assert generations(job) > before
