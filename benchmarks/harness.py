@@ -87,6 +87,7 @@ class RunningJob:
         workers: int = WORKERS,
         keep_channels: bool = False,
         idle_checkpoints: bool = True,
+        max_in_flight: int = 1,
     ) -> None:
         spec = f"{FIGURE_JOBS}:{name}"
         self._state = tempfile.TemporaryDirectory(prefix="kstream-figures-")
@@ -98,7 +99,9 @@ class RunningJob:
                 workers,
                 Path(self._state.name),
                 checkpoints=CoordinatorConfig(
-                    interval=interval, idle_after=IDLE_AFTER if idle_checkpoints else 0
+                    interval=interval,
+                    idle_after=IDLE_AFTER if idle_checkpoints else 0,
+                    max_in_flight=max_in_flight,
                 ),
             ),
             self.job,

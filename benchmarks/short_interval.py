@@ -2,7 +2,8 @@
 requests per checkpoint, side by side at each interval.
 
     python -m benchmarks.short_interval [--intervals 1,0.1] [--capacity-words 600000]
-        [--load 0.5] [--seconds 20] [--idle-seconds 20] [--bootstrap-servers B]
+        [--load 0.5] [--seconds 20] [--idle-seconds 20] [--max-in-flight 1[,2]]
+        [--rounds 1] [--bootstrap-servers B]
 
 kstream's exactly-once word count (`benchmarks.figure_jobs.timed_wordcount`, 2
 workers) per checkpoint interval:
@@ -196,9 +197,16 @@ def idle(
 
 
 def loaded(
-    bootstrap: str, interval: float, rate: float, seconds: float, window: Window
+    bootstrap: str,
+    interval: float,
+    rate: float,
+    seconds: float,
+    window: Window,
+    *,
+    max_in_flight: int = 1,
 ) -> dict[str, Any]:
-    """Input at `rate` words/s for `seconds`: latencies, and the broker's cost while it flows."""
+    """Input at `rate` words/s for `seconds`, `max_in_flight` checkpoints pending at
+    once at most: latencies, and the broker's cost while it flows."""
     lines = generate(max(1, int(rate * seconds)), 11)
     words = sum(len(x.split()) for x in lines)
     admin = Admin(bootstrap)
@@ -209,7 +217,9 @@ def loaded(
     created: list[float] = []
     try:
         reader = _reader(bootstrap, dst)
-        with RunningJob(bootstrap, "timed_wordcount", params, interval=interval) as run:
+        with RunningJob(
+            bootstrap, "timed_wordcount", params, interval=interval, max_in_flight=max_in_flight
+        ) as run:
             run.wait("the first checkpoint", lambda: run.runner.stats.completed > 0, 300)
             pacer = _Pacer(bootstrap, src, lines, rate * len(lines) / words)
             pacer.start()
@@ -284,6 +294,12 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=20.0)
     ap.add_argument("--skip", default="", help="comma-separated: throughput,idle,loaded")
     ap.add_argument("--rate", type=float, help="input words/s (default: load times throughput)")
+    ap.add_argument(
+        "--max-in-flight",
+        default="1",
+        help="comma-separated: checkpoints pending at once in the loaded runs, side by side",
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="loaded runs of each setting, alternated")
     ap.add_argument("--bootstrap-servers", default=None)
     args = ap.parse_args()
     bootstrap = bootstrap_servers(args.bootstrap_servers, print)
@@ -317,12 +333,15 @@ def main() -> None:
             if rate is None:
                 raise SystemExit("--rate is needed when throughput is skipped")
             print(f"input at {rate:,.0f} words/s")
-            for i in intervals:
-                r = loaded(bootstrap, i, rate, args.seconds, Window(broker, counters, port))
+            in_flight = [int(x) for x in args.max_in_flight.split(",")]
+            settings = [(i, n) for _ in range(args.rounds) for i in intervals for n in in_flight]
+            for i, n in settings:
+                window = Window(broker, counters, port)
+                r = loaded(bootstrap, i, rate, args.seconds, window, max_in_flight=n)
                 lat = r["latency_ms"]
                 print(
-                    f"latency at {i} s: p50 {lat['p50']:.0f} ms p99 {lat['p99']:.0f} ms "
-                    f"max {lat['max']:.0f} ms (n {lat['n']:,}, achieved "
+                    f"latency at {i} s, {n} in flight: p50 {lat['p50']:.0f} ms "
+                    f"p99 {lat['p99']:.0f} ms max {lat['max']:.0f} ms (n {lat['n']:,}, achieved "
                     f"{r['achieved_words_per_s']:,.0f} words/s)"
                 )
                 st = r["steady_latency_ms"]
