@@ -546,6 +546,11 @@ class Worker:
                     for t in self.tasks:
                         watch.task = t
                         processed += t.poll(wait)
+                        # Between subtasks too: a snapshot stored, a trigger or a
+                        # completion waits one subtask's batch, not every one's.
+                        self._send_acks()
+                        for _, msg in reader.poll(0):
+                            self._carry_out(self._read(msg))
                     watch.task = None
                     if processed:
                         for t in self.tasks:
