@@ -33,6 +33,7 @@ from kstream.errors import ConfigurationError
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.flow import FlowConfig
+from kstream.protocol.input import HOLD_BYTES
 
 __all__ = ["FORMAT_VERSION", "JobRef", "RunConfig", "StartOptions"]
 
@@ -113,6 +114,10 @@ class RunConfig:
     #: How the subtasks snapshot (`kstream.protocol.barrier.Alignment`).
     alignment: Alignment = Alignment.ALIGNED
     alignment_timeout_s: float | None = None
+    #: What an aligning subtask may hold of its blocked channels' records before
+    #: it pauses them instead (`kstream.protocol.input.InputProcessor`; 0: pause
+    #: at once).
+    alignment_hold_bytes: int = HOLD_BYTES
     #: Every source subtask starts a snapshot itself this often (None: as its source says).
     source_snapshot_interval_s: float | None = None
     #: Where checkpoints are stored: a URL (``file:///path``, ``s3://bucket/prefix``;
@@ -136,6 +141,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ConfigurationError(f"workers must be >= 1, got {self.workers}")
+        if self.alignment_hold_bytes < 0:
+            raise ConfigurationError(
+                f"the alignment hold must be >= 0 bytes, got {self.alignment_hold_bytes}"
+            )
 
     @property
     def concurrent_snapshots(self) -> int:

@@ -21,6 +21,7 @@ from kstream.infra.cluster import bootstrap_servers
 from kstream.infra.paths import cache_dir
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CoordinatorConfig
+from kstream.protocol.input import HOLD_BYTES
 from kstream.runtime.config import JobRef, RunConfig
 from kstream.runtime.runner.runner import Runner, RunningJob
 from kstream.testing import (
@@ -183,6 +184,7 @@ def wordcount_demo(
     rate: float | None = None,
     alignment: Alignment = Alignment.ALIGNED,
     alignment_timeout_s: float | None = None,
+    alignment_hold_bytes: int = HOLD_BYTES,
     source_snapshot_interval_s: float | None = None,
     hold_input_while_recovering: bool = False,
     checkpoint_storage: str = "",
@@ -235,6 +237,7 @@ def wordcount_demo(
             guarantee=guarantee,
             alignment=alignment,
             alignment_timeout_s=alignment_timeout_s,
+            alignment_hold_bytes=alignment_hold_bytes,
             source_snapshot_interval_s=source_snapshot_interval_s,
             checkpoint_storage=checkpoint_storage,
             metrics_port=metrics_port,

@@ -12,6 +12,7 @@ from wordcount_runs import assert_exactly_once, run_wordcount
 
 from kstream.infra.broker import LocalBroker
 from kstream.protocol.barrier import Alignment
+from kstream.protocol.input import HOLD_BYTES
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.runner.runner import RunningJob
 from kstream.runtime.worker.faults import POINTS
@@ -21,6 +22,8 @@ pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 #: The named fault fires on the coordinator's third checkpoint; random kills
 #: start after the third completed checkpoint.
 FAULT_AT = SnapshotId(3, COORDINATOR).encode()
+#: Checkpoints from `FAULT_AT` on at which an overflow kills a worker.
+OVERFLOW_ARMED = 3
 KILL_AFTER = 3
 #: Input lines per second while the job runs: the faults must hit a job with
 #: work in flight, not one that already drained its input.
@@ -54,10 +57,40 @@ def test_a_worker_killed_at_a_protocol_point_and_at_random_leaves_output_exactly
         worker_env={"KSTREAM_FAULT": f"{point}@{FAULT_AT}"},
         # Only an unaligned snapshot records channel state.
         alignment=Alignment.UNALIGNED if point == "recording" else Alignment.ALIGNED,
+        # A channel overflows the hold only past its bound: none, so every
+        # blocked channel is paused at its barrier.
+        alignment_hold_bytes=0 if point == "overflowed" else HOLD_BYTES,
     )
     log = "\n".join(messages)
     assert outcome.kills == 1, log
     # The armed point killed at least one worker (every worker that reached it dies).
+    assert outcome.recoveries >= 1 + outcome.kills, log
+    assert_exactly_once(outcome)
+
+
+def test_a_hold_outgrown_after_holding_some_records_stays_exactly_once(bootstrap: str) -> None:
+    """A hold of one byte: a blocked channel's barrier is held, and its first record
+    after the barrier overflows it, so the channel is paused, its fetched records
+    dropped, and read again from that record after the alignment. Workers die
+    there (armed on several checkpoints: a checkpoint whose blocked channels
+    bring nothing before the alignment ends never overflows) and at random."""
+    first = SnapshotId.decode(FAULT_AT).sequence
+    armed = ",".join(
+        f"overflowed@{SnapshotId(first + i, COORDINATOR).encode()}" for i in range(OVERFLOW_ARMED)
+    )
+    messages: list[str] = []
+    outcome = run_wordcount(
+        bootstrap,
+        messages,
+        **CHAOS_RUN,
+        seed=11,
+        kill_after=KILL_AFTER,
+        worker_env={"KSTREAM_FAULT": armed},
+        alignment_hold_bytes=1,
+    )
+    log = "\n".join(messages)
+    assert outcome.kills == 1, log
+    # At least one armed overflow was reached and killed a worker.
     assert outcome.recoveries >= 1 + outcome.kills, log
     assert_exactly_once(outcome)
 

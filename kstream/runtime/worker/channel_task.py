@@ -110,7 +110,9 @@ class ChannelTask(Subtask):
             assigned += [TopicPartition(topic, p, o) for p, o in offsets.items()]
             positions.update({self.channels[topic, p]: o for p, o in offsets.items()})
         self.reader = ChannelReader(self.channels)
-        self.input = InputProcessor(self.aligner, positions, rt.alignment_timeout_s)
+        self.input = InputProcessor(
+            self.aligner, positions, rt.alignment_timeout_s, hold_bytes=rt.alignment_hold_bytes
+        )
         self._report = PositionReport(self.consumer)
         self.consumer.assign(assigned)
         for tp in assigned:
@@ -260,8 +262,9 @@ class ChannelTask(Subtask):
         match action:
             case Hold(checkpoint=n):
                 self.rt.faults.hit("aligning", n)
-            case Pause(channel=c):
+            case Pause(channel=c, checkpoint=n):
                 self.consumer.pause([TopicPartition(c.topic, c.partition)])
+                self.rt.faults.hit("overflowed", n)
             case Resume(channel=c, offset=offset):
                 self.consumer.resume([TopicPartition(c.topic, c.partition)])
                 self.consumer.seek(TopicPartition(c.topic, c.partition, offset))

@@ -19,6 +19,7 @@ from kstream.dataflow.outputs import Guarantee
 from kstream.dataflow.plan import Plan
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.flow import FlowConfig
+from kstream.protocol.input import HOLD_BYTES
 from kstream.protocol.limits import DEFAULT_PRODUCER_BYTES
 from kstream.protocol.messages import ControlMessage
 from kstream.protocol.snapshot_id import LamportClock
@@ -93,6 +94,9 @@ class TaskContext:
     alignment: Alignment = Alignment.ALIGNED
     #: Seconds an alignment may last before it switches to unaligned (None: never).
     alignment_timeout_s: float | None = None
+    #: Bytes an aligning subtask may hold of its blocked channels' records
+    #: (`kstream.protocol.input.InputProcessor`; 0: pause them at once).
+    alignment_hold_bytes: int = HOLD_BYTES
     #: The worker's snapshot clock: the largest checkpoint id it has seen.
     clock: LamportClock = field(default_factory=LamportClock)
     #: Seconds between the snapshots each source subtask starts itself, for every

@@ -5,6 +5,9 @@ kills itself with SIGKILL, as a crash would (no cleanup, no flush). Points:
 
 ==========================  ===================================================
 ``aligning``                some barriers of the checkpoint arrived, not all
+``overflowed``              aligning, a blocked channel outgrew the hold
+                            (``--alignment-hold-bytes``) and was paused; what
+                            was dropped of it not yet read again
 ``snapshotting``            during the local snapshot
 ``pre-committed``           after the sinks' pre-commit, before the ack
 ``recording``               a snapshot that records channel state taken
@@ -41,6 +44,7 @@ FAULT_FILE_ENV = "KSTREAM_FAULT_FILE"
 POINTS = frozenset(
     {
         "aligning",
+        "overflowed",
         "snapshotting",
         "pre-committed",
         "recording",

@@ -170,6 +170,7 @@ class Worker:
         self.flow = config.flow
         self.alignment = config.alignment
         self.alignment_timeout_s = config.alignment_timeout_s
+        self.alignment_hold_bytes = config.alignment_hold_bytes
         self.source_snapshot_interval_s = config.source_snapshot_interval_s
         #: Concurrent snapshots, at most this many in flight (0: one after another).
         self.concurrent = config.concurrent_snapshots
@@ -304,6 +305,7 @@ class Worker:
             flow=self.flow,
             alignment=self.alignment,
             alignment_timeout_s=self.alignment_timeout_s,
+            alignment_hold_bytes=self.alignment_hold_bytes,
             clock=self.recovery.clock,
             source_snapshot_every=self.source_snapshot_interval_s,
             concurrent=self.concurrent,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from kstream.errors import ConfigurationError
+from kstream.protocol.input import HOLD_BYTES
 
 if TYPE_CHECKING:
     from kstream.dataflow.outputs import Guarantee
@@ -34,6 +35,7 @@ __all__ = [
     "NON_NEGATIVE",
     "PORT",
     "POSITIVE",
+    "AlignmentHoldOption",
     "AlignmentOption",
     "AlignmentTimeoutOption",
     "BootstrapOption",
@@ -185,6 +187,17 @@ AlignmentTimeoutOption = Annotated[
     ),
 ]
 
+AlignmentHoldOption = Annotated[
+    int,
+    typer.Option(
+        "--alignment-hold-bytes",
+        help="What an aligning subtask keeps in memory of the inputs it waits on "
+        "(their records go on being fetched); beyond it those inputs are paused and "
+        "read again after the barrier. 0: pause at once.",
+        callback=NON_NEGATIVE,
+    ),
+]
+
 
 CheckpointStorageOption = Annotated[
     str,
@@ -264,6 +277,7 @@ def run_config(
     max_channel_lag: int | None = None,
     alignment: str = "aligned",
     alignment_timeout: float | None = None,
+    alignment_hold_bytes: int = HOLD_BYTES,
     source_snapshot_interval: float | None = None,
     checkpoint_storage: str = "",
     s3_endpoint_url: str = "",
@@ -309,6 +323,7 @@ def run_config(
         flow=FlowConfig() if max_channel_lag is None else FlowConfig(max_lag=max_channel_lag),
         alignment=mode,
         alignment_timeout_s=alignment_timeout,
+        alignment_hold_bytes=alignment_hold_bytes,
         source_snapshot_interval_s=source_snapshot_interval,
         checkpoint_storage=checkpoint_storage,
         s3_endpoint_url=s3_endpoint_url,

@@ -26,6 +26,7 @@ from kstream.errors import ConfigurationError
 from kstream.infra.logs import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, LOG_FORMAT_ENV, RotatingLog
 from kstream.infra.logs import context as log_context
 from kstream.protocol.flow import DEFAULT_MAX_LAG
+from kstream.protocol.input import HOLD_BYTES
 from kstream.tools.cli.console import err, error_line, log_lines, say
 from kstream.tools.cli.metrics import (
     MetricsAddressOption,
@@ -39,6 +40,7 @@ from kstream.tools.cli.options import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
     POSITIVE,
+    AlignmentHoldOption,
     AlignmentOption,
     AlignmentTimeoutOption,
     BootstrapOption,
@@ -163,6 +165,7 @@ def run_command(
     max_channel_lag: MaxChannelLagOption = DEFAULT_MAX_LAG,
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
+    alignment_hold_bytes: AlignmentHoldOption = HOLD_BYTES,
     source_snapshot_interval: SourceSnapshotIntervalOption = None,
     checkpoint_storage: CheckpointStorageOption = "",
     s3_endpoint_url: S3EndpointOption = "",
@@ -299,6 +302,7 @@ def run_command(
         max_channel_lag=max_channel_lag,
         alignment=alignment,
         alignment_timeout=alignment_timeout,
+        alignment_hold_bytes=alignment_hold_bytes,
         source_snapshot_interval=source_snapshot_interval,
         checkpoint_storage=checkpoint_storage,
         s3_endpoint_url=s3_endpoint_url,
@@ -385,6 +389,7 @@ def worker_command(
     max_channel_lag: MaxChannelLagOption = DEFAULT_MAX_LAG,
     alignment: AlignmentOption = "aligned",
     alignment_timeout: AlignmentTimeoutOption = None,
+    alignment_hold_bytes: AlignmentHoldOption = HOLD_BYTES,
     source_snapshot_interval: SourceSnapshotIntervalOption = None,
     checkpoint_storage: CheckpointStorageOption = "",
     s3_endpoint_url: S3EndpointOption = "",
@@ -442,6 +447,7 @@ def worker_command(
             max_channel_lag=max_channel_lag,
             alignment=alignment,
             alignment_timeout=alignment_timeout,
+            alignment_hold_bytes=alignment_hold_bytes,
             source_snapshot_interval=source_snapshot_interval,
             checkpoint_storage=checkpoint_storage,
             s3_endpoint_url=s3_endpoint_url,
@@ -514,6 +520,7 @@ def _worker(
     max_channel_lag: int,
     alignment: str,
     alignment_timeout: float | None,
+    alignment_hold_bytes: int,
     source_snapshot_interval: float | None,
     checkpoint_storage: str,
     s3_endpoint_url: str,
@@ -563,6 +570,7 @@ def _worker(
             max_channel_lag=max_channel_lag,
             alignment=alignment,
             alignment_timeout=alignment_timeout,
+            alignment_hold_bytes=alignment_hold_bytes,
             source_snapshot_interval=source_snapshot_interval,
             checkpoint_storage=checkpoint_storage,
             s3_endpoint_url=s3_endpoint_url,

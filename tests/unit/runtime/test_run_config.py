@@ -50,6 +50,7 @@ def configs(draw: st.DrawFn) -> RunConfig:
         ),
         alignment=draw(st.sampled_from(list(Alignment))),
         alignment_timeout_s=draw(maybe_seconds),
+        alignment_hold_bytes=draw(st.integers(0, 1 << 40)),
         source_snapshot_interval_s=draw(maybe_seconds),
         start=StartOptions(
             fresh=draw(st.booleans()),
@@ -152,6 +153,9 @@ def test_values_the_settings_refuse_are_refused_when_read() -> None:
     form = a_form()
     form["checkpoints"]["interval"] = 0
     assert "checkpoint interval must be > 0" in refusal(form)
+    form = a_form()
+    form["alignment_hold_bytes"] = -1
+    assert "the alignment hold must be >= 0 bytes, got -1" in refusal(form)
 
 
 def test_fresh_and_accept_changes_exclude_each_other() -> None:

@@ -14,7 +14,10 @@ from kstream.errors import ConfigurationError
 from kstream.runtime.worker import faults as fault
 from kstream.runtime.worker.faults import POINTS, FaultFile, Faults
 
-EVERY_POINT = "aligning, committed, completed-before-commit, pre-committed, recording, snapshotting"
+EVERY_POINT = (
+    "aligning, committed, completed-before-commit, overflowed, pre-committed, recording, "
+    "snapshotting"
+)
 
 
 def test_nothing_is_armed_by_default() -> None:
