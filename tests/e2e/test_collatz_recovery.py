@@ -23,6 +23,7 @@ from kstream.infra.admin import Admin
 from kstream.protocol.barrier import Alignment
 from kstream.protocol.coordination import CoordinatorConfig
 from kstream.protocol.flow import FlowConfig
+from kstream.protocol.input import HOLD_BYTES
 from kstream.protocol.names import dead_letter_topic
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.config import JobRef, RunConfig
@@ -49,6 +50,7 @@ def run_collatz(
     worker_env: dict[str, str] | None = None,
     alignment: Alignment = Alignment.ALIGNED,
     max_channel_lag: int | None = None,
+    alignment_hold_bytes: int = HOLD_BYTES,
 ) -> tuple[list[int], Counter[tuple[str, str]], int, list[str], Runner]:
     """Feed `numbers` distinct starts (and one bad line) and run the job to the end."""
     run = unique_name("collatz")
@@ -68,6 +70,7 @@ def run_collatz(
             tmp_path / "state",
             checkpoints=CoordinatorConfig(interval=0.3, timeout=60.0),
             alignment=alignment,
+            alignment_hold_bytes=alignment_hold_bytes,
             flow=FlowConfig() if max_channel_lag is None else FlowConfig(max_lag=max_channel_lag),
         ),
         job(params),
@@ -128,6 +131,9 @@ def test_collatz_is_exactly_once_with_a_worker_killed_at_a_protocol_point(
         seed=sorted(POINTS).index(point),
         kills=0,
         worker_env={"KSTREAM_FAULT": f"{point}@{FAULT_AT}"},
+        # A channel overflows the hold only past its bound: none, so every
+        # blocked channel is paused at its barrier.
+        alignment_hold_bytes=0 if point == "overflowed" else HOLD_BYTES,
     )
     log = "\n".join(messages)
     # The armed point killed at least one worker (every worker that reached it dies).
