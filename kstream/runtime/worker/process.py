@@ -548,11 +548,11 @@ class Worker:
                     for t in self.tasks:
                         watch.task = t
                         processed += t.poll(wait)
-                        # Between subtasks too: a snapshot stored, a trigger or a
-                        # completion waits one subtask's batch, not every one's.
+                        # Between subtasks too: a stored snapshot's ack waits for one
+                        # subtask's batch, not every one's. Control messages are not
+                        # read here: a rollback replaces `self.tasks`, and the rest of
+                        # this round would poll the closed subtasks.
                         self._send_acks()
-                        for _, msg in reader.poll(0):
-                            self._carry_out(self._read(msg))
                     watch.task = None
                     if processed:
                         for t in self.tasks:
