@@ -5,6 +5,7 @@ exactly the counts 1..N in order."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,15 +16,16 @@ from kstream.protocol.barrier import Alignment
 from kstream.protocol.input import HOLD_BYTES
 from kstream.protocol.snapshot_id import COORDINATOR, SnapshotId
 from kstream.runtime.runner.runner import RunningJob
-from kstream.runtime.worker.faults import POINTS
+from kstream.runtime.worker.faults import FAULT_FILE_ENV, POINTS
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
 #: The named fault fires on the coordinator's third checkpoint; random kills
 #: start after the third completed checkpoint.
 FAULT_AT = SnapshotId(3, COORDINATOR).encode()
-#: Checkpoints from `FAULT_AT` on at which an overflow kills a worker.
-OVERFLOW_ARMED = 3
+#: Coordinator checkpoints from `FAULT_AT` on at which an overflow is armed
+#: (until one fires): more than a chaos run takes.
+OVERFLOW_ARMED = 1000
 KILL_AFTER = 3
 #: Input lines per second while the job runs: the faults must hit a job with
 #: work in flight, not one that already drained its input.
@@ -68,16 +70,32 @@ def test_a_worker_killed_at_a_protocol_point_and_at_random_leaves_output_exactly
     assert_exactly_once(outcome)
 
 
-def test_a_hold_outgrown_after_holding_some_records_stays_exactly_once(bootstrap: str) -> None:
+def test_a_hold_outgrown_after_holding_some_records_stays_exactly_once(
+    bootstrap: str, tmp_path: Path
+) -> None:
     """A hold of one byte: a blocked channel's barrier is held, and its first record
     after the barrier overflows it, so the channel is paused, its fetched records
-    dropped, and read again from that record after the alignment. Workers die
-    there (armed on several checkpoints: a checkpoint whose blocked channels
-    bring nothing before the alignment ends never overflows) and at random."""
+    dropped, and read again from that record after the alignment. A worker dies
+    at the first overflow from the third checkpoint on (a checkpoint whose blocked
+    channels bring nothing before the alignment ends never overflows, so which
+    one is not known in advance), and one at random."""
     first = SnapshotId.decode(FAULT_AT).sequence
-    armed = ",".join(
-        f"overflowed@{SnapshotId(first + i, COORDINATOR).encode()}" for i in range(OVERFLOW_ARMED)
+    # Armed from a file, every coordinator checkpoint from the third on, and
+    # disarmed once it fired: a fixed few armed checkpoints could all align
+    # without an overflow on a slow machine.
+    fault_file = tmp_path / "faults"
+    fault_file.write_text(
+        "\n".join(
+            f"overflowed@{SnapshotId(first + i, COORDINATOR).encode()}"
+            for i in range(OVERFLOW_ARMED)
+        )
     )
+    fired = fault_file.with_name(fault_file.name + ".fired")
+
+    def disarm_once_fired(runner: RunningJob) -> None:
+        if fired.exists() and fault_file.exists():
+            fault_file.unlink()
+
     messages: list[str] = []
     outcome = run_wordcount(
         bootstrap,
@@ -85,12 +103,14 @@ def test_a_hold_outgrown_after_holding_some_records_stays_exactly_once(bootstrap
         **CHAOS_RUN,
         seed=11,
         kill_after=KILL_AFTER,
-        worker_env={"KSTREAM_FAULT": armed},
+        worker_env={FAULT_FILE_ENV: str(fault_file)},
+        chaos=disarm_once_fired,
         alignment_hold_bytes=1,
     )
     log = "\n".join(messages)
+    assert fired.exists(), "no overflow from the third checkpoint on\n" + log
     assert outcome.kills == 1, log
-    # At least one armed overflow was reached and killed a worker.
+    # The overflow killed at least one worker.
     assert outcome.recoveries >= 1 + outcome.kills, log
     assert_exactly_once(outcome)
 

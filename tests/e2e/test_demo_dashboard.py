@@ -7,6 +7,7 @@ import json
 import queue
 import signal
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -32,14 +33,32 @@ def test_the_demo_serves_its_dashboard_and_metrics_until_ctrl_c(bootstrap: str) 
         "--bootstrap-servers", bootstrap,
         "--ui-port", str(ui_port), "--metrics-port", str(metrics_port),
     )  # fmt: skip
-    lines: queue.Queue[str] = queue.Queue()
+    lines: queue.Queue[str | None] = queue.Queue()
     assert proc.stderr is not None
     stderr = proc.stderr
-    threading.Thread(target=lambda: [lines.put(line) for line in stderr], daemon=True).start()
+
+    def read() -> None:
+        for line in stderr:
+            lines.put(line)
+        lines.put(None)  # the demo closed its output: it exited
+
+    threading.Thread(target=read, daemon=True).start()
     said: list[str] = []
     try:
+        deadline = time.monotonic() + 180
         while not any("stays up" in line for line in said):
-            said.append(lines.get(timeout=180))
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is not None:
+                said.append(line)
+            else:
+                state = "running" if proc.poll() is None else f"exited {proc.returncode}"
+                pytest.fail(
+                    f"the demo ({state}) did not say its page stays up within 180 s; "
+                    "it said:\n" + "".join(said[-60:])
+                )
         assert any(f"dashboard: http://127.0.0.1:{ui_port}/" in line for line in said), said
         # The page the user opens, and the data it draws.
         assert "<html" in get(f"http://127.0.0.1:{ui_port}/").lower()
