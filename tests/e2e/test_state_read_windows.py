@@ -13,10 +13,12 @@ and the watermark reached W, so every record was read (the pads are the last
 records and the latest ones).
 
 The windows read back (key, start, end, contents, emitted) must then be the
-reference's windows ending after W, the ones not emitted yet, each with its
-count (a counting window's contents are its accumulator: the count), none
-marked emitted; and the operator's timers must be those windows' ends (the
-result timer and, with no allowed lateness, the cleanup timer are one).
+slices of one slide that a window ending after W still holds, each with its
+count (a sliding count with no allowed lateness keeps slices, and a counting
+slice's contents are its accumulator: the count), none marked emitted; and
+the operator's timers must be the ends of the reference's windows ending
+after W (the result timer and, with no allowed lateness, the cleanup timer
+are one).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from test_event_time_examples import (
     write,
 )
 
+from kstream import tumbling
 from kstream.examples import inputs, references, windowed_counts
 from kstream.infra.admin import Admin
 from kstream.protocol.names import dead_letter_topic
@@ -107,11 +110,15 @@ def test_open_windows_read_from_a_savepoint_are_the_references(
     assert late_set(outputs(bootstrap, late)) == ref_late(ref.late)
     assert read_all(bootstrap, dead_letter_topic(run)) == []
 
+    # A sliding count with no allowed lateness keeps its windows as slices of one
+    # slide (`window._sliced_functions`): the slices still in a window to come.
+    slices = references.windowed_counts(records + pads, tumbling(SLIDE_MS), OOO_MS, 0)
+    open_slices = {kw: n for kw, n in slices.results.items() if kw[1].start + SIZE_MS > watermark}
     windows = read_state(spark, url, "window", kind="window", value_type="bigint").collect()
     assert {(r.key, r.start, r.end): r.value for r in windows} == {
-        (k, w.start, w.end): n for (k, w), n in still_open.items()
+        (k, w.start, w.end): n for (k, w), n in open_slices.items()
     }
-    assert len(windows) == len(still_open)  # one row per (key, window)
+    assert len(windows) == len(open_slices)  # one row per (key, slice)
     assert not any(r.emitted for r in windows)
     timers = read_state(spark, url, "window", kind="timer").collect()
     assert Counter((r.key, r.domain, r.timestamp) for r in timers) == Counter(

@@ -29,6 +29,13 @@ allowed_lateness``) emits its new result at once, marked as an update
 (unless it is the window's first result: the key had nothing in it when it
 fired).
 
+Sliding windows whose size is a multiple of their slide, with no allowed
+lateness and an aggregation that merges (`counting` does), keep one entry per
+*slice* of one slide instead of one per window (`_sliced_functions`): a
+record updates one entry, not ``size / slide`` of them, and a window's timer
+merges its slices, as Flink's sliced window aggregation does. The results
+are the same.
+
 Session windows merge: the record's own window ``[ts, ts + gap)`` absorbs the
 key's sessions it overlaps (`merge_session`); their contents are merged with
 `Aggregation.merge` (values concatenated for `Apply`) in window order, their
@@ -55,6 +62,7 @@ from typing import Any, Final
 from kstream.dataflow.operators.windows import (
     Assigner,
     Session,
+    Sliding,
     TimeWindow,
     WindowPhase,
     cleanup_time,
@@ -79,6 +87,8 @@ __all__ = [
 
 #: The map state holding a key's windows.
 _WINDOWS: Final = "windows"
+#: "No contents yet" (None is a valid accumulator).
+_EMPTY: Final = object()
 
 
 def event_time(ctx: KeyedContext) -> int:
@@ -105,8 +115,10 @@ def _copy(contents: Any) -> Any:
 class Aggregation:
     """Incremental contents: ``add(acc, value)`` from `initial`; `result(acc)` is emitted.
 
-    `add` and `merge` get copies, so they may mutate and return them. `merge`
-    (``merge(acc, other) -> acc``) is needed for session windows only.
+    `add` and `merge` get copies, so they may mutate and return them (`merge`
+    its first argument, not `other`). `merge` (``merge(acc, other) -> acc``) is
+    needed for session windows; given, it also lets sliding windows keep one
+    accumulator per slice instead of one per window (`_sliced_functions`).
     """
 
     initial: Any
@@ -184,6 +196,15 @@ def window_functions(
         raise ConfigurationError(
             "session windows merge: give the aggregation a merge(acc, other) function"
         )
+    if (
+        isinstance(assigner, Sliding)
+        and assigner.size > assigner.slide
+        and assigner.size % assigner.slide == 0
+        and allowed_lateness == 0
+        and isinstance(function, Aggregation)
+        and function.merge is not None
+    ):
+        return _sliced_functions(assigner, function)
 
     def process(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
         ts = event_time(ctx)
@@ -249,6 +270,69 @@ def window_functions(
         end = timestamp - allowed_lateness
         if windows.contains((end - size, end)):
             windows.remove((end - size, end))
+
+    return process, on_timer
+
+
+def _sliced_functions(assigner: Sliding, function: Aggregation) -> tuple[ProcessFn, TimerFn]:
+    """Sliding windows kept as slices: the ``(process, on_timer)`` of `window_functions`.
+
+    For a `Sliding` whose size is a multiple of its slide, with no allowed
+    lateness and an `Aggregation` that merges. Its results are those of the
+    per-window path; its state is one entry per key and *slice* ``[start,
+    start + slide)`` (slices start where windows do) in the same map state,
+    ``(contents, False)``: a record updates one entry instead of ``size /
+    slide``, and a window's result merges its slices when its timer fires.
+    A slice's timers, the ends of every window holding it, are registered
+    with its first record of the key; the last of them removes it. A whole
+    window's entry ``(end - size, end)``, as the per-window path keeps it
+    (state restored from a job run before slices), is merged in first and
+    removed by the same timer.
+    """
+    size, slide, offset = assigner.size, assigner.slide, assigner.offset
+
+    def process(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
+        ts = event_time(ctx)
+        if lateness(ts, ctx.partition_watermark, 0) is Lateness.TOO_LATE:
+            yield _late(key, ts, value, ctx.partition_watermark, 0)
+            return
+        # The record's slice starts where the last of its windows does; the first of
+        # them ends one slide after it. Every window of a cleaned one's is cleaned
+        # too: the record goes into all its windows or none.
+        start = ts - (ts - offset) % slide
+        watermark = ctx.watermark
+        if watermark >= start + slide:
+            yield _cleaned(key, ts, value, watermark)
+            return
+        windows = ctx.map(_WINDOWS)
+        entry = (start, start + slide)
+        stored = windows.get(entry)
+        if stored is None:
+            for end in range(start + slide, start + size + 1, slide):
+                ctx.timers.register(end)
+            windows.put(entry, (function.added(function.start(), value), False))
+        else:
+            windows.put(entry, (function.added(stored[0], value), False))
+
+    def on_timer(key: Any, timestamp: int, ctx: KeyedContext) -> Iterator[Any]:
+        windows = ctx.map(_WINDOWS)
+        first = timestamp - size
+        contents: Any = _EMPTY
+        emitted = False
+        whole = windows.get((first, timestamp))
+        if whole is not None:
+            contents, emitted = whole[0], bool(whole[1])
+            windows.remove((first, timestamp))
+        for start in range(first, timestamp, slide):
+            part = windows.get((start, start + slide))
+            if part is None:
+                continue
+            contents = part[0] if contents is _EMPTY else function.merged(contents, part[0])
+            if start == first:  # in no later window
+                windows.remove((start, start + slide))
+        if contents is not _EMPTY:
+            window = TimeWindow(first, timestamp)
+            yield window_result(key, window, function.output(key, window, contents), emitted)
 
     return process, on_timer
 

@@ -228,7 +228,14 @@ def _check_update_flags(main: list[dict[str, Any]]) -> None:
 
 # -- windows against the references ------------------------------------------------
 
-ASSIGNERS: list[Tumbling | Sliding] = [Tumbling(2_000), Sliding(3_000, 1_000)]
+#: Sliding windows whose size is a multiple of the slide are kept as slices when
+#: nothing late is allowed (`window._sliced_functions`); 3,000 every 2,000 are not.
+ASSIGNERS: list[Tumbling | Sliding] = [
+    Tumbling(2_000),
+    Sliding(3_000, 1_000),
+    Sliding(4_000, 2_000, 500),
+    Sliding(3_000, 2_000),
+]
 
 
 @settings(max_examples=25, deadline=None)
@@ -257,6 +264,79 @@ def test_windowed_counts_match_the_reference(
     if allowed == 0:
         assert not any(o["update"] for o in flushed.main)
     assert flushed.state_left == 0, "a window kept state or timers after its cleanup"
+
+
+def _count_and_top(acc: list[Any], value: Any) -> list[Any]:
+    acc[0] += 1
+    acc[1] = max(acc[1], value)
+    return acc
+
+
+def _merge_count_and_top(acc: list[Any], other: list[Any]) -> list[Any]:
+    acc[0] += other[0]
+    acc[1] = max(acc[1], other[1])
+    return acc
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    rng=st.randoms(use_true_random=False),
+    assigner=st.sampled_from([Sliding(3_000, 1_000), Sliding(4_000, 2_000, 500)]),
+    ooo=st.sampled_from([1_000, 300]),
+)
+def test_sliced_sliding_windows_give_the_per_window_results(
+    seed: int, rng: random.Random, assigner: Sliding, ooo: int
+) -> None:
+    # A mutable accumulator that merges: slices merged at the timer must give what
+    # adding every record to each of its windows gives (no merge: per window).
+    events = inputs.keyed_events(seed, keys=20)
+    records = [(p, ts, key, seed + i) for i, (p, ts, key, _) in enumerate(events)]
+    outputs = []
+    for merge in (_merge_count_and_top, None):
+        function = Aggregation([0, -1], _count_and_top, merge=merge)
+        process, on_timer = window_functions(assigner, 0, function)
+        replay = random.Random(rng.random())
+        at_end, flushed = drive([records], [process], on_timer, replay, ooo)
+        assert flushed.state_left == 0
+        outputs.append((at_end.main, flushed.main, _late_set(flushed.late)))
+    (sliced_end, sliced, sliced_late), (whole_end, whole, whole_late) = outputs
+    assert Counter(map(repr, sliced_end)) == Counter(map(repr, whole_end))
+    assert Counter(map(repr, sliced)) == Counter(map(repr, whole))
+    assert sliced_late == whole_late
+
+
+def test_windows_kept_whole_by_an_earlier_version_still_fire_when_kept_as_slices() -> None:
+    # State written per window (a job run before slices) is restored into the
+    # sliced operator: a window's result merges its whole entry and its slices.
+    per_window = window_functions(Sliding(10, 5), 0, Aggregation(0, lambda a, _: a + 1))
+    sliced = window_functions(Sliding(10, 5), 0, counting())
+    ctx = MemoryContext()
+    _feed(ctx, per_window[0], "a", 7, 0)  # [0, 10) and [5, 15), whole
+    assert sorted(tuple(e) for e, _ in ctx.map("windows").items()) == [(0, 10), (5, 15)]
+    _feed(ctx, sliced[0], "a", 8, 0)  # slice [5, 10): in [0, 10) and [5, 15)
+    _feed(ctx, sliced[0], "a", 12, 0)  # slice [10, 15): in [5, 15) and [10, 20)
+    fired = _fire(ctx, sliced[1], 100)
+    assert [(o["start"], o["end"], o["value"]) for o in fired] == [
+        (0, 10, 2),
+        (5, 15, 3),
+        (10, 20, 1),
+    ]
+    assert not any(ctx.maps.values())
+    assert len(ctx.timer_queue) == 0
+
+
+def test_a_sliced_record_writes_one_entry_and_registers_its_windows_ends() -> None:
+    process, on_timer = window_functions(Sliding(30, 10), 0, counting())
+    ctx = MemoryContext()
+    for ts in (21, 25, 29):
+        assert _feed(ctx, process, "a", ts, 0) == []
+    assert len(ctx.maps[("windows", b"a")]) == 1  # the slice [20, 30)
+    assert {t.timestamp for t in ctx.timer_queue} == {30, 40, 50}
+    assert [(o["start"], o["value"]) for o in _fire(ctx, on_timer, 40)] == [(0, 3), (10, 3)]
+    assert len(ctx.maps[("windows", b"a")]) == 1  # still in [20, 50)
+    assert [(o["start"], o["value"]) for o in _fire(ctx, on_timer, 50)] == [(20, 3)]
+    assert not any(ctx.maps.values())
 
 
 def _clicks_result(key: str, window: TimeWindow, values: tuple[Any, ...]) -> Any:
@@ -454,7 +534,7 @@ def test_a_record_for_a_cleaned_window_goes_to_late_output_whole() -> None:
     assert isinstance(out, Tagged)
     assert out.tag == LATE
     assert "cleaned" in out.value["reason"]
-    assert ctx.maps[("windows", b"a")] == {}
+    assert not ctx.maps.get(("windows", b"a"))
     assert len(ctx.timer_queue) == 0
 
 
