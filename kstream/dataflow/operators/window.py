@@ -196,15 +196,21 @@ def window_functions(
         raise ConfigurationError(
             "session windows merge: give the aggregation a merge(acc, other) function"
         )
+    # Slices need windows made of whole slides, and contents that merge. A job given
+    # allowed lateness may restore slices its run without kept: the per-window
+    # timers then absorb them into the windows they fire.
+    sliced: Aggregation | None = None
+    slide = 0
     if (
         isinstance(assigner, Sliding)
         and assigner.size > assigner.slide
         and assigner.size % assigner.slide == 0
-        and allowed_lateness == 0
         and isinstance(function, Aggregation)
         and function.merge is not None
     ):
-        return _sliced_functions(assigner, function)
+        if allowed_lateness == 0:
+            return _sliced_functions(assigner, function)
+        slide, sliced = assigner.slide, function
 
     def process(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
         ts = event_time(ctx)
@@ -262,6 +268,11 @@ def window_functions(
         # lookups instead of a scan of the key's windows in RocksDB.
         fire = (timestamp - size, timestamp)
         stored = windows.get(fire)
+        if sliced is not None:
+            absorbed = _absorb_slices(windows, stored, fire, slide, sliced)
+            if stored is None and absorbed is not None:
+                ctx.timers.register(timestamp + allowed_lateness)  # its cleanup
+            stored = absorbed
         if stored is not None:
             window = TimeWindow(*fire)
             contents = stored[0]
@@ -297,8 +308,8 @@ def _sliced_functions(assigner: Sliding, function: Aggregation) -> tuple[Process
             yield _late(key, ts, value, ctx.partition_watermark, 0)
             return
         # The record's slice starts where the last of its windows does; the first of
-        # them ends one slide after it. Every window of a cleaned one's is cleaned
-        # too: the record goes into all its windows or none.
+        # them ends one slide after it. With that one cleaned, the record goes into
+        # none of them (all its windows or none).
         start = ts - (ts - offset) % slide
         watermark = ctx.watermark
         if watermark >= start + slide:
@@ -316,25 +327,34 @@ def _sliced_functions(assigner: Sliding, function: Aggregation) -> tuple[Process
 
     def on_timer(key: Any, timestamp: int, ctx: KeyedContext) -> Iterator[Any]:
         windows = ctx.map(_WINDOWS)
-        first = timestamp - size
-        contents: Any = _EMPTY
-        emitted = False
-        whole = windows.get((first, timestamp))
+        fire = (timestamp - size, timestamp)
+        whole = windows.get(fire)
         if whole is not None:
-            contents, emitted = whole[0], bool(whole[1])
-            windows.remove((first, timestamp))
-        for start in range(first, timestamp, slide):
-            part = windows.get((start, start + slide))
-            if part is None:
-                continue
-            contents = part[0] if contents is _EMPTY else function.merged(contents, part[0])
-            if start == first:  # in no later window
-                windows.remove((start, start + slide))
-        if contents is not _EMPTY:
-            window = TimeWindow(first, timestamp)
-            yield window_result(key, window, function.output(key, window, contents), emitted)
+            windows.remove(fire)
+        stored = _absorb_slices(windows, whole, fire, slide, function)
+        if stored is not None:
+            window = TimeWindow(*fire)
+            yield window_result(key, window, function.output(key, window, stored[0]), stored[1])
 
     return process, on_timer
+
+
+def _absorb_slices(
+    windows: Any, whole: Any, window: tuple[int, int], slide: int, function: Aggregation
+) -> tuple[Any, bool] | None:
+    """`window`'s ``(contents, emitted)``: its whole entry (or None) merged with its
+    slices in time order; None if it has neither. Removes its first slice, which
+    no later window holds."""
+    first, end = window
+    contents, emitted = (whole[0], bool(whole[1])) if whole is not None else (_EMPTY, False)
+    for start in range(first, end, slide):
+        part = windows.get((start, start + slide))
+        if part is None:
+            continue
+        contents = part[0] if contents is _EMPTY else function.merged(contents, part[0])
+        if start == first:
+            windows.remove((start, start + slide))
+    return None if contents is _EMPTY else (contents, emitted)
 
 
 def _session_timer(

@@ -326,6 +326,26 @@ def test_windows_kept_whole_by_an_earlier_version_still_fire_when_kept_as_slices
     assert len(ctx.timer_queue) == 0
 
 
+def test_slices_restored_into_a_job_given_allowed_lateness_fire_in_their_windows() -> None:
+    # Kept as slices (no allowed lateness), then restored with lateness 5: each
+    # window absorbs its slices when it fires, updates after that, is cleaned.
+    sliced = window_functions(Sliding(10, 5), 0, counting())
+    per_window = window_functions(Sliding(10, 5), 5, counting())
+    ctx = MemoryContext()
+    _feed(ctx, sliced[0], "a", 7, 0)  # slice [5, 10): in [0, 10) and [5, 15)
+    _feed(ctx, per_window[0], "a", 8, 0)  # whole [0, 10) and [5, 15)
+    assert [(o["start"], o["value"], o["update"]) for o in _fire(ctx, per_window[1], 10)] == [
+        (0, 2, False)
+    ]
+    # Allowed late into the fired [0, 10): an update of the absorbed count.
+    assert [
+        (o["start"], o["value"], o["update"]) for o in _feed(ctx, per_window[0], "a", 9, 9)
+    ] == [(0, 3, True)]
+    assert [(o["start"], o["value"]) for o in _fire(ctx, per_window[1], 100)] == [(5, 3)]
+    assert not any(ctx.maps.values())
+    assert len(ctx.timer_queue) == 0
+
+
 def test_a_sliced_record_writes_one_entry_and_registers_its_windows_ends() -> None:
     process, on_timer = window_functions(Sliding(30, 10), 0, counting())
     ctx = MemoryContext()
