@@ -200,7 +200,7 @@ def window_functions(
     # allowed lateness may restore slices its run without kept: the per-window
     # timers then absorb them into the windows they fire.
     sliced: Aggregation | None = None
-    slide = 0
+    slide = offset = 0
     if (
         isinstance(assigner, Sliding)
         and assigner.size > assigner.slide
@@ -210,7 +210,7 @@ def window_functions(
     ):
         if allowed_lateness == 0:
             return _sliced_functions(assigner, function)
-        slide, sliced = assigner.slide, function
+        slide, offset, sliced = assigner.slide, assigner.offset, function
 
     def process(key: Any, value: Any, ctx: KeyedContext) -> Iterator[Any]:
         ts = event_time(ctx)
@@ -268,7 +268,9 @@ def window_functions(
         # lookups instead of a scan of the key's windows in RocksDB.
         fire = (timestamp - size, timestamp)
         stored = windows.get(fire)
-        if sliced is not None:
+        # Only a window's end can have slices to absorb; a cleanup time past the
+        # allowed lateness need not be one, and its lookups would all miss.
+        if sliced is not None and (timestamp - offset) % slide == 0:
             absorbed = _absorb_slices(windows, stored, fire, slide, sliced)
             if stored is None and absorbed is not None:
                 ctx.timers.register(timestamp + allowed_lateness)  # its cleanup
